@@ -1,0 +1,826 @@
+/*
+ * engine: see engine.h for the design.
+ *
+ * Threading: each struct engine_thread is driven by its own thread. The only
+ * state other threads touch is the submit queue and the stop flag, both under
+ * th->lock; everything else (the multi handle, the delayed-retry list, the
+ * easy-handle free list) belongs to the engine thread alone. A request is
+ * owned by the engine from submit until its done() callback returns.
+ *
+ * Response validation happens in the first body callback, when status and
+ * headers are complete, so no byte from a wrong range or a wrong object
+ * version is ever copied into the caller's buffer.
+ */
+#include "config.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "engine.h"
+#include "log.h"
+#include "range.h"
+
+#define ERR_BODY_MAX (16u << 10)
+#define EASY_POOL_MAX 64
+#define RECV_BUFFER (512L << 10)
+
+struct engine_thread {
+	struct objfs_engine *e;
+	pthread_t tid;
+	CURLM *multi;
+	pthread_mutex_t lock;
+	struct objfs_req *q_head, *q_tail; /* guarded by lock */
+	int stop;                          /* guarded by lock */
+	/* Engine thread only: */
+	struct objfs_req *delayed;
+	struct objfs_req *inflight; /* doubly linked through next/prev */
+	CURL *pool[EASY_POOL_MAX];
+	unsigned npool;
+	int started;
+};
+
+struct objfs_engine {
+	struct objfs_engine_cfg cfg;
+	char *ca_file;
+	CURLSH *share;
+	pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
+	unsigned nthreads;
+	struct engine_thread *th;
+	atomic_uint rr;
+};
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void curl_global(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_ALL);
+}
+
+static int64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The one table from HTTP status to errno. */
+int objfs_http_errno(long status)
+{
+	if (status >= 200 && status < 300)
+		return 0;
+	switch (status) {
+	case 400: return -EINVAL;
+	case 401:
+	case 403: return -EACCES;
+	case 404:
+	case 410: return -ENOENT;
+	case 412: return -ESTALE;
+	case 416: return -ERANGE;
+	default: return -EIO;
+	}
+}
+
+static int status_retryable(long status)
+{
+	return status == 408 || status == 429 || (status >= 500 && status <= 599);
+}
+
+static int curl_retryable(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_OPERATION_TIMEDOUT:
+	case CURLE_SEND_ERROR:
+	case CURLE_RECV_ERROR:
+	case CURLE_PARTIAL_FILE:
+	case CURLE_GOT_NOTHING:
+	case CURLE_HTTP2:
+	case CURLE_HTTP2_STREAM:
+	case CURLE_SSL_CONNECT_ERROR:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
+static int curl_errno(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_OUT_OF_MEMORY: return -ENOMEM;
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CERTPROBLEM:
+		return -EACCES;
+	case CURLE_OPERATION_TIMEDOUT: return -ETIMEDOUT;
+	case CURLE_COULDNT_CONNECT: return -ECONNREFUSED;
+	case CURLE_COULDNT_RESOLVE_HOST: return -EHOSTUNREACH;
+	default: return -EIO;
+	}
+}
+
+void objfs_req_init(struct objfs_req *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->expect_size = -1;
+	r->total = -1;
+	r->mtime = -1;
+}
+
+void objfs_req_clear(struct objfs_req *r)
+{
+	if (!r)
+		return;
+	free(r->body);
+	r->body = NULL;
+	curl_slist_free_all(r->own_headers);
+	r->own_headers = NULL;
+}
+
+/* Resets the per-attempt results so a retry starts from nothing. */
+static void req_reset_attempt(struct objfs_req *r)
+{
+	free(r->body);
+	r->body = NULL;
+	r->body_cap = 0;
+	r->err = 0;
+	r->status = 0;
+	r->got = 0;
+	r->total = -1;
+	r->mtime = -1;
+	r->etag_out[0] = r->content_type[0] = r->location[0] = r->amz_region[0] = '\0';
+	r->skip = 0;
+	r->clen = -1;
+	r->cr_first = r->cr_last = r->cr_total = -1;
+	r->checked = 0;
+	r->full_early = 0;
+}
+
+static void copy_value(char *dst, size_t cap, const char *v, size_t n)
+{
+	while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' '))
+		n--;
+	while (n && (*v == ' ' || *v == '\t')) {
+		v++;
+		n--;
+	}
+	if (n >= cap)
+		n = cap - 1;
+	memcpy(dst, v, n);
+	dst[n] = '\0';
+}
+
+static int header_is(const char *line, size_t n, const char *name, const char **val)
+{
+	size_t k = strlen(name);
+
+	if (n <= k || line[k] != ':' || strncasecmp(line, name, k) != 0)
+		return 0;
+	*val = line + k + 1;
+	return 1;
+}
+
+static size_t on_header(char *line, size_t sz, size_t nmemb, void *ud)
+{
+	struct objfs_req *r = ud;
+	size_t n = sz * nmemb;
+	const char *v;
+	char tmp[256];
+
+	if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
+		/* A new response (redirect hop or interim): forget the last. */
+		r->etag_out[0] = r->content_type[0] = r->location[0] = '\0';
+		r->amz_region[0] = '\0';
+		r->clen = -1;
+		r->cr_first = r->cr_last = r->cr_total = -1;
+		r->mtime = -1;
+		return n;
+	}
+	if (header_is(line, n, "etag", &v)) {
+		copy_value(r->etag_out, sizeof(r->etag_out), v, n - (size_t)(v - line));
+	} else if (header_is(line, n, "content-type", &v)) {
+		copy_value(r->content_type, sizeof(r->content_type), v, n - (size_t)(v - line));
+	} else if (header_is(line, n, "location", &v)) {
+		copy_value(r->location, sizeof(r->location), v, n - (size_t)(v - line));
+	} else if (header_is(line, n, "x-amz-bucket-region", &v)) {
+		copy_value(r->amz_region, sizeof(r->amz_region), v, n - (size_t)(v - line));
+	} else if (header_is(line, n, "content-length", &v)) {
+		char *end;
+		long long cl;
+
+		copy_value(tmp, sizeof(tmp), v, n - (size_t)(v - line));
+		errno = 0;
+		cl = strtoll(tmp, &end, 10);
+		r->clen = (errno || *end || cl < 0 || end == tmp) ? -1 : cl;
+	} else if (header_is(line, n, "content-range", &v)) {
+		copy_value(tmp, sizeof(tmp), v, n - (size_t)(v - line));
+		if (objfs_parse_content_range(tmp, &r->cr_first, &r->cr_last, &r->cr_total))
+			r->cr_first = r->cr_last = r->cr_total = -1;
+	} else if (header_is(line, n, "last-modified", &v)) {
+		copy_value(tmp, sizeof(tmp), v, n - (size_t)(v - line));
+		time_t t = curl_getdate(tmp, NULL);
+		r->mtime = t < 0 ? -1 : (int64_t)t;
+	}
+	return n;
+}
+
+/*
+ * Validates a successful ranged response before its first byte is used.
+ * Returns 0 or -errno (the transfer is then aborted).
+ */
+static int check_range_response(struct objfs_req *r)
+{
+	int64_t end = r->off + (int64_t)r->len - 1;
+
+	if (r->etag && r->etag_out[0] && strcmp(r->etag, r->etag_out) != 0) {
+		objfs_info("%s: object changed (ETag %s, pinned %s)", r->url,
+			   r->etag_out, r->etag);
+		return -ESTALE;
+	}
+	if (r->status == 206) {
+		if (r->cr_first < 0) {
+			objfs_warn("%s: 206 without a valid Content-Range", r->url);
+			return -EIO;
+		}
+		if (r->expect_size >= 0 && r->cr_total >= 0 && r->cr_total != r->expect_size) {
+			objfs_info("%s: object size changed from %" PRId64 " to %" PRId64,
+				   r->url, r->expect_size, r->cr_total);
+			return -ESTALE;
+		}
+		if (r->cr_first != r->off || r->cr_last != end) {
+			objfs_warn("%s: asked for bytes %" PRId64 "-%" PRId64 ", server sent %"
+				   PRId64 "-%" PRId64, r->url, r->off, end, r->cr_first,
+				   r->cr_last);
+			return -EIO;
+		}
+		if (r->clen >= 0 && r->clen != (int64_t)r->len) {
+			objfs_warn("%s: Content-Length %" PRId64 " disagrees with range",
+				   r->url, r->clen);
+			return -EIO;
+		}
+		r->total = r->cr_total;
+		return 0;
+	}
+	if (r->status == 200) {
+		/* Range ignored: the body is the whole object. */
+		if (r->clen >= 0 && r->expect_size >= 0 && r->clen != r->expect_size) {
+			objfs_info("%s: object size changed from %" PRId64 " to %" PRId64,
+				   r->url, r->expect_size, r->clen);
+			return -ESTALE;
+		}
+		if (r->clen >= 0 && r->clen <= end) {
+			objfs_warn("%s: object is shorter than the range asked for", r->url);
+			return -EIO;
+		}
+		objfs_debug("%s: server ignored Range, skipping %" PRId64 " bytes", r->url, r->off);
+		r->skip = r->off;
+		r->total = r->clen;
+		return 0;
+	}
+	objfs_warn("%s: unexpected HTTP status %ld for a ranged GET", r->url, r->status);
+	return -EIO;
+}
+
+static int body_append(struct objfs_req *r, const char *p, size_t n, size_t cap)
+{
+	if (r->got + n > cap)
+		return -EFBIG;
+	if (r->got + n + 1 > r->body_cap) {
+		size_t nc = r->body_cap ? r->body_cap : 16384;
+		char *nb;
+
+		while (nc < r->got + n + 1)
+			nc *= 2;
+		nb = realloc(r->body, nc);
+		if (!nb)
+			return -ENOMEM;
+		r->body = nb;
+		r->body_cap = nc;
+	}
+	memcpy(r->body + r->got, p, n);
+	r->got += n;
+	r->body[r->got] = '\0';
+	return 0;
+}
+
+static size_t on_body(char *p, size_t sz, size_t nmemb, void *ud)
+{
+	struct objfs_req *r = ud;
+	size_t n = sz * nmemb;
+
+	if (!r->checked) {
+		r->checked = 1;
+		if (r->status >= 200 && r->status < 300 && r->len) {
+			r->err = check_range_response(r);
+			if (r->err)
+				return 0;
+		}
+	}
+	if (r->status < 200 || r->status >= 300) {
+		/* Error body: keep the start for messages, drop the rest. */
+		size_t room = r->got < ERR_BODY_MAX ? ERR_BODY_MAX - r->got : 0;
+
+		if (room)
+			(void)body_append(r, p, n < room ? n : room, ERR_BODY_MAX);
+		return n;
+	}
+	if (!r->len) {
+		r->err = body_append(r, p, n, r->body_max);
+		return r->err ? 0 : n;
+	}
+	if (r->skip) {
+		size_t drop = (int64_t)n < r->skip ? n : (size_t)r->skip;
+
+		r->skip -= (int64_t)drop;
+		p += drop;
+		n -= drop;
+	}
+	if (n) {
+		size_t want = r->len - r->got;
+		size_t take = n < want ? n : want;
+
+		memcpy(r->dst + r->got, p, take);
+		r->got += take;
+		if (take < n) {
+			if (r->status == 206) {
+				objfs_warn("%s: server sent more bytes than its range", r->url);
+				r->err = -EIO;
+				return 0;
+			}
+			r->full_early = 1; /* whole object sent: stop once we have ours */
+			return 0;
+		}
+	}
+	return sz * nmemb;
+}
+
+/* Header callback needs the status, which curl reports only via getinfo. */
+static size_t on_header_status(char *line, size_t sz, size_t nmemb, void *ud)
+{
+	struct objfs_req *r = ud;
+	size_t n = sz * nmemb;
+
+	if (n >= 12 && strncmp(line, "HTTP/", 5) == 0) {
+		const char *sp = memchr(line, ' ', n);
+
+		if (sp && sp + 4 <= line + n)
+			r->status = strtol(sp + 1, NULL, 10);
+	}
+	return on_header(line, sz, nmemb, ud);
+}
+
+static CURL *easy_get(struct engine_thread *th)
+{
+	CURL *h;
+
+	if (th->npool) {
+		h = th->pool[--th->npool];
+		curl_easy_reset(h);
+		return h;
+	}
+	return curl_easy_init();
+}
+
+static void easy_put(struct engine_thread *th, CURL *h)
+{
+	if (th->npool < EASY_POOL_MAX)
+		th->pool[th->npool++] = h;
+	else
+		curl_easy_cleanup(h);
+}
+
+static void finish(struct engine_thread *th, struct objfs_req *r, int err)
+{
+	(void)th;
+	r->err = err;
+	curl_slist_free_all(r->own_headers);
+	r->own_headers = NULL;
+	r->done(r);
+}
+
+/* Whether the ETag is a strong one, usable with If-Match. */
+static int etag_strong(const char *etag)
+{
+	return etag && etag[0] == '"';
+}
+
+static int start(struct engine_thread *th, struct objfs_req *r)
+{
+	struct objfs_engine *e = th->e;
+	char range[64], hdr[256];
+	long tmo = (long)(e->cfg.timeout + 0.999);
+	CURL *h;
+
+	req_reset_attempt(r);
+	r->attempts++;
+	h = easy_get(th);
+	if (!h)
+		return -ENOMEM;
+	curl_slist_free_all(r->own_headers);
+	r->own_headers = NULL;
+	for (struct curl_slist *s = r->headers; s; s = s->next) {
+		struct curl_slist *n = curl_slist_append(r->own_headers, s->data);
+
+		if (!n)
+			goto nomem;
+		r->own_headers = n;
+	}
+	if (etag_strong(r->etag)) {
+		struct curl_slist *n;
+
+		snprintf(hdr, sizeof(hdr), "If-Match: %s", r->etag);
+		n = curl_slist_append(r->own_headers, hdr);
+		if (!n)
+			goto nomem;
+		r->own_headers = n;
+	}
+	curl_easy_setopt(h, CURLOPT_URL, r->url);
+	curl_easy_setopt(h, CURLOPT_PRIVATE, r);
+	curl_easy_setopt(h, CURLOPT_SHARE, e->share);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, RECV_BUFFER);
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, tmo < 10 ? tmo : 10L);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, tmo);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "objfs/" PACKAGE_VERSION);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, r->own_headers);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header_status);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, NULL);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	if (!r->no_redirect) {
+		curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
+		curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
+	}
+	if (e->ca_file)
+		curl_easy_setopt(h, CURLOPT_CAINFO, e->ca_file);
+	if (e->cfg.insecure) {
+		curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+		curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+	}
+	if (r->method == OBJFS_HEAD) {
+		curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+	} else if (r->len) {
+		snprintf(range, sizeof(range), "%" PRId64 "-%" PRId64, r->off,
+			 r->off + (int64_t)r->len - 1);
+		curl_easy_setopt(h, CURLOPT_RANGE, range);
+	}
+	if (curl_multi_add_handle(th->multi, h) != CURLM_OK) {
+		easy_put(th, h);
+		return -EIO;
+	}
+	r->easy = h;
+	r->prev = NULL;
+	r->next = th->inflight;
+	if (th->inflight)
+		th->inflight->prev = r;
+	th->inflight = r;
+	return 0;
+nomem:
+	easy_put(th, h);
+	return -ENOMEM;
+}
+
+static void schedule_retry(struct engine_thread *th, struct objfs_req *r)
+{
+	int64_t base = 100 * 1000000LL << (r->attempts > 6 ? 6 : r->attempts - 1);
+	int64_t cap = 5000 * 1000000LL;
+	int64_t delay = base < cap ? base : cap;
+
+	/* Full jitter between delay/2 and delay. */
+	delay = delay / 2 + (int64_t)((double)(delay / 2) * ((double)rand() / RAND_MAX));
+	r->due_ns = mono_ns() + delay;
+	r->next = th->delayed;
+	th->delayed = r;
+}
+
+static void launch(struct engine_thread *th, struct objfs_req *r)
+{
+	int err = start(th, r);
+
+	if (err)
+		finish(th, r, err);
+}
+
+static void inflight_remove(struct engine_thread *th, struct objfs_req *r)
+{
+	curl_multi_remove_handle(th->multi, r->easy);
+	if (r->prev)
+		r->prev->next = r->next;
+	else
+		th->inflight = r->next;
+	if (r->next)
+		r->next->prev = r->prev;
+	r->easy = NULL;
+	r->next = r->prev = NULL;
+}
+
+static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
+{
+	struct objfs_req *r;
+	int err, retry = 0;
+
+	curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&r);
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+	inflight_remove(th, r);
+	easy_put(th, h);
+
+	err = r->err;
+	if (err) {
+		/* Set by a callback: a response that failed validation. */
+		retry = err == -EIO;
+	} else if (rc == CURLE_WRITE_ERROR && r->full_early) {
+		err = 0;
+	} else if (rc != CURLE_OK) {
+		retry = curl_retryable(rc);
+		err = curl_errno(rc);
+		objfs_info("%s: %s (attempt %u)", r->url, curl_easy_strerror(rc), r->attempts);
+	} else if (r->no_redirect && r->status >= 300 && r->status < 400) {
+		err = 0;
+	} else if (r->status < 200 || r->status >= 300) {
+		err = objfs_http_errno(r->status);
+		retry = status_retryable(r->status);
+		if (retry || r->status != 404)
+			objfs_info("%s: HTTP %ld (attempt %u)", r->url, r->status, r->attempts);
+	} else if (r->method == OBJFS_HEAD) {
+		r->total = r->clen;
+	} else if (r->len) {
+		if (!r->checked) {
+			/* Empty body: run the checks anyway. */
+			r->checked = 1;
+			err = check_range_response(r);
+			retry = err == -EIO;
+		}
+		if (!err && r->got != r->len) {
+			objfs_info("%s: body ended after %zu of %zu bytes", r->url, r->got, r->len);
+			err = -EIO;
+			retry = 1;
+		}
+	} else {
+		r->total = (int64_t)r->got;
+		if (r->clen >= 0 && r->clen != (int64_t)r->got)
+			err = -EIO, retry = 1;
+	}
+	if (err && retry && r->attempts <= th->e->cfg.retries) {
+		schedule_retry(th, r);
+		return;
+	}
+	finish(th, r, err);
+}
+
+static void *engine_main(void *arg)
+{
+	struct engine_thread *th = arg;
+
+	for (;;) {
+		struct objfs_req *q, **pp;
+		int running, stop, msgs, timeout_ms = 1000;
+		int64_t now;
+		CURLMsg *m;
+
+		pthread_mutex_lock(&th->lock);
+		q = th->q_head;
+		th->q_head = th->q_tail = NULL;
+		stop = th->stop;
+		pthread_mutex_unlock(&th->lock);
+		if (stop) {
+			/* Requeued work is failed below by the caller of stop. */
+			pthread_mutex_lock(&th->lock);
+			if (q) {
+				struct objfs_req *t = q;
+
+				while (t->next)
+					t = t->next;
+				t->next = th->q_head;
+				th->q_head = q;
+			}
+			pthread_mutex_unlock(&th->lock);
+			break;
+		}
+		while (q) {
+			struct objfs_req *next = q->next;
+
+			launch(th, q);
+			q = next;
+		}
+		now = mono_ns();
+		for (pp = &th->delayed; *pp;) {
+			struct objfs_req *r = *pp;
+
+			if (r->due_ns <= now) {
+				*pp = r->next;
+				launch(th, r);
+			} else {
+				int64_t ms = (r->due_ns - now) / 1000000 + 1;
+
+				if (ms < timeout_ms)
+					timeout_ms = (int)ms;
+				pp = &r->next;
+			}
+		}
+		curl_multi_perform(th->multi, &running);
+		while ((m = curl_multi_info_read(th->multi, &msgs)))
+			if (m->msg == CURLMSG_DONE)
+				completed(th, m->easy_handle, m->data.result);
+		curl_multi_poll(th->multi, NULL, 0, timeout_ms, NULL);
+	}
+	return NULL;
+}
+
+static void share_lock(CURL *h, curl_lock_data d, curl_lock_access a, void *ud)
+{
+	struct objfs_engine *e = ud;
+
+	(void)h;
+	(void)a;
+	pthread_mutex_lock(&e->share_locks[d]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data d, void *ud)
+{
+	struct objfs_engine *e = ud;
+
+	(void)h;
+	pthread_mutex_unlock(&e->share_locks[d]);
+}
+
+int objfs_engine_new(const struct objfs_engine_cfg *cfg, struct objfs_engine **out)
+{
+	struct objfs_engine *e;
+	unsigned per;
+	int err = -ENOMEM;
+
+	pthread_once(&curl_once, curl_global);
+	if (curl_init_rc != CURLE_OK)
+		return -EIO;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->cfg = *cfg;
+	e->nthreads = cfg->threads ? cfg->threads : 1;
+	if (cfg->ca_file) {
+		e->ca_file = strdup(cfg->ca_file);
+		if (!e->ca_file)
+			goto err_free;
+	}
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_init(&e->share_locks[i], NULL);
+	e->share = curl_share_init();
+	if (!e->share)
+		goto err_free;
+	curl_share_setopt(e->share, CURLSHOPT_LOCKFUNC, share_lock);
+	curl_share_setopt(e->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
+	curl_share_setopt(e->share, CURLSHOPT_USERDATA, e);
+	curl_share_setopt(e->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
+	curl_share_setopt(e->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
+	e->th = calloc(e->nthreads, sizeof(*e->th));
+	if (!e->th)
+		goto err_free;
+	per = (cfg->max_host_conns + e->nthreads - 1) / e->nthreads;
+	if (per < 1)
+		per = 1;
+	for (unsigned i = 0; i < e->nthreads; i++) {
+		struct engine_thread *th = &e->th[i];
+
+		th->e = e;
+		pthread_mutex_init(&th->lock, NULL);
+		th->multi = curl_multi_init();
+		if (!th->multi)
+			goto err_free;
+		curl_multi_setopt(th->multi, CURLMOPT_MAX_HOST_CONNECTIONS, (long)per);
+		curl_multi_setopt(th->multi, CURLMOPT_MAXCONNECTS, (long)per * 2);
+		if (pthread_create(&th->tid, NULL, engine_main, th)) {
+			err = -EAGAIN;
+			goto err_free;
+		}
+		th->started = 1;
+	}
+	*out = e;
+	return 0;
+err_free:
+	objfs_engine_free(e);
+	return err;
+}
+
+void objfs_engine_free(struct objfs_engine *e)
+{
+	if (!e)
+		return;
+	for (unsigned i = 0; e->th && i < e->nthreads; i++) {
+		struct engine_thread *th = &e->th[i];
+
+		if (th->started) {
+			pthread_mutex_lock(&th->lock);
+			th->stop = 1;
+			pthread_mutex_unlock(&th->lock);
+			curl_multi_wakeup(th->multi);
+			pthread_join(th->tid, NULL);
+		}
+	}
+	for (unsigned i = 0; e->th && i < e->nthreads; i++) {
+		struct engine_thread *th = &e->th[i];
+
+		/* Fail whatever is still queued, delayed or in flight. */
+		while (th->q_head) {
+			struct objfs_req *r = th->q_head;
+
+			th->q_head = r->next;
+			finish(th, r, -ECANCELED);
+		}
+		while (th->delayed) {
+			struct objfs_req *r = th->delayed;
+
+			th->delayed = r->next;
+			finish(th, r, -ECANCELED);
+		}
+		while (th->inflight) {
+			struct objfs_req *r = th->inflight;
+			CURL *h = r->easy;
+
+			inflight_remove(th, r);
+			curl_easy_cleanup(h);
+			finish(th, r, -ECANCELED);
+		}
+		while (th->npool)
+			curl_easy_cleanup(th->pool[--th->npool]);
+		if (th->multi)
+			curl_multi_cleanup(th->multi);
+		pthread_mutex_destroy(&th->lock);
+	}
+	free(e->th);
+	if (e->share)
+		curl_share_cleanup(e->share);
+	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
+		pthread_mutex_destroy(&e->share_locks[i]);
+	free(e->ca_file);
+	free(e);
+}
+
+void objfs_engine_submit(struct objfs_engine *e, struct objfs_req *r)
+{
+	unsigned i = atomic_fetch_add(&e->rr, 1) % e->nthreads;
+	struct engine_thread *th = &e->th[i];
+
+	r->attempts = 0;
+	r->next = NULL;
+	pthread_mutex_lock(&th->lock);
+	if (th->q_tail)
+		th->q_tail->next = r;
+	else
+		th->q_head = r;
+	th->q_tail = r;
+	pthread_mutex_unlock(&th->lock);
+	curl_multi_wakeup(th->multi);
+}
+
+struct group {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	size_t left;
+};
+
+static void group_done(struct objfs_req *r)
+{
+	struct group *g = r->priv;
+
+	pthread_mutex_lock(&g->lock);
+	if (--g->left == 0)
+		pthread_cond_signal(&g->cond);
+	pthread_mutex_unlock(&g->lock);
+}
+
+int objfs_engine_run(struct objfs_engine *e, struct objfs_req **reqs, size_t n)
+{
+	struct group g = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, n };
+
+	if (!n)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		reqs[i]->done = group_done;
+		reqs[i]->priv = &g;
+		objfs_engine_submit(e, reqs[i]);
+	}
+	pthread_mutex_lock(&g.lock);
+	while (g.left)
+		pthread_cond_wait(&g.cond, &g.lock);
+	pthread_mutex_unlock(&g.lock);
+	for (size_t i = 0; i < n; i++)
+		if (reqs[i]->err)
+			return reqs[i]->err;
+	return 0;
+}

@@ -1,0 +1,106 @@
+/*
+ * engine: the one fetch engine every byte of objfs goes through.
+ *
+ * N engine threads each own a libcurl multi handle and run an event loop
+ * (curl_multi_poll, woken by curl_multi_wakeup when work is queued). Requests
+ * are spread round-robin over the threads; connections are pooled per thread
+ * and capped per host so warm keep-alive connections are reused. DNS and TLS
+ * sessions are shared between threads through one share handle.
+ *
+ * A request is a plain struct the caller owns. The engine validates every
+ * response against what was asked before a byte reaches the caller's buffer
+ * (status, Content-Range, object size, pinned ETag): a server that ignores
+ * Range (200 instead of 206) is handled by skipping to the offset in the
+ * body; one that answers a different range or a different object version
+ * fails the request. Transient failures (connection errors, stalls, 5xx,
+ * 429, truncated bodies) are retried with exponential backoff and jitter.
+ *
+ * Errors come out as -errno only (see objfs_http_errno()).
+ */
+#ifndef OBJFS_ENGINE_H
+#define OBJFS_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct curl_slist;
+struct objfs_engine;
+
+struct objfs_engine_cfg {
+	unsigned threads;        /* engine threads, >= 1 */
+	unsigned max_host_conns; /* per host, over all threads */
+	const char *ca_file;     /* NULL: system CA store */
+	int insecure;            /* skip TLS verification */
+	double timeout;          /* seconds without progress before a retry */
+	unsigned retries;        /* extra attempts after the first */
+};
+
+enum objfs_method { OBJFS_GET, OBJFS_HEAD };
+
+struct objfs_req {
+	/* Set by the caller; borrowed by the engine until done() is called. */
+	const char *url;
+	enum objfs_method method;
+	struct curl_slist *headers; /* extra request headers, or NULL */
+	int64_t off;                /* ranged GET: first byte */
+	size_t len;                 /* ranged GET: bytes; 0 = whole body */
+	char *dst;                  /* ranged GET: receives exactly len bytes */
+	int64_t expect_size;        /* object size, -1 if unknown */
+	const char *etag;           /* pinned ETag (sent as If-Match when strong) */
+	int no_redirect;            /* do not follow 3xx */
+	size_t body_max;            /* whole-body GET: cap, bytes */
+	void (*done)(struct objfs_req *r); /* runs on an engine thread */
+	void *priv;
+
+	/* Results, valid from done() on. */
+	int err;                /* 0 or -errno */
+	long status;            /* last HTTP status, 0 if none */
+	size_t got;             /* bytes delivered (dst or body) */
+	char *body;             /* whole-body GET, or error body: NUL-terminated,
+				   owned by the request, freed by objfs_req_clear */
+	int64_t total;          /* object size (Content-Range or Length), -1 */
+	int64_t mtime;          /* Last-Modified, -1 */
+	char etag_out[192];     /* ETag of the response, "" if none */
+	char content_type[128];
+	char location[1024];    /* Location of a 3xx */
+	char amz_region[64];    /* x-amz-bucket-region */
+	unsigned attempts;
+
+	/* Engine private. */
+	size_t body_cap;
+	int64_t skip;           /* 200 instead of 206: bytes left to skip */
+	int64_t clen;           /* Content-Length of this response, -1 */
+	int64_t cr_first, cr_last, cr_total; /* Content-Range, cr_first -1 */
+	int checked;            /* response headers validated */
+	int full_early;         /* all wanted bytes arrived; rest discarded */
+	int64_t due_ns;         /* retry time */
+	struct curl_slist *own_headers;
+	void *easy;             /* in flight: its curl handle */
+	struct objfs_req *next; /* queue, retry list or in-flight list */
+	struct objfs_req *prev; /* in-flight list */
+};
+
+/* Creates the engine and starts its threads. 0 or -errno. */
+int objfs_engine_new(const struct objfs_engine_cfg *cfg, struct objfs_engine **out);
+/* Stops the threads, fails queued requests with -ECANCELED. Accepts NULL. */
+void objfs_engine_free(struct objfs_engine *e);
+
+/* Prepares @r for (re)use: zeroes results, keeps nothing. */
+void objfs_req_init(struct objfs_req *r);
+/* Frees what the engine allocated in @r (body). Accepts NULL. */
+void objfs_req_clear(struct objfs_req *r);
+
+/* Queues @r; r->done is called exactly once, on an engine thread. */
+void objfs_engine_submit(struct objfs_engine *e, struct objfs_req *r);
+
+/*
+ * Runs @n requests concurrently and waits for all of them. Their done
+ * fields are ignored. Returns 0 when every request succeeded, else the
+ * first request's error in array order.
+ */
+int objfs_engine_run(struct objfs_engine *e, struct objfs_req **reqs, size_t n);
+
+/* Maps an HTTP status to -errno (0 for 2xx). */
+int objfs_http_errno(long status);
+
+#endif

@@ -1,0 +1,429 @@
+/*
+ * fs: see fs.h.
+ *
+ * The mount is read-only: FUSE's "ro" mount flag makes the kernel refuse
+ * writes, creates and renames with EROFS before they reach us; the handlers
+ * below that could still be called for writing answer EROFS as well.
+ *
+ * File handles pin the object version: open records the size and ETag, every
+ * read of that handle is checked against them (If-Match and the response
+ * ETag and size), so a reader sees one version of an object or gets EIO,
+ * never a mix. keep_cache is granted when the ETag and size match the last
+ * open, so the kernel page cache survives across opens of unchanged objects.
+ */
+#define FUSE_USE_VERSION 312
+#include "config.h"
+
+#include <errno.h>
+#include <fuse_lowlevel.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "fs.h"
+#include "log.h"
+#include "range.h"
+
+#define MAX_READ (1u << 20)
+
+struct fh {
+	const char *path; /* owned by the node */
+	int64_t size;
+	char etag[192];
+};
+
+static struct objfs_fs *fs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+static void attr_to_stat(const struct objfs_fs *fs, const struct objfs_attr *a, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	st->st_ino = a->ino;
+	if (a->is_dir) {
+		st->st_mode = S_IFDIR | (0755 & ~fs->umask);
+		st->st_nlink = 2;
+		st->st_size = 4096;
+	} else {
+		st->st_mode = S_IFREG | (0644 & ~fs->umask);
+		st->st_nlink = 1;
+		st->st_size = a->size > 0 ? a->size : 0;
+	}
+	/* Read-only mount: no write bits, whatever the umask says. */
+	st->st_mode &= (mode_t)~0222;
+	st->st_uid = fs->uid;
+	st->st_gid = fs->gid;
+	st->st_blksize = 1 << 20;
+	st->st_blocks = (st->st_size + 511) / 512;
+	st->st_mtime = st->st_ctime = st->st_atime =
+		a->mtime >= 0 ? (time_t)a->mtime : (time_t)fs->mount_time;
+}
+
+static void fill_entry(const struct objfs_fs *fs, const struct objfs_attr *a,
+		       struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof(*e));
+	e->ino = a->ino;
+	e->generation = 1;
+	attr_to_stat(fs, a, &e->attr);
+	e->attr_timeout = fs->opts->attr_timeout;
+	e->entry_timeout = fs->opts->entry_timeout;
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct objfs_fs *fs = fs_of(req);
+	struct fuse_entry_param e;
+	struct objfs_attr a;
+	int err = objfs_inode_lookup(fs->inodes, parent, name, &a);
+
+	if (err == -ENOENT) {
+		/* Negative entry: the kernel caches the miss for entry_timeout. */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = fs->opts->entry_timeout;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	fill_entry(fs, &a, &e);
+	fuse_reply_entry(req, &e);
+}
+
+static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	objfs_inode_forget(fs_of(req)->inodes, ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
+{
+	for (size_t i = 0; i < count; i++)
+		objfs_inode_forget(fs_of(req)->inodes, f[i].ino, f[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct objfs_fs *fs = fs_of(req);
+	struct objfs_attr a;
+	struct stat st;
+	int err;
+
+	(void)fi;
+	err = objfs_inode_getattr(fs->inodes, ino, &a);
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	attr_to_stat(fs, &a, &st);
+	fuse_reply_attr(req, &st, fs->opts->attr_timeout);
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	(void)ino;
+	(void)attr;
+	(void)to_set;
+	(void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct objfs_fs *fs = fs_of(req);
+	struct objfs_attr a;
+	struct fh *h;
+	int keep = 0, err;
+	const char *path;
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	err = objfs_inode_open(fs->inodes, ino, &a, &keep, &path);
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	h = calloc(1, sizeof(*h));
+	if (!h) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	h->path = path;
+	h->size = a.size;
+	memcpy(h->etag, a.etag, sizeof(h->etag));
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->keep_cache = keep;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		free(h); /* the opener was interrupted */
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct objfs_fs *fs = fs_of(req);
+	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	size_t n = objfs_range_clamp(h->size, off, size);
+	char *buf;
+	int err;
+
+	(void)ino;
+	if (n == 0) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	buf = malloc(n);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	err = objfs_store_read(fs->store, h->path, h->etag, h->size, off, n, buf);
+	if (err) {
+		objfs_info("read of '/%s' at %lld+%zu failed: %s", h->path, (long long)off, n,
+			   strerror(-err));
+		fuse_reply_err(req, -err);
+	} else {
+		fuse_reply_buf(req, buf, n);
+	}
+	free(buf);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	free((struct fh *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct objfs_fs *fs = fs_of(req);
+	struct objfs_dirsnap *d;
+	int err = objfs_inode_opendir(fs->inodes, ino, &d);
+
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)d;
+	fi->cache_readdir = 0;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		objfs_dirsnap_free(d);
+}
+
+/* Offsets: 1 is ".", 2 is "..", 3 + i is snapshot entry i. */
+static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi,
+		       int plus)
+{
+	struct objfs_fs *fs = fs_of(req);
+	struct objfs_dirsnap *d = (struct objfs_dirsnap *)(uintptr_t)fi->fh;
+	char *buf = malloc(size), *p = buf;
+	size_t left = size;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (off_t o = off; (size_t)o < d->n + 2; o++) {
+		struct fuse_entry_param e;
+		struct objfs_attr a = { 0 };
+		const char *name;
+		size_t used;
+
+		if (o < 2) {
+			name = o == 0 ? "." : "..";
+			a.ino = o == 0 ? d->self : d->parent;
+			a.is_dir = 1;
+			a.mtime = -1;
+		} else {
+			name = objfs_dirsnap_entry(fs->inodes, d, (size_t)o - 2, &a);
+		}
+		fill_entry(fs, &a, &e);
+		if (plus) {
+			if (o < 2) {
+				/* "." and ".." must not be looked up: ino 0 says so. */
+				memset(&e, 0, sizeof(e));
+				e.attr.st_ino = a.ino;
+				e.attr.st_mode = S_IFDIR;
+			} else if (!a.is_dir && a.size < 0) {
+				/* Size unknown yet: make the kernel ask getattr. */
+				e.attr_timeout = 0;
+			}
+			used = fuse_add_direntry_plus(req, p, left, name, &e, o + 1);
+		} else {
+			used = fuse_add_direntry(req, p, left, name, &e.attr, o + 1);
+		}
+		if (used > left)
+			break;
+		if (plus && o >= 2)
+			objfs_inode_ref(fs->inodes, a.ino);
+		p += used;
+		left -= used;
+	}
+	fuse_reply_buf(req, buf, size - left);
+	free(buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi)
+{
+	(void)ino;
+	do_readdir(req, size, off, fi, 0);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	(void)ino;
+	do_readdir(req, size, off, fi, 1);
+}
+
+static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	objfs_dirsnap_free((struct objfs_dirsnap *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	struct statvfs sv;
+
+	(void)ino;
+	memset(&sv, 0, sizeof(sv));
+	sv.f_bsize = 1 << 20;
+	sv.f_frsize = 1 << 20;
+	sv.f_namemax = 255;
+	sv.f_flag = ST_RDONLY;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void op_erofs_entry(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			   dev_t rdev)
+{
+	(void)parent;
+	(void)name;
+	(void)mode;
+	(void)rdev;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_erofs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	(void)parent;
+	(void)name;
+	(void)mode;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_erofs_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	(void)parent;
+	(void)name;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_erofs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+			    fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	(void)parent;
+	(void)name;
+	(void)newparent;
+	(void)newname;
+	(void)flags;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_erofs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+			    struct fuse_file_info *fi)
+{
+	(void)parent;
+	(void)name;
+	(void)mode;
+	(void)fi;
+	fuse_reply_err(req, EROFS);
+}
+
+static void op_init(void *userdata, struct fuse_conn_info *conn)
+{
+	(void)userdata;
+	conn->want |= FUSE_CAP_ASYNC_READ;
+	if (conn->capable & FUSE_CAP_READDIRPLUS)
+		conn->want |= FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO;
+	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
+	conn->max_readahead = MAX_READ;
+}
+
+static const struct fuse_lowlevel_ops ops = {
+	.init = op_init,
+	.lookup = op_lookup,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
+	.getattr = op_getattr,
+	.setattr = op_setattr,
+	.mknod = op_erofs_entry,
+	.mkdir = op_erofs_mkdir,
+	.unlink = op_erofs_unlink,
+	.rmdir = op_erofs_unlink,
+	.rename = op_erofs_rename,
+	.create = op_erofs_create,
+	.open = op_open,
+	.read = op_read,
+	.release = op_release,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.releasedir = op_releasedir,
+	.statfs = op_statfs,
+};
+
+int objfs_fs_run(struct objfs_fs *fs, int fuse_argc, char **fuse_argv, const char *mountpoint,
+		 void (*ready)(void *arg), void *arg)
+{
+	struct fuse_args args = FUSE_ARGS_INIT(fuse_argc, fuse_argv);
+	struct fuse_loop_config *cfg;
+	struct fuse_session *se;
+	int ret = -EIO;
+
+	se = fuse_session_new(&args, &ops, sizeof(ops), fs);
+	if (!se) {
+		objfs_err("cannot create the FUSE session (bad FUSE option?)");
+		goto out_args;
+	}
+	if (fuse_set_signal_handlers(se)) {
+		objfs_err("cannot install signal handlers");
+		goto out_session;
+	}
+	if (fuse_session_mount(se, mountpoint)) {
+		objfs_err("cannot mount on '%s' (is /dev/fuse available and fusermount3 "
+			  "installed?)", mountpoint);
+		goto out_signals;
+	}
+	if (ready)
+		ready(arg);
+	cfg = fuse_loop_cfg_create();
+	if (!cfg) {
+		ret = -ENOMEM;
+		goto out_unmount;
+	}
+	fuse_loop_cfg_set_clone_fd(cfg, 0);
+	fuse_loop_cfg_set_max_threads(cfg, 32);
+	ret = fuse_session_loop_mt(se, cfg) ? -EIO : 0;
+	fuse_loop_cfg_destroy(cfg);
+out_unmount:
+	fuse_session_unmount(se);
+out_signals:
+	fuse_remove_signal_handlers(se);
+out_session:
+	fuse_session_destroy(se);
+out_args:
+	fuse_opt_free_args(&args);
+	return ret;
+}

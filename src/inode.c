@@ -1,0 +1,480 @@
+/*
+ * inode: see inode.h for the design and the locking rule.
+ *
+ * Nodes are found two ways: by inode number through a dense array (numbers
+ * are handed out sequentially from 1 and never reused), and by (parent, name)
+ * through a chained hash table, so a lookup in a directory of 100,000 entries
+ * costs O(1). A directory's kids array is its latest listing in server order;
+ * nodes that left the listing stay in the tables (an open file keeps working
+ * and a name that comes back keeps its inode number).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <time.h>
+
+#include "inode.h"
+#include "log.h"
+
+struct objfs_node {
+	uint64_t ino;
+	uint64_t nlookup;
+	struct objfs_node *parent;
+	char *name;             /* immutable */
+	char *path;             /* immutable store path */
+	int is_dir;             /* immutable: a type change makes a new node */
+	int present;            /* in the parent's latest listing */
+	int64_t size, mtime;
+	char etag[192];
+	double attr_at;         /* monotonic time attrs were fetched, 0 never */
+	char open_etag[192];    /* ETag seen by the last open (keep_cache) */
+	int64_t open_size;
+	/* Directories only: */
+	struct objfs_node **kids;
+	size_t nkids;
+	double listed_at;       /* 0: never listed */
+	int listing;            /* a thread is listing it now */
+	struct objfs_node *hnext;
+};
+
+struct objfs_inodes {
+	struct objfs_store *store;
+	double list_ttl, attr_ttl;
+	pthread_mutex_t lock;
+	pthread_cond_t listed;
+	struct objfs_node **by_ino; /* index = ino */
+	size_t nino, capino;
+	struct objfs_node **hash;
+	size_t nhash, nbuckets;
+};
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static size_t name_hash(uint64_t parent, const char *name)
+{
+	uint64_t h = 1469598103934665603ULL ^ parent;
+
+	while (*name) {
+		h ^= (unsigned char)*name++;
+		h *= 1099511628211ULL;
+	}
+	return (size_t)(h ^ (h >> 29));
+}
+
+static struct objfs_node *hash_find(struct objfs_inodes *t, uint64_t parent, const char *name)
+{
+	struct objfs_node *n = t->hash[name_hash(parent, name) & (t->nbuckets - 1)];
+
+	for (; n; n = n->hnext)
+		if (n->parent && n->parent->ino == parent && strcmp(n->name, name) == 0)
+			return n;
+	return NULL;
+}
+
+static int hash_grow(struct objfs_inodes *t)
+{
+	size_t nb = t->nbuckets * 2;
+	struct objfs_node **h = calloc(nb, sizeof(*h));
+
+	if (!h)
+		return -ENOMEM;
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		struct objfs_node *n = t->hash[i], *next;
+
+		for (; n; n = next) {
+			size_t b = name_hash(n->parent->ino, n->name) & (nb - 1);
+
+			next = n->hnext;
+			n->hnext = h[b];
+			h[b] = n;
+		}
+	}
+	free(t->hash);
+	t->hash = h;
+	t->nbuckets = nb;
+	return 0;
+}
+
+static void hash_remove(struct objfs_inodes *t, struct objfs_node *n)
+{
+	struct objfs_node **pp = &t->hash[name_hash(n->parent->ino, n->name) & (t->nbuckets - 1)];
+
+	for (; *pp; pp = &(*pp)->hnext) {
+		if (*pp == n) {
+			*pp = n->hnext;
+			n->hnext = NULL;
+			t->nhash--;
+			return;
+		}
+	}
+}
+
+/* Creates a node under @parent (NULL for the root). Lock held. */
+static struct objfs_node *node_new(struct objfs_inodes *t, struct objfs_node *parent,
+				   const char *name, int is_dir)
+{
+	struct objfs_node *n;
+
+	if (t->nino >= t->capino) {
+		size_t nc = t->capino ? t->capino * 2 : 1024;
+		struct objfs_node **a = realloc(t->by_ino, nc * sizeof(*a));
+
+		if (!a)
+			return NULL;
+		t->by_ino = a;
+		t->capino = nc;
+	}
+	if (parent && t->nhash >= t->nbuckets && hash_grow(t))
+		return NULL;
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	n->name = strdup(name);
+	if (!parent)
+		n->path = strdup("");
+	else if (asprintf(&n->path, "%s%s%s", parent->path, *parent->path ? "/" : "", name) < 0)
+		n->path = NULL;
+	if (!n->name || !n->path) {
+		free(n->name);
+		free(n->path);
+		free(n);
+		return NULL;
+	}
+	n->parent = parent;
+	n->is_dir = is_dir;
+	n->size = -1;
+	n->mtime = -1;
+	n->ino = t->nino;
+	t->by_ino[t->nino++] = n;
+	if (parent) {
+		size_t b = name_hash(parent->ino, name) & (t->nbuckets - 1);
+
+		n->hnext = t->hash[b];
+		t->hash[b] = n;
+		t->nhash++;
+	}
+	return n;
+}
+
+int objfs_inodes_new(struct objfs_store *store, double list_ttl, double attr_ttl,
+		     struct objfs_inodes **out)
+{
+	struct objfs_inodes *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return -ENOMEM;
+	t->store = store;
+	t->list_ttl = list_ttl;
+	t->attr_ttl = attr_ttl;
+	pthread_mutex_init(&t->lock, NULL);
+	pthread_cond_init(&t->listed, NULL);
+	t->nbuckets = 1024;
+	t->hash = calloc(t->nbuckets, sizeof(*t->hash));
+	t->nino = 1; /* inode 0 does not exist */
+	if (!t->hash || !node_new(t, NULL, "", 1)) {
+		objfs_inodes_free(t);
+		return -ENOMEM;
+	}
+	t->by_ino[OBJFS_ROOT_INO]->present = 1;
+	*out = t;
+	return 0;
+}
+
+void objfs_inodes_free(struct objfs_inodes *t)
+{
+	if (!t)
+		return;
+	for (size_t i = 1; i < t->nino; i++) {
+		struct objfs_node *n = t->by_ino[i];
+
+		free(n->name);
+		free(n->path);
+		free(n->kids);
+		free(n);
+	}
+	free(t->by_ino);
+	free(t->hash);
+	pthread_mutex_destroy(&t->lock);
+	pthread_cond_destroy(&t->listed);
+	free(t);
+}
+
+static struct objfs_node *node_get(struct objfs_inodes *t, uint64_t ino)
+{
+	return (ino && ino < t->nino) ? t->by_ino[ino] : NULL;
+}
+
+static void attr_fill(const struct objfs_node *n, struct objfs_attr *a)
+{
+	a->ino = n->ino;
+	a->is_dir = n->is_dir;
+	a->size = n->size;
+	a->mtime = n->mtime;
+	memcpy(a->etag, n->etag, sizeof(a->etag));
+}
+
+/* Replaces @d's listing with @l. Lock held. */
+static int merge_listing(struct objfs_inodes *t, struct objfs_node *d,
+			 const struct objfs_listing *l, double now)
+{
+	struct objfs_node **kids = malloc((l->n ? l->n : 1) * sizeof(*kids));
+	size_t nk = 0;
+
+	if (!kids)
+		return -ENOMEM;
+	for (size_t i = 0; i < d->nkids; i++)
+		d->kids[i]->present = 0;
+	for (size_t i = 0; i < l->n; i++) {
+		const struct objfs_listent *e = &l->ents[i];
+		struct objfs_node *n = hash_find(t, d->ino, e->name);
+
+		if (n && n->is_dir != e->is_dir) {
+			hash_remove(t, n);
+			n = NULL;
+		}
+		if (!n)
+			n = node_new(t, d, e->name, e->is_dir);
+		if (!n) {
+			free(kids);
+			return -ENOMEM;
+		}
+		if (n->present)
+			continue; /* listed twice */
+		n->present = 1;
+		if (e->mtime >= 0)
+			n->mtime = e->mtime;
+		if (!n->is_dir) {
+			if (e->size >= 0) {
+				if (n->size != e->size)
+					n->etag[0] = '\0';
+				n->size = e->size;
+				n->attr_at = now;
+			} else if (n->attr_at && now - n->attr_at >= t->attr_ttl) {
+				n->size = -1;
+			}
+		}
+		kids[nk++] = n;
+	}
+	free(d->kids);
+	d->kids = kids;
+	d->nkids = nk;
+	d->listed_at = now;
+	return 0;
+}
+
+/* Makes sure @d's listing is fresh. Lock held on entry and exit. */
+static int ensure_listed(struct objfs_inodes *t, struct objfs_node *d)
+{
+	struct objfs_listing l = { 0 };
+	char *path;
+	int err;
+
+	while (d->listing)
+		pthread_cond_wait(&t->listed, &t->lock);
+	if (d->listed_at && now_s() - d->listed_at < t->list_ttl)
+		return 0;
+	d->listing = 1;
+	path = d->path;
+	pthread_mutex_unlock(&t->lock);
+	err = t->store->ops->list(t->store, path, &l);
+	pthread_mutex_lock(&t->lock);
+	if (!err)
+		err = merge_listing(t, d, &l, now_s());
+	d->listing = 0;
+	pthread_cond_broadcast(&t->listed);
+	objfs_listing_clear(&l);
+	if (err)
+		objfs_info("listing '/%s' failed: %s", d->path, strerror(-err));
+	return err;
+}
+
+/* Stats file @n when its attributes are unknown or older than attr_ttl.
+ * Lock held on entry and exit. */
+static int revalidate(struct objfs_inodes *t, struct objfs_node *n, int force)
+{
+	struct objfs_stat st;
+	int err;
+
+	if (n->is_dir)
+		return 0;
+	if (!force && n->size >= 0 && now_s() - n->attr_at < t->attr_ttl)
+		return 0;
+	pthread_mutex_unlock(&t->lock);
+	err = t->store->ops->stat(t->store, n->path, &st);
+	pthread_mutex_lock(&t->lock);
+	if (err)
+		return err;
+	if (st.is_dir)
+		return -EIO; /* became a directory: the parent's next listing sorts it out */
+	n->size = st.size;
+	if (st.mtime >= 0)
+		n->mtime = st.mtime;
+	memcpy(n->etag, st.etag, sizeof(n->etag));
+	n->attr_at = now_s();
+	return 0;
+}
+
+int objfs_inode_lookup(struct objfs_inodes *t, uint64_t parent, const char *name,
+		       struct objfs_attr *a)
+{
+	struct objfs_node *d, *n;
+	int err;
+
+	pthread_mutex_lock(&t->lock);
+	d = node_get(t, parent);
+	if (!d) {
+		err = -ENOENT;
+		goto out;
+	}
+	if (!d->is_dir) {
+		err = -ENOTDIR;
+		goto out;
+	}
+	err = ensure_listed(t, d);
+	if (err)
+		goto out;
+	n = hash_find(t, d->ino, name);
+	if (!n || !n->present) {
+		err = -ENOENT;
+		goto out;
+	}
+	err = revalidate(t, n, 0);
+	if (err)
+		goto out;
+	n->nlookup++;
+	attr_fill(n, a);
+out:
+	pthread_mutex_unlock(&t->lock);
+	return err;
+}
+
+void objfs_inode_forget(struct objfs_inodes *t, uint64_t ino, uint64_t nlookup)
+{
+	struct objfs_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = node_get(t, ino);
+	if (n)
+		n->nlookup = n->nlookup > nlookup ? n->nlookup - nlookup : 0;
+	pthread_mutex_unlock(&t->lock);
+}
+
+void objfs_inode_ref(struct objfs_inodes *t, uint64_t ino)
+{
+	struct objfs_node *n;
+
+	pthread_mutex_lock(&t->lock);
+	n = node_get(t, ino);
+	if (n)
+		n->nlookup++;
+	pthread_mutex_unlock(&t->lock);
+}
+
+int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a)
+{
+	struct objfs_node *n;
+	int err;
+
+	pthread_mutex_lock(&t->lock);
+	n = node_get(t, ino);
+	err = n ? revalidate(t, n, 0) : -ENOENT;
+	if (!err)
+		attr_fill(n, a);
+	pthread_mutex_unlock(&t->lock);
+	return err;
+}
+
+int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
+		     int *keep_cache, const char **path)
+{
+	struct objfs_node *n;
+	int err;
+
+	pthread_mutex_lock(&t->lock);
+	n = node_get(t, ino);
+	if (!n) {
+		err = -ENOENT;
+		goto out;
+	}
+	if (n->is_dir) {
+		err = -EISDIR;
+		goto out;
+	}
+	/* Listing data has no ETag: fetch one to pin the handle to. */
+	err = revalidate(t, n, n->etag[0] == '\0');
+	if (err)
+		goto out;
+	*keep_cache = n->open_etag[0] && strcmp(n->open_etag, n->etag) == 0 &&
+		      n->open_size == n->size;
+	memcpy(n->open_etag, n->etag, sizeof(n->open_etag));
+	n->open_size = n->size;
+	attr_fill(n, a);
+	*path = n->path;
+out:
+	pthread_mutex_unlock(&t->lock);
+	return err;
+}
+
+int objfs_inode_opendir(struct objfs_inodes *t, uint64_t ino, struct objfs_dirsnap **out)
+{
+	struct objfs_dirsnap *d = NULL;
+	struct objfs_node *n;
+	int err;
+
+	pthread_mutex_lock(&t->lock);
+	n = node_get(t, ino);
+	if (!n) {
+		err = -ENOENT;
+		goto out;
+	}
+	if (!n->is_dir) {
+		err = -ENOTDIR;
+		goto out;
+	}
+	err = ensure_listed(t, n);
+	if (err)
+		goto out;
+	d = calloc(1, sizeof(*d));
+	if (!d || !(d->ents = malloc((n->nkids ? n->nkids : 1) * sizeof(*d->ents)))) {
+		free(d);
+		err = -ENOMEM;
+		goto out;
+	}
+	memcpy(d->ents, n->kids, n->nkids * sizeof(*d->ents));
+	d->n = n->nkids;
+	d->self = n->ino;
+	d->parent = n->parent ? n->parent->ino : n->ino;
+	*out = d;
+out:
+	pthread_mutex_unlock(&t->lock);
+	return err;
+}
+
+void objfs_dirsnap_free(struct objfs_dirsnap *d)
+{
+	if (!d)
+		return;
+	free(d->ents);
+	free(d);
+}
+
+const char *objfs_dirsnap_entry(struct objfs_inodes *t, struct objfs_dirsnap *d, size_t i,
+				struct objfs_attr *a)
+{
+	struct objfs_node *n = d->ents[i];
+
+	pthread_mutex_lock(&t->lock);
+	attr_fill(n, a);
+	pthread_mutex_unlock(&t->lock);
+	return n->name;
+}

@@ -1,0 +1,83 @@
+/*
+ * inode: the inode table and the metadata cache in front of the store.
+ *
+ * Every path the kernel has seen gets a node with an inode number that stays
+ * the same for the life of the mount (nodes are never reused or freed before
+ * unmount, so a node pointer is valid until objfs_inodes_free). Directories
+ * cache their listing for list_ttl seconds; a name missing from a fresh
+ * listing is a cached negative answer. File attributes come from the listing
+ * when it has them and from the store's stat (HEAD) otherwise, and are
+ * revalidated after attr_ttl seconds.
+ *
+ * Locking: one mutex guards the table and every node's mutable fields;
+ * network calls are made without it. A directory is listed by one thread at
+ * a time (single flight); others wait for that listing.
+ */
+#ifndef OBJFS_INODE_H
+#define OBJFS_INODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "store.h"
+
+struct objfs_inodes;
+struct objfs_node;
+
+#define OBJFS_ROOT_INO 1
+
+struct objfs_attr {
+	uint64_t ino;
+	int is_dir;
+	int64_t size;   /* -1 when unknown (HTML listing, not yet stat'ed) */
+	int64_t mtime;  /* -1 when unknown */
+	char etag[192];
+};
+
+/* @store is borrowed and must outlive the table. 0 or -ENOMEM. */
+int objfs_inodes_new(struct objfs_store *store, double list_ttl, double attr_ttl,
+		     struct objfs_inodes **out);
+/* Frees every node. Accepts NULL. */
+void objfs_inodes_free(struct objfs_inodes *t);
+
+/*
+ * Finds @name in directory @parent, listing it if needed, and fills @a with
+ * fresh attributes (a file's size is always known on success). Adds one
+ * lookup reference to the node. 0, -ENOENT, -ENOTDIR or -errno.
+ */
+int objfs_inode_lookup(struct objfs_inodes *t, uint64_t parent, const char *name,
+		       struct objfs_attr *a);
+/* Drops @n lookup references of @ino. */
+void objfs_inode_forget(struct objfs_inodes *t, uint64_t ino, uint64_t n);
+/* Adds one lookup reference (readdirplus entries). */
+void objfs_inode_ref(struct objfs_inodes *t, uint64_t ino);
+
+/* Attributes of @ino, revalidated when older than attr_ttl. 0 or -errno. */
+int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a);
+
+/*
+ * Opens file @ino: revalidates its attributes when stale and fills @a with
+ * the size and ETag the handle pins. *keep_cache is 1 when the previous open
+ * saw the same ETag and size, so the kernel page cache can be kept.
+ * Returns 0, -EISDIR, -ENOENT or -errno. *path receives the store path,
+ * owned by the node (valid until objfs_inodes_free).
+ */
+int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
+		     int *keep_cache, const char **path);
+
+/* A directory snapshot for readdir: stable offsets across calls. */
+struct objfs_dirsnap {
+	size_t n;
+	uint64_t self, parent;
+	struct objfs_node **ents; /* borrowed nodes */
+};
+
+/* Lists @ino (when stale) and snapshots its entries. Caller frees with
+ * objfs_dirsnap_free. 0, -ENOTDIR or -errno. */
+int objfs_inode_opendir(struct objfs_inodes *t, uint64_t ino, struct objfs_dirsnap **out);
+void objfs_dirsnap_free(struct objfs_dirsnap *d);
+/* Name and current attributes of snapshot entry @i. */
+const char *objfs_dirsnap_entry(struct objfs_inodes *t, struct objfs_dirsnap *d, size_t i,
+				struct objfs_attr *a);
+
+#endif

@@ -1,0 +1,63 @@
+/*
+ * listing: parsers for HTTP directory listings.
+ *
+ * Three formats are understood: nginx "autoindex_format json", and HTML index
+ * pages (nginx and Apache autoindex, or any page of links). HTML is parsed
+ * with libxml2's HTML parser, never by hand, because index pages come from
+ * servers we do not control. Every name that comes out is a valid single path
+ * component (not empty, not "." or "..", no '/', no NUL, at most 255 bytes);
+ * anything else is dropped with a debug log line. Duplicate names keep their
+ * first entry.
+ */
+#ifndef OBJFS_LISTING_H
+#define OBJFS_LISTING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct objfs_listent {
+	char *name;    /* decoded file name, owned by the listing */
+	int is_dir;
+	int64_t size;  /* bytes, or -1 when the listing does not say */
+	int64_t mtime; /* seconds since the epoch, or -1 when unknown */
+};
+
+struct objfs_listing {
+	struct objfs_listent *ents; /* owned */
+	size_t n, cap;
+};
+
+/* Frees all entries; the listing is empty and reusable afterwards. */
+void objfs_listing_clear(struct objfs_listing *l);
+
+/*
+ * Append an entry (name copied). Returns 0, -EINVAL when @name is not a valid
+ * path component (the entry is skipped), -EEXIST when the name is already
+ * present (skipped), or -ENOMEM.
+ */
+int objfs_listing_add(struct objfs_listing *l, const char *name, size_t namelen,
+		      int is_dir, int64_t size, int64_t mtime);
+
+/* Returns 1 when @name[0..len) is usable as a file name, else 0. */
+int objfs_name_valid(const char *name, size_t len);
+
+/*
+ * Parse an nginx JSON listing: an array of {"name","type","mtime","size"}.
+ * Returns 0 with entries appended to @out, or -EPROTO for a body that is not
+ * such an array (the listing is then left empty).
+ */
+int objfs_listing_parse_json(const char *buf, size_t len, struct objfs_listing *out);
+
+/*
+ * Parse an HTML index page that was served for directory @dir_path (decoded
+ * absolute URL path ending in '/'). Each <a href> that names a direct child
+ * of @dir_path becomes an entry: relative hrefs ("x", "./x", "x/"), or
+ * absolute-path hrefs under @dir_path. Parent links, query links (Apache's
+ * "?C=N;O=D"), fragments, other hosts and deeper paths are ignored. A
+ * trailing '/' marks a directory. Sizes and times are left unknown (-1).
+ * Returns 0, or -EPROTO when the page cannot be parsed at all.
+ */
+int objfs_listing_parse_html(const char *buf, size_t len, const char *dir_path,
+			     struct objfs_listing *out);
+
+#endif

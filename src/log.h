@@ -1,0 +1,38 @@
+/*
+ * log: leveled logging to stderr or syslog.
+ *
+ * One global level, set once at start-up. Messages are single lines; callers
+ * never pass secrets (credentials are redacted by their owners before they
+ * reach a format string). Thread-safe: each message is one write(2)-sized
+ * fprintf under stdio's own lock.
+ */
+#ifndef OBJFS_LOG_H
+#define OBJFS_LOG_H
+
+enum objfs_log_level {
+	OBJFS_LOG_ERR = 0,
+	OBJFS_LOG_WARN,
+	OBJFS_LOG_INFO,
+	OBJFS_LOG_DEBUG,
+};
+
+/* Parse "error|warn|info|debug"; returns 0 or -EINVAL. */
+int objfs_log_parse_level(const char *s, enum objfs_log_level *out);
+void objfs_log_set_level(enum objfs_log_level lvl);
+enum objfs_log_level objfs_log_get_level(void);
+/* After daemonising, send messages to syslog instead of stderr. */
+void objfs_log_use_syslog(int on);
+
+void objfs_log(enum objfs_log_level lvl, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#define objfs_err(...)   objfs_log(OBJFS_LOG_ERR, __VA_ARGS__)
+#define objfs_warn(...)  objfs_log(OBJFS_LOG_WARN, __VA_ARGS__)
+#define objfs_info(...)  objfs_log(OBJFS_LOG_INFO, __VA_ARGS__)
+#define objfs_debug(...)                                              \
+	do {                                                          \
+		if (objfs_log_get_level() >= OBJFS_LOG_DEBUG)         \
+			objfs_log(OBJFS_LOG_DEBUG, __VA_ARGS__);      \
+	} while (0)
+
+#endif

@@ -1,0 +1,267 @@
+/*
+ * main: command line, start-up and shutdown.
+ *
+ * Everything that can be checked cheaply (options, URL, mount point) is
+ * checked before anything else, so a mistake costs one message and exit 1.
+ * Without -f the process forks before any thread exists (libcurl and the
+ * engine threads do not survive fork); the child probes the source, mounts,
+ * and only then tells the parent, which exits 0 — or exits 1 when the child
+ * failed, after the child printed its reason on the shared stderr. Nothing is
+ * left mounted on any failure path.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "fs.h"
+#include "inode.h"
+#include "log.h"
+#include "options.h"
+#include "store.h"
+
+struct cli {
+	struct objfs_opts opts;
+	int foreground;
+	int debug;
+	const char *source;
+	const char *mountpoint;
+	int ready_fd; /* daemon mode: pipe to the waiting parent, else -1 */
+};
+
+static void usage(FILE *f, const char *prog)
+{
+	fprintf(f,
+"usage: %s [options] SOURCE MOUNTPOINT\n"
+"\n"
+"Mount an HTTP(S) object store read-only as a directory tree.\n"
+"SOURCE is http://host[:port]/path/ (a directory index) or the URL of one file.\n"
+"\n"
+"  -f                 stay in the foreground\n"
+"  -d                 debug: foreground, log_level=debug, FUSE request trace\n"
+"  -o opt[,opt...]    mount options (below)\n"
+"  -h, --help         this help\n"
+"  -V, --version      print the version\n"
+"\n"
+"Options:\n"
+"  chunk_size=SIZE        largest ranged GET (default 8M)\n"
+"  max_connections=N      connections per host (default 16)\n"
+"  attr_timeout=SECS      attribute cache time, kernel and objfs (default 60)\n"
+"  entry_timeout=SECS     name cache time in the kernel (default 60)\n"
+"  list_ttl=SECS          directory listing cache time (default 60)\n"
+"  retries=N              retries of a failed request (default 3)\n"
+"  timeout=SECS           a request making no progress this long fails (default 30)\n"
+"  allow_other            let other users access the mount\n"
+"  default_permissions    let the kernel check permissions from the modes\n"
+"  uid=N, gid=N           owner of all files (default: the mounting user)\n"
+"  umask=OCTAL            permission mask (default 022; the mount is read-only)\n"
+"  ca_file=PATH           CA certificates for https (default: system store)\n"
+"  insecure               do not verify TLS certificates (dangerous)\n"
+"  log_level=LEVEL        error, warn (default), info or debug\n", prog);
+}
+
+static int parse_cli(int argc, char **argv, struct cli *c)
+{
+	char err[512];
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+			usage(stdout, argv[0]);
+			exit(0);
+		} else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
+			printf("objfs %s\n", PACKAGE_VERSION);
+			exit(0);
+		} else if (strcmp(a, "-f") == 0) {
+			c->foreground = 1;
+		} else if (strcmp(a, "-d") == 0) {
+			c->foreground = c->debug = 1;
+		} else if (strncmp(a, "-o", 2) == 0) {
+			const char *list = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+
+			if (!list) {
+				fprintf(stderr, "objfs: -o needs an option list\n");
+				return -EINVAL;
+			}
+			if (objfs_opts_parse(&c->opts, list, err, sizeof(err))) {
+				fprintf(stderr, "objfs: %s\n", err);
+				return -EINVAL;
+			}
+		} else if (a[0] == '-' && a[1]) {
+			fprintf(stderr, "objfs: unknown flag '%s' (see objfs --help)\n", a);
+			return -EINVAL;
+		} else if (!c->source) {
+			c->source = a;
+		} else if (!c->mountpoint) {
+			c->mountpoint = a;
+		} else {
+			fprintf(stderr, "objfs: unexpected argument '%s'\n", a);
+			return -EINVAL;
+		}
+	}
+	if (!c->source || !c->mountpoint) {
+		usage(stderr, argv[0]);
+		return -EINVAL;
+	}
+	if (c->debug)
+		c->opts.log_level = OBJFS_LOG_DEBUG;
+	return 0;
+}
+
+/* Appends @s to @dst escaping ',' and '\' for FUSE's option parser. */
+static void opt_escape(char *dst, size_t cap, const char *s)
+{
+	size_t n = strlen(dst);
+
+	for (; *s && n + 2 < cap; s++) {
+		if (*s == ',' || *s == '\\')
+			dst[n++] = '\\';
+		dst[n++] = *s;
+	}
+	dst[n] = '\0';
+}
+
+static void on_ready(void *arg)
+{
+	struct cli *c = arg;
+	int fd;
+
+	if (c->ready_fd < 0)
+		return;
+	(void)!write(c->ready_fd, "", 1);
+	close(c->ready_fd);
+	c->ready_fd = -1;
+	fd = open("/dev/null", O_RDWR);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+	objfs_log_use_syslog(1);
+}
+
+/* Probe, mount and serve. Returns the process exit status. */
+static int serve(struct cli *c, char *argv0)
+{
+	struct objfs_engine_cfg ecfg = {
+		.threads = 2,
+		.max_host_conns = c->opts.max_connections,
+		.ca_file = c->opts.ca_file,
+		.insecure = c->opts.insecure,
+		.timeout = c->opts.timeout,
+		.retries = c->opts.retries,
+	};
+	struct objfs_engine *engine = NULL;
+	struct objfs_store *store = NULL;
+	struct objfs_inodes *inodes = NULL;
+	struct objfs_fs fs = { 0 };
+	char fopts[4096] = "ro,subtype=objfs,fsname=";
+	char *fargv[4];
+	char err[1024] = "";
+	int fargc = 0, ret;
+
+	if (c->opts.insecure)
+		objfs_warn("TLS certificate verification is OFF (insecure): anyone on the "
+			   "network path can feed this mount forged data");
+	ret = objfs_engine_new(&ecfg, &engine);
+	if (ret) {
+		objfs_err("cannot start the fetch engine: %s", strerror(-ret));
+		return 1;
+	}
+	ret = objfs_store_http_new(c->source, engine, c->opts.chunk_size, &store, err,
+				   sizeof(err));
+	if (ret) {
+		objfs_err("%s", err);
+		goto out;
+	}
+	ret = objfs_inodes_new(store, c->opts.list_ttl, c->opts.attr_timeout, &inodes);
+	if (ret) {
+		objfs_err("out of memory");
+		goto out;
+	}
+	fs.inodes = inodes;
+	fs.store = store;
+	fs.opts = &c->opts;
+	fs.uid = c->opts.have_uid ? c->opts.uid : getuid();
+	fs.gid = c->opts.have_gid ? c->opts.gid : getgid();
+	fs.umask = c->opts.have_umask ? c->opts.umask : 022;
+	fs.mount_time = (double)time(NULL);
+
+	opt_escape(fopts, sizeof(fopts), c->source);
+	if (c->opts.allow_other)
+		strcat(fopts, ",allow_other");
+	if (c->opts.default_permissions)
+		strcat(fopts, ",default_permissions");
+	fargv[fargc++] = argv0;
+	fargv[fargc++] = "-o";
+	fargv[fargc++] = fopts;
+	if (c->debug)
+		fargv[fargc++] = "-d";
+	ret = objfs_fs_run(&fs, fargc, fargv, c->mountpoint, on_ready, c);
+out:
+	objfs_inodes_free(inodes);
+	objfs_store_free(store);
+	objfs_engine_free(engine);
+	return ret ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct cli c = { .ready_fd = -1 };
+	struct stat st;
+	int pipefd[2], status, ret;
+	pid_t pid;
+	char byte;
+
+	objfs_opts_init(&c.opts);
+	if (parse_cli(argc, argv, &c)) {
+		objfs_opts_clear(&c.opts);
+		return 1;
+	}
+	objfs_log_set_level((enum objfs_log_level)c.opts.log_level);
+	if (stat(c.mountpoint, &st) || !S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "objfs: mount point '%s' does not exist or is not a "
+			"directory\n", c.mountpoint);
+		objfs_opts_clear(&c.opts);
+		return 1;
+	}
+	if (c.foreground) {
+		ret = serve(&c, argv[0]);
+		objfs_opts_clear(&c.opts);
+		return ret;
+	}
+	if (pipe(pipefd)) {
+		perror("objfs: pipe");
+		return 1;
+	}
+	pid = fork();
+	if (pid < 0) {
+		perror("objfs: fork");
+		return 1;
+	}
+	if (pid > 0) {
+		close(pipefd[1]);
+		if (read(pipefd[0], &byte, 1) == 1)
+			return 0; /* mounted; the child serves */
+		waitpid(pid, &status, 0);
+		return WIFEXITED(status) && WEXITSTATUS(status) ? WEXITSTATUS(status) : 1;
+	}
+	close(pipefd[0]);
+	c.ready_fd = pipefd[1];
+	if (setsid() < 0)
+		perror("objfs: setsid");
+	ret = serve(&c, argv[0]);
+	objfs_opts_clear(&c.opts);
+	return ret;
+}

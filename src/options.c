@@ -1,0 +1,225 @@
+/*
+ * options: see options.h. A table of option names with a kind and a field
+ * offset keeps the parser to one loop; adding an option is one table row.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "options.h"
+
+enum opt_kind { K_SIZE, K_UINT, K_TIME, K_FLAG, K_STR, K_ID, K_MODE, K_LOG };
+
+struct opt_def {
+	const char *name;
+	enum opt_kind kind;
+	size_t off;
+	size_t have_off; /* for K_ID / K_MODE: the "have" flag, else 0 */
+	double min, max;
+};
+
+#define F(f) offsetof(struct objfs_opts, f)
+static const struct opt_def defs[] = {
+	{ "chunk_size", K_SIZE, F(chunk_size), 0, 4096, 1 << 30 },
+	{ "max_connections", K_UINT, F(max_connections), 0, 1, 1024 },
+	{ "attr_timeout", K_TIME, F(attr_timeout), 0, 0, 86400 * 365 },
+	{ "entry_timeout", K_TIME, F(entry_timeout), 0, 0, 86400 * 365 },
+	{ "list_ttl", K_TIME, F(list_ttl), 0, 0, 86400 * 365 },
+	{ "retries", K_UINT, F(retries), 0, 0, 100 },
+	{ "timeout", K_TIME, F(timeout), 0, 1, 86400 },
+	{ "allow_other", K_FLAG, F(allow_other), 0, 0, 0 },
+	{ "default_permissions", K_FLAG, F(default_permissions), 0, 0, 0 },
+	{ "insecure", K_FLAG, F(insecure), 0, 0, 0 },
+	{ "uid", K_ID, F(uid), F(have_uid), 0, 4294967294.0 },
+	{ "gid", K_ID, F(gid), F(have_gid), 0, 4294967294.0 },
+	{ "umask", K_MODE, F(umask), F(have_umask), 0, 0777 },
+	{ "ca_file", K_STR, F(ca_file), 0, 0, 0 },
+	{ "log_level", K_LOG, F(log_level), 0, 0, 0 },
+	/* Accepted for fstab compatibility; the mount is always read-only. */
+	{ "ro", K_FLAG, 0, 0, 0, 0 },
+};
+#undef F
+
+void objfs_opts_init(struct objfs_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->chunk_size = 8u << 20;
+	o->max_connections = 16;
+	o->attr_timeout = 60;
+	o->entry_timeout = 60;
+	o->list_ttl = 60;
+	o->retries = 3;
+	o->timeout = 30;
+	o->log_level = OBJFS_LOG_WARN;
+}
+
+void objfs_opts_clear(struct objfs_opts *o)
+{
+	free(o->ca_file);
+	o->ca_file = NULL;
+}
+
+int objfs_parse_size(const char *s, size_t *out)
+{
+	unsigned long long v, mul = 1;
+	char *end;
+
+	if (!*s || *s == '-' || *s == '+')
+		return -EINVAL;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	switch (*end) {
+	case '\0': break;
+	case 'k': case 'K': mul = 1ull << 10; end++; break;
+	case 'm': case 'M': mul = 1ull << 20; end++; break;
+	case 'g': case 'G': mul = 1ull << 30; end++; break;
+	default: return -EINVAL;
+	}
+	if (*end == 'i' || *end == 'B')
+		end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
+	if (*end || (v && mul > ULLONG_MAX / v) || v * mul > SIZE_MAX)
+		return -EINVAL;
+	*out = (size_t)(v * mul);
+	return 0;
+}
+
+static int parse_one(struct objfs_opts *o, const struct opt_def *d, const char *val,
+		     char *err, size_t errlen)
+{
+	char *base = (char *)o, *end;
+	double dv;
+	size_t sz;
+	unsigned long long uv;
+
+	if (d->kind == K_FLAG) {
+		if (val) {
+			snprintf(err, errlen, "option '%s' takes no value", d->name);
+			return -EINVAL;
+		}
+		if (d->off || strcmp(d->name, "ro") != 0)
+			*(int *)(base + d->off) = 1;
+		return 0;
+	}
+	if (!val || !*val) {
+		snprintf(err, errlen, "option '%s' needs a value (%s=...)", d->name, d->name);
+		return -EINVAL;
+	}
+	switch (d->kind) {
+	case K_SIZE:
+		if (objfs_parse_size(val, &sz) || sz < d->min || sz > d->max) {
+			snprintf(err, errlen, "option '%s': expected a size from %.0f to %.0f "
+				 "bytes (K/M/G suffixes allowed), got '%s'", d->name, d->min,
+				 d->max, val);
+			return -EINVAL;
+		}
+		*(size_t *)(base + d->off) = sz;
+		return 0;
+	case K_UINT:
+	case K_ID:
+		errno = 0;
+		uv = strtoull(val, &end, 10);
+		if (errno || *end || *val == '-' || uv < d->min || uv > d->max) {
+			snprintf(err, errlen, "option '%s': expected a whole number from "
+				 "%.0f to %.0f, got '%s'", d->name, d->min, d->max, val);
+			return -EINVAL;
+		}
+		if (d->kind == K_UINT) {
+			*(unsigned *)(base + d->off) = (unsigned)uv;
+		} else {
+			*(uid_t *)(base + d->off) = (uid_t)uv; /* uid_t and gid_t alike */
+			*(int *)(base + d->have_off) = 1;
+		}
+		return 0;
+	case K_TIME:
+		errno = 0;
+		dv = strtod(val, &end);
+		if (errno || *end || !isfinite(dv) || dv < d->min || dv > d->max) {
+			snprintf(err, errlen, "option '%s': expected seconds from %g to %g, "
+				 "got '%s'", d->name, d->min, d->max, val);
+			return -EINVAL;
+		}
+		*(double *)(base + d->off) = dv;
+		return 0;
+	case K_MODE:
+		errno = 0;
+		uv = strtoull(val, &end, 8);
+		if (errno || *end || *val == '-' || uv > 0777) {
+			snprintf(err, errlen, "option '%s': expected an octal mask such as "
+				 "022, got '%s'", d->name, val);
+			return -EINVAL;
+		}
+		*(mode_t *)(base + d->off) = (mode_t)uv;
+		*(int *)(base + d->have_off) = 1;
+		return 0;
+	case K_STR: {
+		char **slot = (char **)(base + d->off), *dup = strdup(val);
+
+		if (!dup) {
+			snprintf(err, errlen, "out of memory");
+			return -ENOMEM;
+		}
+		free(*slot);
+		*slot = dup;
+		return 0;
+	}
+	case K_LOG: {
+		enum objfs_log_level lvl;
+
+		if (objfs_log_parse_level(val, &lvl)) {
+			snprintf(err, errlen, "option 'log_level': expected error, warn, "
+				 "info or debug, got '%s'", val);
+			return -EINVAL;
+		}
+		o->log_level = (int)lvl;
+		return 0;
+	}
+	case K_FLAG:
+		break;
+	}
+	return -EINVAL;
+}
+
+int objfs_opts_parse(struct objfs_opts *o, const char *list, char *err, size_t errlen)
+{
+	char *copy = strdup(list), *save = NULL, *tok;
+	int ret = 0;
+
+	err[0] = '\0';
+	if (!copy) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		char *eq = strchr(tok, '=');
+		const struct opt_def *d = NULL;
+
+		if (eq)
+			*eq = '\0';
+		for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
+			if (strcmp(defs[i].name, tok) == 0) {
+				d = &defs[i];
+				break;
+			}
+		}
+		if (!d) {
+			snprintf(err, errlen, "unknown option '%s' (see objfs --help)", tok);
+			ret = -EINVAL;
+			break;
+		}
+		ret = parse_one(o, d, eq ? eq + 1 : NULL, err, errlen);
+		if (ret)
+			break;
+	}
+	free(copy);
+	return ret;
+}

@@ -1,0 +1,74 @@
+/*
+ * store: the backend interface (list, stat, read_range) and the parts that
+ * are the same for every backend.
+ *
+ * Paths handed to a store are store-relative: "" is the mount root, then
+ * "dir", "dir/file" (no leading or trailing '/'). A backend only knows how to
+ * turn a path into requests; splitting reads into parallel range chunks and
+ * checking every response belongs to this layer and the engine, so every
+ * backend gets the same correctness guarantees.
+ */
+#ifndef OBJFS_STORE_H
+#define OBJFS_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine.h"
+#include "listing.h"
+
+struct objfs_stat {
+	int is_dir;
+	int64_t size;   /* bytes, -1 unknown */
+	int64_t mtime;  /* seconds, -1 unknown */
+	char etag[192]; /* "" when the server gives none */
+};
+
+struct objfs_store;
+
+struct objfs_store_ops {
+	const char *name;
+	/* Lists directory @path into @out. 0, -ENOENT, -ENOTDIR or -errno. */
+	int (*list)(struct objfs_store *s, const char *path, struct objfs_listing *out);
+	/* Metadata of object @path. 0, -ENOENT or -errno. */
+	int (*stat)(struct objfs_store *s, const char *path, struct objfs_stat *st);
+	/*
+	 * Prepares @r (already objfs_req_init'ed) to GET object @path: sets
+	 * r->url and r->headers, which stay owned by the backend through
+	 * *cookie until release(). 0 or -errno.
+	 */
+	int (*prepare)(struct objfs_store *s, const char *path, struct objfs_req *r,
+		       void **cookie);
+	void (*release)(struct objfs_store *s, void *cookie);
+	void (*free)(struct objfs_store *s);
+};
+
+struct objfs_store {
+	const struct objfs_store_ops *ops;
+	struct objfs_engine *engine; /* borrowed; set before use */
+	size_t chunk_size;           /* largest single ranged GET */
+};
+
+/*
+ * Reads exactly @len bytes at @off of object @path into @buf (the caller has
+ * clamped the range to @size, the object's size when it was opened), pinned
+ * to @etag (may be "" or NULL). Pieces of at most chunk_size bytes are fetched
+ * in parallel. Returns 0 or -errno; on error @buf's contents are undefined
+ * and must not be delivered.
+ */
+int objfs_store_read(struct objfs_store *s, const char *path, const char *etag,
+		     int64_t size, int64_t off, size_t len, char *buf);
+
+/* Frees a store made by a backend constructor. Accepts NULL. */
+void objfs_store_free(struct objfs_store *s);
+
+/*
+ * HTTP(S) backend for @url (http:// or https://). Probes the source with the
+ * engine: a directory (nginx JSON or HTML index) or a single file, which is
+ * then shown as a directory holding that file. On failure returns -errno and
+ * writes a one-line reason to @err.
+ */
+int objfs_store_http_new(const char *url, struct objfs_engine *engine, size_t chunk_size,
+			 struct objfs_store **out, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,46 @@
+/*
+ * url: parsing of SOURCE URLs and the percent-encoding rules objfs needs.
+ *
+ * A parsed URL keeps the origin ("http://host:port") apart from the path so
+ * that backends can build request URLs by appending encoded object keys to a
+ * fixed prefix. Only http and https (and s3, parsed by the S3 backend) exist;
+ * anything else, userinfo, a missing host, a bad port or control characters
+ * is rejected with -EINVAL so the user sees one clear message at mount time.
+ */
+#ifndef OBJFS_URL_H
+#define OBJFS_URL_H
+
+#include <stddef.h>
+
+struct objfs_url {
+	char *scheme;  /* "http" or "https", lower case */
+	char *host;    /* as written, IPv6 literals keep their brackets */
+	int port;      /* explicit or the scheme's default */
+	char *origin;  /* "scheme://host[:port]" ready to prefix a path */
+	char *path;    /* decoded path, always starts with '/' */
+};
+
+/*
+ * Parse @s into @u. On success the caller owns @u's strings and releases
+ * them with objfs_url_clear(). On failure returns -EINVAL and sets *why (may
+ * be NULL) to a static description; @u is left cleared.
+ */
+int objfs_url_parse(const char *s, struct objfs_url *u, const char **why);
+/* Frees @u's strings; safe on a zeroed or already-cleared struct. */
+void objfs_url_clear(struct objfs_url *u);
+
+/*
+ * Percent-encode @in for use in a URL path: unreserved characters (RFC 3986)
+ * stay, '/' stays when @keep_slash, everything else becomes %XX (upper case).
+ * Returns a malloc'd string owned by the caller, or NULL on ENOMEM.
+ */
+char *objfs_url_encode(const char *in, size_t len, int keep_slash);
+
+/*
+ * Decode %XX escapes of @in (and nothing else: '+' stays '+', as in a path).
+ * Returns a malloc'd string, or NULL when an escape is malformed, decodes to
+ * NUL, or memory runs out.
+ */
+char *objfs_url_decode(const char *in, size_t len);
+
+#endif

@@ -1,0 +1,108 @@
+/* Unit tests of src/options.c: the -o option parser. */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "options.h"
+
+static const char *const bad[] = {
+	"bogus", "bogus=1", "chunk_size", "chunk_size=", "chunk_size=abc", "chunk_size=1",
+	"chunk_size=2G", "chunk_size=-4K", "chunk_size=4X", "max_connections=0",
+	"max_connections=99999", "max_connections=-1", "attr_timeout=-1",
+	"attr_timeout=nan", "attr_timeout=inf", "attr_timeout=1s", "retries=1.5",
+	"uid=abc", "uid=-1", "umask=999", "umask=8", "log_level=loud", "insecure=1",
+	"allow_other=yes", "timeout=0", "ca_file=",
+};
+
+START_TEST(test_bad)
+{
+	struct objfs_opts o;
+	char err[256];
+
+	objfs_opts_init(&o);
+	ck_assert_int_eq(objfs_opts_parse(&o, bad[_i], err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strlen(err) > 10, "no message for '%s'", bad[_i]);
+	objfs_opts_clear(&o);
+}
+END_TEST
+
+START_TEST(test_defaults_and_values)
+{
+	struct objfs_opts o;
+	char err[256];
+
+	objfs_opts_init(&o);
+	ck_assert_uint_eq(o.chunk_size, 8u << 20);
+	ck_assert_uint_eq(o.max_connections, 16);
+	ck_assert(!o.have_uid && !o.allow_other && !o.insecure);
+	ck_assert_int_eq(objfs_opts_parse(&o, "chunk_size=4M,max_connections=8,"
+					  "attr_timeout=1.5,entry_timeout=0,list_ttl=10,"
+					  "allow_other,uid=1000,gid=100,umask=027,"
+					  "ca_file=/etc/ssl/x.pem,insecure,log_level=debug,"
+					  "retries=0,timeout=5,ro,default_permissions",
+					  err, sizeof(err)), 0);
+	ck_assert_uint_eq(o.chunk_size, 4u << 20);
+	ck_assert_uint_eq(o.max_connections, 8);
+	ck_assert(o.attr_timeout == 1.5);
+	ck_assert(o.entry_timeout == 0);
+	ck_assert(o.list_ttl == 10);
+	ck_assert(o.allow_other && o.default_permissions && o.insecure);
+	ck_assert(o.have_uid && o.uid == 1000 && o.have_gid && o.gid == 100);
+	ck_assert(o.have_umask && o.umask == 027);
+	ck_assert_str_eq(o.ca_file, "/etc/ssl/x.pem");
+	ck_assert_int_eq(o.log_level, OBJFS_LOG_DEBUG);
+	ck_assert_uint_eq(o.retries, 0);
+	ck_assert(o.timeout == 5);
+	/* A later value replaces an earlier one without leaking. */
+	ck_assert_int_eq(objfs_opts_parse(&o, "ca_file=/b", err, sizeof(err)), 0);
+	ck_assert_str_eq(o.ca_file, "/b");
+	objfs_opts_clear(&o);
+	objfs_opts_clear(&o);
+}
+END_TEST
+
+START_TEST(test_sizes)
+{
+	static const struct { const char *in; size_t out; int ok; } v[] = {
+		{ "4096", 4096, 1 }, { "4K", 4096, 1 }, { "4k", 4096, 1 }, { "8M", 8u << 20, 1 },
+		{ "1G", 1u << 30, 1 }, { "1GiB", 1u << 30, 1 }, { "2MB", 2u << 20, 1 },
+		{ "", 0, 0 }, { "K", 0, 0 }, { "-1", 0, 0 }, { "+1", 0, 0 }, { "1T", 0, 0 },
+		{ "99999999999999999999", 0, 0 }, { "17179869184G", 0, 0 }, { "1Kx", 0, 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		size_t out = 0;
+		int rc = objfs_parse_size(v[i].in, &out);
+
+		ck_assert_msg(v[i].ok ? rc == 0 && out == v[i].out : rc == -EINVAL,
+			      "size '%s'", v[i].in);
+	}
+}
+END_TEST
+
+static Suite *options_suite(void)
+{
+	Suite *s = suite_create("options");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_loop_test(tc, test_bad, 0, sizeof(bad) / sizeof(bad[0]));
+	tcase_add_test(tc, test_defaults_and_values);
+	tcase_add_test(tc, test_sizes);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(options_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
