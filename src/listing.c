@@ -27,7 +27,8 @@
  * (raw UTF-8, not percent-encoded), "type" ("file", "directory", "other"),
  * "mtime" (RFC 1123 date) and "size" (files only). A body that is not such an
  * array is -EPROTO and leaves the listing empty; single bad elements are
- * skipped.
+ * skipped. Dates are parsed with strptime() under a thread-local C locale,
+ * since the process locale may not be English.
  *
  * HTML is parsed with libxml2's forgiving HTML parser and we look only at
  * <a href>. The href rules (on the raw, still percent-encoded value):
@@ -56,6 +57,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <locale.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -311,6 +313,7 @@ int objfs_listing_parse_json(const char *buf, size_t len, struct objfs_listing *
 	struct json_tokener *tok;
 	struct json_object *root;
 	enum json_tokener_error jerr;
+	locale_t c_loc, old_loc = (locale_t)0;
 	size_t end, n;
 	int rc = 0;
 
@@ -346,13 +349,20 @@ int objfs_listing_parse_json(const char *buf, size_t len, struct objfs_listing *
 		rc = -EPROTO;
 		goto out_put;
 	}
+	/* Month and day names in dates are English whatever the process
+	 * locale is: run strptime() in the C locale (this thread only). */
+	c_loc = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+	if (c_loc)
+		old_loc = uselocale(c_loc);
 	n = json_object_array_length(root);
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; i < n && !rc; i++)
 		rc = json_entry(json_object_array_get_idx(root, i), out);
-		if (rc)
-			goto out_put;
+	if (c_loc) {
+		uselocale(old_loc);
+		freelocale(c_loc);
 	}
-	rc = dedupe(out);
+	if (!rc)
+		rc = dedupe(out);
 out_put:
 	json_object_put(root);
 	if (rc)

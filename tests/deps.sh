@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages objfs needs to build and test, if missing.
+# Sourced or run by tests/run.sh and contrib/quickstart.sh; non-interactive.
+# Usage: tests/deps.sh [extra-package...]
+set -euo pipefail
+
+need=(build-essential autoconf automake libtool pkg-config
+      libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev liburing-dev
+      libxml2-dev libjson-c-dev check python3 curl ca-certificates "$@")
+missing=()
+for p in "${need[@]}"; do
+	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' ||
+		missing+=("$p")
+done
+# Any nginx flavour will do; install the light one only when none is there.
+if ! command -v nginx >/dev/null 2>&1 && ! [ -x /usr/sbin/nginx ]; then
+	missing+=(nginx-light)
+fi
+if [ ${#missing[@]} -eq 0 ]; then
+	exit 0
+fi
+echo "deps: installing ${missing[*]}"
+SUDO=
+if [ "$(id -u)" -ne 0 ]; then
+	SUDO=sudo
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

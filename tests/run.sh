@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh clone: installs what is missing, builds,
+# runs the unit and integration tests, then the same suite again with an
+# AddressSanitizer + UndefinedBehaviorSanitizer build. Exits non-zero on any
+# failure. Integration tests that need /dev/fuse skip (77) without it.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+jobs=$(nproc 2>/dev/null || echo 2)
+
+tests/deps.sh
+export PATH=$PATH:/usr/sbin:/sbin
+
+if [ ! -x configure ] || [ configure.ac -nt configure ] || [ Makefile.am -nt Makefile.in ]; then
+	./autogen.sh >/dev/null 2>&1 || ./autogen.sh
+fi
+
+passed=0
+failed=0
+skipped=0
+
+# run_suite NAME BUILDDIR [configure args...]
+run_suite() {
+	local name=$1 dir=$2
+	shift 2
+	echo "=== $name: configure and build in $dir"
+	mkdir -p "$dir"
+	(cd "$dir" && "$top/configure" -q "$@" && make -s -j"$jobs") || {
+		echo "=== $name: BUILD FAILED"
+		failed=$((failed + 1))
+		return
+	}
+	echo "=== $name: make check"
+	local rc=0
+	(cd "$dir" && make -s check -j1) || rc=$?
+	local log
+	for log in "$dir"/tests/*.log "$dir"/tests/integration/*.log; do
+		[ -f "$log" ] || continue
+		case "$log" in */test-suite.log) continue ;; esac
+		local res
+		res=$(sed -n 's/^:test-result: //p' "${log%.log}.trs" 2>/dev/null | head -n1)
+		case "$res" in
+		PASS) passed=$((passed + 1)) ;;
+		SKIP) skipped=$((skipped + 1)) ;;
+		*) failed=$((failed + 1))
+		   echo "----- $log ($res)"; tail -n 60 "$log" ;;
+		esac
+		echo "$name: ${res:-?} ${log#"$dir"/}"
+	done
+	if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
+		failed=$((failed + 1))
+	fi
+}
+
+run_suite "default" "$top/build-test"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_odr_violation=0 \
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	run_suite "asan+ubsan" "$top/build-asan" --enable-sanitizers
+
+echo
+echo "$passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ]
