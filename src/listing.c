@@ -24,7 +24,8 @@
  * built by hand a duplicate is appended and only a later parse removes it.
  *
  * JSON is nginx "autoindex_format json": an array of objects with "name"
- * (raw UTF-8, not percent-encoded), "type" ("file", "directory", "other"),
+ * (raw UTF-8, not percent-encoded), "type" ("file", "directory", "other";
+ * "other" is skipped, "link" from look-alike servers counts as a file),
  * "mtime" (RFC 1123 date) and "size" (files only). A body that is not such an
  * array is -EPROTO and leaves the listing empty; single bad elements are
  * skipped. Dates are parsed with strptime() under a thread-local C locale,
@@ -35,13 +36,15 @@
  * anything with '?' or '#', a scheme (':' before the first '/'), a
  * network-path ("//host"), or raw control characters is ignored. An href
  * starting with '/' is decoded and must start with the (decoded) directory
- * path; the rest is then handled like a relative href. Relative hrefs lose
- * any leading "./", "." and ".." (and anything under "../") are ignored, and
- * what remains must be one path component with an optional trailing '/'
- * (which marks a directory). The component is then percent-decoded ('+'
- * stays '+'); malformed escapes and escapes of NUL drop the link. The
- * document tree is walked iteratively so hostile nesting cannot exhaust the
- * stack.
+ * path; the rest is then handled like a relative href. A relative href
+ * loses any leading "./"; "." and ".." (and anything under "../") are
+ * ignored; what remains must be one path component with an optional
+ * trailing '/' (which marks a directory). The component is then
+ * percent-decoded ('+' stays '+'); malformed escapes and escapes of NUL drop
+ * the link. Servers percent-encode non-ASCII bytes; a raw byte that is not
+ * UTF-8 reaches us only as libxml2's Latin-1 guess. An empty body is an empty
+ * listing. The document tree is walked iteratively so hostile nesting cannot
+ * exhaust the stack.
  *
  * Errors: on any failure (-EPROTO, -ENOMEM) both parsers leave the listing
  * empty, so a caller never sees half a directory.
