@@ -15,7 +15,7 @@
  * Duplicates. Directories with 100,000 entries are normal for object stores,
  * so a linear scan per entry (O(n^2), seconds of CPU) is not acceptable and
  * struct objfs_listing has no room for a hash index. Instead the parsers
- * append without looking for duplicates and finish with one dedupe() pass:
+ * append without looking for duplicates and finish with one objfs_listing_dedupe() pass:
  * sort pointers to the entries by (name, position), drop every entry whose
  * name equals its predecessor's in that order, then compact the array in its
  * original order. O(n log n), with one temporary array of n pointers.
@@ -206,7 +206,7 @@ static int cmp_ent_ptr(const void *a, const void *b)
  * Remove later duplicates, keeping the first occurrence of each name and the
  * order of the survivors. Returns 0 or -ENOMEM (listing unchanged).
  */
-static int dedupe(struct objfs_listing *l)
+int objfs_listing_dedupe(struct objfs_listing *l)
 {
 	struct objfs_listent **p;
 	size_t i, j;
@@ -365,7 +365,7 @@ int objfs_listing_parse_json(const char *buf, size_t len, struct objfs_listing *
 		freelocale(c_loc);
 	}
 	if (!rc)
-		rc = dedupe(out);
+		rc = objfs_listing_dedupe(out);
 out_put:
 	json_object_put(root);
 	if (rc)
@@ -511,8 +511,13 @@ int objfs_listing_parse_html(const char *buf, size_t len, const char *dir_path,
 	}
 	xmlFreeDoc(doc);
 	if (!rc)
-		rc = dedupe(out);
+		rc = objfs_listing_dedupe(out);
 	if (rc)
 		objfs_listing_clear(out);
 	return rc;
+}
+
+void objfs_listing_global_init(void)
+{
+	xmlInitParser();
 }

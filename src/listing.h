@@ -38,6 +38,15 @@ void objfs_listing_clear(struct objfs_listing *l);
 int objfs_listing_add(struct objfs_listing *l, const char *name, size_t namelen,
 		      int is_dir, int64_t size, int64_t mtime);
 
+/*
+ * Drops later entries whose names repeat an earlier one, keeping order;
+ * objfs_listing_add() only catches repeats in small listings. 0 or -ENOMEM.
+ */
+int objfs_listing_dedupe(struct objfs_listing *l);
+
+/* Initialises the XML parser; call once before threads start. */
+void objfs_listing_global_init(void);
+
 /* Returns 1 when @name[0..len) is usable as a file name, else 0. */
 int objfs_name_valid(const char *name, size_t len);
 

@@ -24,6 +24,7 @@
 #include "engine.h"
 #include "fs.h"
 #include "inode.h"
+#include "listing.h"
 #include "log.h"
 #include "options.h"
 #include "store.h"
@@ -230,6 +231,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	objfs_log_set_level((enum objfs_log_level)c.opts.log_level);
+	objfs_listing_global_init();
 	if (stat(c.mountpoint, &st) || !S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "objfs: mount point '%s' does not exist or is not a "
 			"directory\n", c.mountpoint);

@@ -19,9 +19,11 @@ static int parse_i64(const char **p, int64_t *out)
 	if (!isdigit((unsigned char)*s))
 		return -EPROTO;
 	while (isdigit((unsigned char)*s)) {
-		if (v > (INT64_MAX - 9) / 10)
+		int d = *s++ - '0';
+
+		if (v > (INT64_MAX - d) / 10)
 			return -EPROTO;
-		v = v * 10 + (*s++ - '0');
+		v = v * 10 + d;
 	}
 	*out = v;
 	*p = s;

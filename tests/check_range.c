@@ -68,10 +68,11 @@ START_TEST(test_split)
 	ck_assert_int_eq(offs[1], 4); ck_assert_uint_eq(lens[1], 4);
 	ck_assert_int_eq(offs[2], 8); ck_assert_uint_eq(lens[2], 2);
 
-	n = objfs_range_split(3, 6, 4, 8, offs, lens); /* unaligned start */
-	ck_assert_uint_eq(n, 2);
+	n = objfs_range_split(3, 6, 4, 8, offs, lens); /* unaligned start and end */
+	ck_assert_uint_eq(n, 3);
 	ck_assert_int_eq(offs[0], 3); ck_assert_uint_eq(lens[0], 1);
-	ck_assert_int_eq(offs[1], 4); ck_assert_uint_eq(lens[1], 5 - 0);
+	ck_assert_int_eq(offs[1], 4); ck_assert_uint_eq(lens[1], 4);
+	ck_assert_int_eq(offs[2], 8); ck_assert_uint_eq(lens[2], 1);
 	ck_assert_uint_eq(objfs_range_split(0, 0, 4, 8, offs, lens), 0);
 
 	n = objfs_range_split(1, 100, 4, 8, offs, lens); /* capped at max */
