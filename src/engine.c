@@ -15,6 +15,8 @@
 
 #include <curl/curl.h>
 #include <errno.h>
+#include <libxml/parser.h>
+#include <libxml/tree.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -95,6 +97,72 @@ static int status_retryable(long status)
 	return status == 408 || status == 429 || (status >= 500 && status <= 599);
 }
 
+/* S3 error codes that decide differently from their HTTP status. */
+static const struct {
+	const char *code;
+	int err;
+	int retry;
+} s3_codes[] = {
+	{ "RequestTimeout", -EIO, 1 },
+	{ "SlowDown", -EIO, 1 },
+	{ "InternalError", -EIO, 1 },
+	{ "ServiceUnavailable", -EIO, 1 },
+	{ "RequestTimeTooSkewed", -EACCES, 0 },
+	{ "SignatureDoesNotMatch", -EACCES, 0 },
+	{ "InvalidAccessKeyId", -EACCES, 0 },
+	{ "AccessDenied", -EACCES, 0 },
+	{ "NoSuchBucket", -ENOENT, 0 },
+	{ "NoSuchKey", -ENOENT, 0 },
+	{ "AuthorizationHeaderMalformed", -EINVAL, 0 },
+	{ "PermanentRedirect", -EINVAL, 0 },
+	{ "InvalidRange", -ERANGE, 0 },
+	{ "PreconditionFailed", -ESTALE, 0 },
+};
+
+/* Extracts <Error><Code> from an S3 error body (libxml2, never by hand). */
+static void s3_error_code(struct objfs_req *r)
+{
+	xmlDocPtr doc;
+	xmlNodePtr root;
+
+	r->s3_code[0] = '\0';
+	if (!r->body || r->got < 8 || r->body[0] != '<')
+		return;
+	doc = xmlReadMemory(r->body, (int)r->got, NULL, NULL,
+			    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+	if (!doc)
+		return;
+	root = xmlDocGetRootElement(doc);
+	if (root && xmlStrcmp(root->name, BAD_CAST "Error") == 0) {
+		for (xmlNodePtr c = root->children; c; c = c->next) {
+			if (c->type == XML_ELEMENT_NODE &&
+			    xmlStrcmp(c->name, BAD_CAST "Code") == 0) {
+				xmlChar *v = xmlNodeGetContent(c);
+
+				if (v)
+					snprintf(r->s3_code, sizeof(r->s3_code), "%s", (char *)v);
+				xmlFree(v);
+				break;
+			}
+		}
+	}
+	xmlFreeDoc(doc);
+}
+
+/* The one table: an HTTP error response (and its S3 code) to -errno. */
+static int response_errno(struct objfs_req *r, int *retry)
+{
+	s3_error_code(r);
+	for (size_t i = 0; r->s3_code[0] && i < sizeof(s3_codes) / sizeof(s3_codes[0]); i++) {
+		if (strcmp(r->s3_code, s3_codes[i].code) == 0) {
+			*retry = s3_codes[i].retry;
+			return s3_codes[i].err;
+		}
+	}
+	*retry = status_retryable(r->status);
+	return objfs_http_errno(r->status);
+}
+
 static int curl_retryable(CURLcode rc)
 {
 	switch (rc) {
@@ -159,6 +227,7 @@ static void req_reset_attempt(struct objfs_req *r)
 	r->total = -1;
 	r->mtime = -1;
 	r->etag_out[0] = r->content_type[0] = r->location[0] = r->amz_region[0] = '\0';
+	r->s3_code[0] = '\0';
 	r->skip = 0;
 	r->clen = -1;
 	r->cr_first = r->cr_last = r->cr_total = -1;
@@ -461,6 +530,7 @@ static int start(struct engine_thread *th, struct objfs_req *r)
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, NULL);
+	curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L); /* keys may hold "//" */
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
 	if (!r->no_redirect) {
@@ -550,13 +620,13 @@ static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
 		retry = curl_retryable(rc);
 		err = curl_errno(rc);
 		objfs_info("%s: %s (attempt %u)", r->url, curl_easy_strerror(rc), r->attempts);
-	} else if (r->no_redirect && r->status >= 300 && r->status < 400) {
-		err = 0;
+	} else if (r->no_redirect && r->status >= 300 && r->status < 400 && !r->len) {
+		err = 0; /* the caller wants to see the redirect itself */
 	} else if (r->status < 200 || r->status >= 300) {
-		err = objfs_http_errno(r->status);
-		retry = status_retryable(r->status);
+		err = response_errno(r, &retry);
 		if (retry || r->status != 404)
-			objfs_info("%s: HTTP %ld (attempt %u)", r->url, r->status, r->attempts);
+			objfs_info("%s: HTTP %ld%s%s (attempt %u)", r->url, r->status,
+				   r->s3_code[0] ? " " : "", r->s3_code, r->attempts);
 	} else if (r->method == OBJFS_HEAD) {
 		r->total = r->clen;
 	} else if (r->len) {

@@ -47,7 +47,8 @@ struct objfs_req {
 	char *dst;                  /* ranged GET: receives exactly len bytes */
 	int64_t expect_size;        /* object size, -1 if unknown */
 	const char *etag;           /* pinned ETag (sent as If-Match when strong) */
-	int no_redirect;            /* do not follow 3xx */
+	int no_redirect;            /* do not follow 3xx; HEAD and whole-body
+				       GETs then succeed with the 3xx status */
 	size_t body_max;            /* whole-body GET: cap, bytes */
 	void (*done)(struct objfs_req *r); /* runs on an engine thread */
 	void *priv;
@@ -64,6 +65,7 @@ struct objfs_req {
 	char content_type[128];
 	char location[1024];    /* Location of a 3xx */
 	char amz_region[64];    /* x-amz-bucket-region */
+	char s3_code[64];       /* <Code> of an S3 error body, "" if none */
 	unsigned attempts;
 
 	/* Engine private. */

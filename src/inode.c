@@ -255,7 +255,9 @@ static int merge_listing(struct objfs_inodes *t, struct objfs_node *d,
 			n->mtime = e->mtime;
 		if (!n->is_dir) {
 			if (e->size >= 0) {
-				if (n->size != e->size)
+				if (e->etag)
+					snprintf(n->etag, sizeof(n->etag), "%s", e->etag);
+				else if (n->size != e->size)
 					n->etag[0] = '\0';
 				n->size = e->size;
 				n->attr_at = now;

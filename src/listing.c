@@ -105,8 +105,10 @@ void objfs_listing_clear(struct objfs_listing *l)
 {
 	if (!l)
 		return;
-	for (size_t i = 0; i < l->n; i++)
+	for (size_t i = 0; i < l->n; i++) {
 		free(l->ents[i].name);
+		free(l->ents[i].etag);
+	}
 	free(l->ents);
 	l->ents = NULL;
 	l->n = 0;
@@ -172,6 +174,18 @@ static int append(struct objfs_listing *l, const char *name, size_t len,
 	e->is_dir = is_dir ? 1 : 0;
 	e->size = size;
 	e->mtime = mtime;
+	e->etag = NULL;
+	return 0;
+}
+
+int objfs_listing_set_etag(struct objfs_listent *e, const char *etag, size_t len)
+{
+	char *copy = strndup(etag, len);
+
+	if (!copy)
+		return -ENOMEM;
+	free(e->etag);
+	e->etag = copy;
 	return 0;
 }
 
@@ -226,7 +240,9 @@ int objfs_listing_dedupe(struct objfs_listing *l)
 		for (j = i + 1; j < l->n && strcmp(p[i]->name, p[j]->name) == 0; j++) {
 			log_skip("duplicate name", p[j]->name, strlen(p[j]->name));
 			free(p[j]->name);
+			free(p[j]->etag);
 			p[j]->name = NULL;
+			p[j]->etag = NULL;
 		}
 		i = j;
 	}

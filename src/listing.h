@@ -20,6 +20,7 @@ struct objfs_listent {
 	int is_dir;
 	int64_t size;  /* bytes, or -1 when the listing does not say */
 	int64_t mtime; /* seconds since the epoch, or -1 when unknown */
+	char *etag;    /* owned, NULL when the listing does not say */
 };
 
 struct objfs_listing {
@@ -37,6 +38,9 @@ void objfs_listing_clear(struct objfs_listing *l);
  */
 int objfs_listing_add(struct objfs_listing *l, const char *name, size_t namelen,
 		      int is_dir, int64_t size, int64_t mtime);
+
+/* Sets @e's ETag to a copy of @etag[0..len). 0 or -ENOMEM. */
+int objfs_listing_set_etag(struct objfs_listent *e, const char *etag, size_t len);
 
 /*
  * Drops later entries whose names repeat an earlier one, keeping order;

@@ -43,6 +43,12 @@ static const struct opt_def defs[] = {
 	{ "umask", K_MODE, F(umask), F(have_umask), 0, 0777 },
 	{ "ca_file", K_STR, F(ca_file), 0, 0, 0 },
 	{ "log_level", K_LOG, F(log_level), 0, 0, 0 },
+	{ "endpoint", K_STR, F(endpoint), 0, 0, 0 },
+	{ "region", K_STR, F(region), 0, 0, 0 },
+	{ "profile", K_STR, F(profile), 0, 0, 0 },
+	{ "path_style", K_FLAG, F(path_style), 0, 0, 0 },
+	{ "virtual_host", K_FLAG, F(virtual_host), 0, 0, 0 },
+	{ "no_sign", K_FLAG, F(no_sign), 0, 0, 0 },
 	/* Accepted for fstab compatibility; the mount is always read-only. */
 	{ "ro", K_FLAG, 0, 0, 0, 0 },
 };
@@ -64,7 +70,10 @@ void objfs_opts_init(struct objfs_opts *o)
 void objfs_opts_clear(struct objfs_opts *o)
 {
 	free(o->ca_file);
-	o->ca_file = NULL;
+	free(o->endpoint);
+	free(o->region);
+	free(o->profile);
+	o->ca_file = o->endpoint = o->region = o->profile = NULL;
 }
 
 int objfs_parse_size(const char *s, size_t *out)

@@ -28,6 +28,13 @@ struct objfs_opts {
 	char *ca_file;            /* owned */
 	int insecure;
 	int log_level;            /* enum objfs_log_level */
+	/* S3 */
+	char *endpoint;           /* owned; NULL: AWS or environment */
+	char *region;             /* owned */
+	char *profile;            /* owned */
+	int path_style;
+	int virtual_host;
+	int no_sign;
 };
 
 void objfs_opts_init(struct objfs_opts *o);

@@ -16,6 +16,7 @@
 
 #include "engine.h"
 #include "listing.h"
+#include "options.h"
 
 struct objfs_stat {
 	int is_dir;
@@ -70,5 +71,16 @@ void objfs_store_free(struct objfs_store *s);
  */
 int objfs_store_http_new(const char *url, struct objfs_engine *engine, size_t chunk_size,
 			 struct objfs_store **out, char *err, size_t errlen);
+
+/*
+ * S3 backend for @url ("s3://bucket[/prefix]") with the S3 options of @o
+ * (endpoint, region, profile, path_style, virtual_host, no_sign) and the
+ * AWS environment and config files. Resolves credentials and probes the
+ * bucket, so bad credentials, a wrong region or a missing bucket fail here
+ * with a message in @err that names the fix.
+ */
+int objfs_store_s3_new(const char *url, const struct objfs_opts *o,
+		       struct objfs_engine *engine, size_t chunk_size,
+		       struct objfs_store **out, char *err, size_t errlen);
 
 #endif

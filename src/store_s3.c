@@ -1,0 +1,730 @@
+/*
+ * store_s3: S3 and S3-compatible stores (AWS, Ceph RGW, MinIO, ...).
+ *
+ * The namespace is ListObjectsV2 with delimiter '/': common prefixes become
+ * directories (so implicit directories work, and "dir/" marker objects are
+ * folded into their directory), objects become files whose size, time and
+ * ETag come from the listing, so `ls -l` costs one request per 1,000 entries
+ * and no HEAD per file. A key that is both an object and a prefix ("a" and
+ * "a/b") shows as the directory; the object is hidden with a log line, so
+ * everything under the prefix stays reachable.
+ *
+ * Every request is signed with SigV4 (unless no_sign) when it is prepared;
+ * the engine's retries reuse that signature, valid for 15 minutes. Addressing
+ * is virtual-host style on AWS and path style on custom endpoints unless
+ * told otherwise (path_style / virtual_host). Keys are encoded with RFC 3986
+ * unreserved characters only, which is both the wire form and SigV4's
+ * canonical form, so what is signed is exactly what is sent.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <errno.h>
+#include <libxml/parser.h>
+#include <libxml/tree.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "creds.h"
+#include "log.h"
+#include "sigv4.h"
+#include "store.h"
+#include "store_s3_i.h"
+#include "url.h"
+
+#define PAGE_MAX (64u << 20)
+
+struct s3_store {
+	struct objfs_store base;
+	char *bucket;
+	char *prefix;     /* decoded; "" or ends with '/' */
+	char *origin;     /* scheme://host[:port] requests go to */
+	char *host;       /* Host header value, as signed */
+	char *path_base;  /* "/bucket" (path style) or "" (virtual host) */
+	char *region;
+	char *endpoint;   /* for messages */
+	struct objfs_sigv4 *signer;
+	struct objfs_creds_provider *creds; /* NULL: anonymous */
+};
+
+/* What prepare() hands out: freed by release(). */
+struct s3_cookie {
+	char *url;
+	struct curl_slist *headers;
+};
+
+/* ---- parsing (exposed through store_s3_i.h) ---- */
+
+char *objfs_s3_decode(const char *in, size_t len)
+{
+	char *tmp = malloc(len + 1), *out;
+
+	if (!tmp)
+		return NULL;
+	for (size_t i = 0; i < len; i++)
+		tmp[i] = in[i] == '+' ? ' ' : in[i];
+	tmp[len] = '\0';
+	out = objfs_url_decode(tmp, len);
+	free(tmp);
+	return out;
+}
+
+int64_t objfs_s3_parse_time(const char *s)
+{
+	struct tm tm = { 0 };
+	const char *end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+
+	if (!end)
+		return -1;
+	if (*end == '.')
+		for (end++; isdigit((unsigned char)*end); end++)
+			;
+	if (*end != 'Z' && *end != '\0')
+		return -1;
+	return (int64_t)timegm(&tm);
+}
+
+int objfs_s3_bucket_valid(const char *b)
+{
+	size_t n = strlen(b);
+
+	if (n < 3 || n > 255 || b[0] == '.' || b[0] == '-')
+		return 0;
+	for (; *b; b++)
+		if (!isalnum((unsigned char)*b) && *b != '.' && *b != '-' && *b != '_')
+			return 0;
+	return 1;
+}
+
+static xmlNodePtr child(xmlNodePtr n, const char *name)
+{
+	for (xmlNodePtr c = n ? n->children : NULL; c; c = c->next)
+		if (c->type == XML_ELEMENT_NODE && xmlStrcmp(c->name, BAD_CAST name) == 0)
+			return c;
+	return NULL;
+}
+
+/* Text of element @name under @n, or NULL; caller xmlFree()s. */
+static char *child_text(xmlNodePtr n, const char *name)
+{
+	xmlNodePtr c = child(n, name);
+
+	return c ? (char *)xmlNodeGetContent(c) : NULL;
+}
+
+/* Adds key @enc (url-encoded) relative to @prefix; @dir for common prefixes. */
+static int add_key(const char *enc, const char *prefix, int dir, int64_t size,
+		   int64_t mtime, const char *etag, struct objfs_listing *out)
+{
+	size_t plen = strlen(prefix), nlen;
+	char *key = objfs_s3_decode(enc, strlen(enc));
+	const char *name;
+	int rc = 0;
+
+	if (!key) {
+		objfs_info("listing: skipping key with a malformed encoding");
+		return 0;
+	}
+	if (strncmp(key, prefix, plen) != 0) {
+		objfs_info("listing: skipping key outside the prefix asked for");
+		goto out;
+	}
+	name = key + plen;
+	nlen = strlen(name);
+	if (dir) {
+		if (nlen == 0 || name[nlen - 1] != '/') {
+			objfs_info("listing: skipping malformed common prefix");
+			goto out;
+		}
+		nlen--;
+	} else if (nlen == 0) {
+		goto out; /* the directory's own marker object */
+	}
+	if (!objfs_name_valid(name, nlen)) {
+		objfs_info("listing: key '%.200s' cannot be shown as a file name "
+			   "(empty, '.' or '..' segment, or over 255 bytes): skipped", key);
+		goto out;
+	}
+	rc = objfs_listing_add(out, name, nlen, dir, dir ? -1 : size, mtime);
+	if (rc == -EINVAL || rc == -EEXIST)
+		rc = 0;
+	else if (!rc && etag && etag[0])
+		rc = objfs_listing_set_etag(&out->ents[out->n - 1], etag, strlen(etag));
+out:
+	free(key);
+	return rc;
+}
+
+int objfs_s3_parse_list(const char *xml, size_t len, const char *prefix,
+			struct objfs_listing *files, struct objfs_listing *dirs,
+			struct objfs_s3_page *page)
+{
+	xmlDocPtr doc;
+	xmlNodePtr root;
+	char *t;
+	int rc = 0;
+
+	page->truncated = 0;
+	page->next_token = NULL;
+	if (len > (size_t)INT32_MAX)
+		return -EPROTO;
+	doc = xmlReadMemory(xml, (int)len, NULL, NULL,
+			    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
+	if (!doc)
+		return -EPROTO;
+	root = xmlDocGetRootElement(doc);
+	if (!root || xmlStrcmp(root->name, BAD_CAST "ListBucketResult") != 0) {
+		rc = -EPROTO;
+		goto out;
+	}
+	t = child_text(root, "IsTruncated");
+	page->truncated = t && strcmp(t, "true") == 0;
+	xmlFree(t);
+	t = child_text(root, "NextContinuationToken");
+	if (t && *t) {
+		page->next_token = strdup(t);
+		if (!page->next_token)
+			rc = -ENOMEM;
+	}
+	xmlFree(t);
+	for (xmlNodePtr c = root->children; c && !rc; c = c->next) {
+		if (c->type != XML_ELEMENT_NODE)
+			continue;
+		if (xmlStrcmp(c->name, BAD_CAST "Contents") == 0) {
+			char *key = child_text(c, "Key"), *size = child_text(c, "Size");
+			char *mt = child_text(c, "LastModified"), *etag = child_text(c, "ETag");
+			char *end = NULL;
+			long long sz = size ? strtoll(size, &end, 10) : -1;
+
+			if (key && size && end && !*end && sz >= 0)
+				rc = add_key(key, prefix, 0, sz, mt ? objfs_s3_parse_time(mt) : -1,
+					     etag, files);
+			else
+				objfs_info("listing: skipping an object entry without key or size");
+			xmlFree(key);
+			xmlFree(size);
+			xmlFree(mt);
+			xmlFree(etag);
+		} else if (xmlStrcmp(c->name, BAD_CAST "CommonPrefixes") == 0) {
+			char *p = child_text(c, "Prefix");
+
+			if (p)
+				rc = add_key(p, prefix, 1, -1, -1, NULL, dirs);
+			xmlFree(p);
+		}
+	}
+	if (page->truncated && !page->next_token && !rc) {
+		objfs_warn("listing: truncated page without a continuation token");
+		rc = -EPROTO;
+	}
+out:
+	if (rc) {
+		free(page->next_token);
+		page->next_token = NULL;
+	}
+	xmlFreeDoc(doc);
+	return rc;
+}
+
+/* ---- requests ---- */
+
+static void cookie_free(struct s3_cookie *c)
+{
+	if (!c)
+		return;
+	free(c->url);
+	curl_slist_free_all(c->headers);
+	free(c);
+}
+
+static int add_header(struct curl_slist **l, const char *name, const char *value)
+{
+	char buf[4096];
+	struct curl_slist *n;
+
+	if ((size_t)snprintf(buf, sizeof(buf), "%s: %s", name, value) >= sizeof(buf))
+		return -EINVAL;
+	n = curl_slist_append(*l, buf);
+	if (!n)
+		return -ENOMEM;
+	*l = n;
+	return 0;
+}
+
+/* Adds the SigV4 headers for this request to @hdrs. 0 or -errno. */
+static int s3_sign(struct s3_store *s, const char *method, const char *epath,
+		   const char *query, struct curl_slist **hdrs)
+{
+	struct objfs_creds cr = { 0 };
+	char date[17], auth[1024], hhost[512], hsha[128], hdate[64];
+	char *htok = NULL;
+	int err = objfs_creds_get(s->creds, &cr);
+
+	if (err)
+		return err;
+	objfs_sigv4_amz_date(time(NULL), date);
+	snprintf(hhost, sizeof(hhost), "host:%s", s->host);
+	snprintf(hsha, sizeof(hsha), "x-amz-content-sha256:%s", OBJFS_SHA256_EMPTY);
+	snprintf(hdate, sizeof(hdate), "x-amz-date:%s", date);
+	if (cr.session_token && asprintf(&htok, "x-amz-security-token:%s", cr.session_token) < 0) {
+		htok = NULL;
+		err = -ENOMEM;
+		goto out;
+	}
+	{
+		const char *signed_hdrs[] = { hhost, hsha, hdate, htok, NULL };
+		struct objfs_sigv4_creds sc = { cr.access_key, cr.secret_key, cr.session_token };
+		struct objfs_sigv4_req sr = {
+			.method = method, .path = epath, .query = query, .headers = signed_hdrs,
+			.payload_hash = OBJFS_SHA256_EMPTY, .region = s->region,
+			.service = "s3", .s3 = 1,
+		};
+
+		err = objfs_sigv4_authorization(s->signer, &sc, &sr, date, auth, sizeof(auth));
+	}
+	if (!err)
+		err = add_header(hdrs, "x-amz-content-sha256", OBJFS_SHA256_EMPTY);
+	if (!err)
+		err = add_header(hdrs, "x-amz-date", date);
+	if (!err && cr.session_token)
+		err = add_header(hdrs, "x-amz-security-token", cr.session_token);
+	if (!err)
+		err = add_header(hdrs, "Authorization", auth);
+	explicit_bzero(auth, sizeof(auth));
+out:
+	if (htok) {
+		explicit_bzero(htok, strlen(htok));
+		free(htok);
+	}
+	objfs_creds_clear(&cr);
+	return err;
+}
+
+/*
+ * Builds a signed request for @epath (wire-encoded path, starting with '/')
+ * and @query (sorted, encoded, "" for none). Returns 0 or -errno.
+ */
+static int s3_build(struct s3_store *s, const char *method, const char *epath,
+		    const char *query, struct s3_cookie **out)
+{
+	struct s3_cookie *c = calloc(1, sizeof(*c));
+	int err;
+
+	if (!c)
+		return -ENOMEM;
+	if (asprintf(&c->url, "%s%s%s%s", s->origin, epath, *query ? "?" : "", query) < 0) {
+		c->url = NULL;
+		err = -ENOMEM;
+		goto err_free;
+	}
+	err = add_header(&c->headers, "Host", s->host);
+	if (!err && s->creds)
+		err = s3_sign(s, method, epath, query, &c->headers);
+	if (err) {
+		cookie_free(c);
+		return err;
+	}
+	*out = c;
+	return 0;
+err_free:
+	cookie_free(c);
+	return err;
+}
+
+/* Wire path of key @key ("" for the bucket root). Caller frees. */
+static char *key_path(struct s3_store *s, const char *key)
+{
+	char *enc = objfs_url_encode(key, strlen(key), 1), *out;
+
+	if (!enc)
+		return NULL;
+	if (asprintf(&out, "%s/%s", s->path_base, enc) < 0)
+		out = NULL;
+	free(enc);
+	return out;
+}
+
+/* Full key of store path @path. Caller frees. */
+static char *full_key(struct s3_store *s, const char *path)
+{
+	char *k;
+
+	if (asprintf(&k, "%s%s", s->prefix, path) < 0)
+		return NULL;
+	return k;
+}
+
+/* Runs @c as a single request into @r (objfs_req_init'ed by the caller). */
+static int run_one(struct s3_store *s, struct s3_cookie *c, enum objfs_method m,
+		   struct objfs_req *r)
+{
+	struct objfs_req *rp = r;
+
+	r->url = c->url;
+	r->headers = c->headers;
+	r->method = m;
+	r->no_redirect = 1;
+	if (m == OBJFS_GET)
+		r->body_max = PAGE_MAX;
+	return objfs_engine_run(s->base.engine, &rp, 1);
+}
+
+/* Lists one page of @prefix into @files/@dirs; @r keeps the response. */
+static int list_page(struct s3_store *s, const char *prefix, const char *token,
+		     unsigned max_keys, struct objfs_listing *files,
+		     struct objfs_listing *dirs, struct objfs_s3_page *page,
+		     struct objfs_req *r)
+{
+	char *etok = NULL, *epre = objfs_url_encode(prefix, strlen(prefix), 0);
+	char *query = NULL;
+	struct s3_cookie *c = NULL;
+	int err;
+
+	if (!epre)
+		return -ENOMEM;
+	if (token && !(etok = objfs_url_encode(token, strlen(token), 0))) {
+		free(epre);
+		return -ENOMEM;
+	}
+	if (asprintf(&query, "%s%s%sdelimiter=%%2F&encoding-type=url&list-type=2&"
+		     "max-keys=%u&prefix=%s", etok ? "continuation-token=" : "",
+		     etok ? etok : "", etok ? "&" : "", max_keys, epre) < 0) {
+		query = NULL;
+		err = -ENOMEM;
+		goto out;
+	}
+	err = s3_build(s, "GET", *s->path_base ? s->path_base : "/", query, &c);
+	if (err)
+		goto out;
+	objfs_req_init(r);
+	err = run_one(s, c, OBJFS_GET, r);
+	if (!err && r->status >= 300)
+		err = -EINVAL; /* a redirect: the bucket lives in another region */
+	if (!err)
+		err = objfs_s3_parse_list(r->body ? r->body : "", r->got, prefix, files, dirs,
+					  page);
+out:
+	cookie_free(c);
+	free(query);
+	free(epre);
+	free(etok);
+	return err;
+}
+
+static int s3_list(struct objfs_store *st, const char *path, struct objfs_listing *out)
+{
+	struct s3_store *s = (struct s3_store *)st;
+	struct objfs_listing files = { 0 }, dirs = { 0 };
+	struct objfs_s3_page page = { 0 };
+	char *prefix, *token = NULL;
+	unsigned pages = 0;
+	int err;
+
+	if (asprintf(&prefix, "%s%s%s", s->prefix, path, *path ? "/" : "") < 0)
+		return -ENOMEM;
+	do {
+		struct objfs_req r;
+
+		err = list_page(s, prefix, token, 1000, &files, &dirs, &page, &r);
+		objfs_req_clear(&r);
+		free(token);
+		token = page.next_token;
+		page.next_token = NULL;
+		pages++;
+	} while (!err && page.truncated && token);
+	free(token);
+	/* Directories first, so dedupe keeps a directory over a same-named object. */
+	for (size_t i = 0; !err && i < dirs.n; i++)
+		err = objfs_listing_add(out, dirs.ents[i].name, strlen(dirs.ents[i].name), 1,
+					-1, -1) == -ENOMEM ? -ENOMEM : 0;
+	for (size_t i = 0; !err && i < files.n; i++) {
+		struct objfs_listent *e = &files.ents[i];
+		int rc = objfs_listing_add(out, e->name, strlen(e->name), 0, e->size, e->mtime);
+
+		if (rc == -ENOMEM)
+			err = rc;
+		else if (!rc && e->etag)
+			err = objfs_listing_set_etag(&out->ents[out->n - 1], e->etag,
+						     strlen(e->etag));
+	}
+	if (!err) {
+		size_t before = out->n;
+
+		err = objfs_listing_dedupe(out);
+		if (!err && out->n != before)
+			objfs_info("listing '/%s': %zu object(s) hidden by a directory of the "
+				   "same name", path, before - out->n);
+	}
+	objfs_debug("listed '%s' in %u page(s): %zu entries", prefix, pages, out->n);
+	objfs_listing_clear(&files);
+	objfs_listing_clear(&dirs);
+	free(prefix);
+	if (err)
+		objfs_listing_clear(out);
+	return err;
+}
+
+static int s3_stat(struct objfs_store *st, const char *path, struct objfs_stat *out)
+{
+	struct s3_store *s = (struct s3_store *)st;
+	struct s3_cookie *c = NULL;
+	struct objfs_req r;
+	char *key = full_key(s, path), *ep = key ? key_path(s, key) : NULL;
+	int err = ep ? s3_build(s, "HEAD", ep, "", &c) : -ENOMEM;
+
+	objfs_req_init(&r);
+	if (!err)
+		err = run_one(s, c, OBJFS_HEAD, &r);
+	if (!err && r.status >= 300)
+		err = -EIO;
+	if (!err) {
+		memset(out, 0, sizeof(*out));
+		out->size = r.total;
+		out->mtime = r.mtime;
+		snprintf(out->etag, sizeof(out->etag), "%s", r.etag_out);
+		if (out->size < 0)
+			err = -EIO;
+	}
+	objfs_req_clear(&r);
+	cookie_free(c);
+	free(ep);
+	free(key);
+	return err;
+}
+
+static int s3_prepare(struct objfs_store *st, const char *path, struct objfs_req *r,
+		      void **cookie)
+{
+	struct s3_store *s = (struct s3_store *)st;
+	struct s3_cookie *c = NULL;
+	char *key = full_key(s, path), *ep = key ? key_path(s, key) : NULL;
+	int err = ep ? s3_build(s, "GET", ep, "", &c) : -ENOMEM;
+
+	free(ep);
+	free(key);
+	if (err)
+		return err;
+	r->url = c->url;
+	r->headers = c->headers;
+	r->no_redirect = 1;
+	*cookie = c;
+	return 0;
+}
+
+static void s3_release(struct objfs_store *st, void *cookie)
+{
+	(void)st;
+	cookie_free(cookie);
+}
+
+static void s3_free(struct objfs_store *st)
+{
+	struct s3_store *s = (struct s3_store *)st;
+
+	free(s->bucket);
+	free(s->prefix);
+	free(s->origin);
+	free(s->host);
+	free(s->path_base);
+	free(s->region);
+	free(s->endpoint);
+	objfs_sigv4_free(s->signer);
+	objfs_creds_provider_free(s->creds);
+	free(s);
+}
+
+static const struct objfs_store_ops s3_ops = {
+	.name = "s3",
+	.list = s3_list,
+	.stat = s3_stat,
+	.prepare = s3_prepare,
+	.release = s3_release,
+	.free = s3_free,
+};
+
+/* ---- construction ---- */
+
+static const char *first_env(const char *a, const char *b)
+{
+	const char *v = getenv(a);
+
+	if (v && *v)
+		return v;
+	v = b ? getenv(b) : NULL;
+	return v && *v ? v : NULL;
+}
+
+/* Explains a failed probe of the bucket in one line. */
+static void probe_message(struct s3_store *s, const struct objfs_req *r, int err, char *msg,
+			  size_t len)
+{
+	const char *code = r->s3_code;
+
+	if (r->amz_region[0] && strcmp(r->amz_region, s->region) != 0)
+		snprintf(msg, len, "bucket '%s' is in region %s, not %s: add -o region=%s",
+			 s->bucket, r->amz_region, s->region, r->amz_region);
+	else if (strcmp(code, "SignatureDoesNotMatch") == 0)
+		snprintf(msg, len, "signature rejected by %s (SignatureDoesNotMatch): the "
+			 "secret key does not match the access key", s->endpoint);
+	else if (strcmp(code, "InvalidAccessKeyId") == 0)
+		snprintf(msg, len, "access key not known to %s (InvalidAccessKeyId): check "
+			 "the credentials or the endpoint", s->endpoint);
+	else if (strcmp(code, "RequestTimeTooSkewed") == 0)
+		snprintf(msg, len, "this machine's clock is too far from %s's "
+			 "(RequestTimeTooSkewed): fix the clock, e.g. enable NTP", s->endpoint);
+	else if (strcmp(code, "AuthorizationHeaderMalformed") == 0 ||
+		 strcmp(code, "PermanentRedirect") == 0 || (r->status >= 300 && r->status < 400))
+		snprintf(msg, len, "bucket '%s' is not in region %s (%s): set -o region= to the "
+			 "bucket's region", s->bucket, s->region, code[0] ? code : "redirect");
+	else if (strcmp(code, "NoSuchBucket") == 0 || (err == -ENOENT))
+		snprintf(msg, len, "bucket '%s' does not exist at %s", s->bucket, s->endpoint);
+	else if (strcmp(code, "AccessDenied") == 0 || err == -EACCES)
+		snprintf(msg, len, "access to bucket '%s' denied (%s): check the credentials "
+			 "and their s3:ListBucket permission%s", s->bucket,
+			 code[0] ? code : "HTTP 403", s->creds ? "" : " (no_sign is set)");
+	else if (err == -ECONNREFUSED || err == -EHOSTUNREACH || err == -ETIMEDOUT)
+		snprintf(msg, len, "cannot reach %s: %s", s->endpoint, strerror(-err));
+	else if (err == -EPROTO)
+		snprintf(msg, len, "%s did not answer with an S3 listing: is it an S3 endpoint?",
+			 s->endpoint);
+	else
+		snprintf(msg, len, "listing bucket '%s' at %s failed: %s%s%s", s->bucket,
+			 s->endpoint, strerror(-err), code[0] ? " " : "", code);
+}
+
+int objfs_store_s3_new(const char *src, const struct objfs_opts *o,
+		       struct objfs_engine *engine, size_t chunk_size,
+		       struct objfs_store **out, char *msg, size_t msglen)
+{
+	struct s3_store *s = calloc(1, sizeof(*s));
+	struct objfs_aws_profile prof = { 0 };
+	struct objfs_url ep = { 0 };
+	const char *rest, *slash, *endpoint, *region, *why = NULL;
+	struct objfs_listing f = { 0 }, d = { 0 };
+	struct objfs_s3_page page = { 0 };
+	struct objfs_req r;
+	int err, vhost;
+
+	if (!s)
+		return -ENOMEM;
+	s->base.ops = &s3_ops;
+	s->base.engine = engine;
+	s->base.chunk_size = chunk_size;
+	objfs_req_init(&r);
+	rest = src + 5; /* "s3://" */
+	slash = strchr(rest, '/');
+	s->bucket = slash ? strndup(rest, (size_t)(slash - rest)) : strdup(rest);
+	if (!s->bucket) {
+		err = -ENOMEM;
+		goto err_free;
+	}
+	if (!objfs_s3_bucket_valid(s->bucket)) {
+		snprintf(msg, msglen, "'%s': bucket name must be 3 or more letters, digits, "
+			 "'.', '-' or '_'", src);
+		err = -EINVAL;
+		goto err_free;
+	}
+	{
+		const char *p = slash ? slash + 1 : "";
+		size_t n = strlen(p);
+
+		if (asprintf(&s->prefix, "%s%s", p, (n && p[n - 1] != '/') ? "/" : "") < 0) {
+			s->prefix = NULL;
+			err = -ENOMEM;
+			goto err_free;
+		}
+	}
+	err = objfs_aws_profile_load(o->profile, &prof, msg, msglen);
+	if (err)
+		goto err_free;
+	region = o->region ? o->region : first_env("AWS_REGION", "AWS_DEFAULT_REGION");
+	if (!region)
+		region = prof.region ? prof.region : "us-east-1";
+	s->region = strdup(region);
+	endpoint = o->endpoint ? o->endpoint : first_env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL");
+	if (!endpoint)
+		endpoint = prof.endpoint_url;
+	if (endpoint) {
+		s->endpoint = strdup(endpoint);
+		vhost = o->virtual_host && !o->path_style;
+	} else {
+		if (asprintf(&s->endpoint, "https://s3.%s.amazonaws.com", s->region) < 0)
+			s->endpoint = NULL;
+		vhost = !o->path_style;
+	}
+	if (!s->region || !s->endpoint) {
+		err = -ENOMEM;
+		goto err_free;
+	}
+	err = objfs_url_parse(s->endpoint, &ep, &why);
+	if (err || strcmp(ep.path, "/") != 0) {
+		snprintf(msg, msglen, "bad endpoint '%s': %s", s->endpoint,
+			 err ? why : "it must not have a path");
+		err = -EINVAL;
+		goto err_free;
+	}
+	if (vhost && strchr(s->bucket, '.') && strcmp(ep.scheme, "https") == 0)
+		objfs_warn("bucket names with dots do not match the TLS certificate in virtual-"
+			   "host style; consider -o path_style");
+	{
+		int defport = ep.port == (strcmp(ep.scheme, "https") == 0 ? 443 : 80);
+		char port[16] = "";
+
+		if (!defport)
+			snprintf(port, sizeof(port), ":%d", ep.port);
+		if (asprintf(&s->host, "%s%s%s%s", vhost ? s->bucket : "", vhost ? "." : "",
+			     ep.host, port) < 0)
+			s->host = NULL;
+		if (s->host && asprintf(&s->origin, "%s://%s", ep.scheme, s->host) < 0)
+			s->origin = NULL;
+		s->path_base = vhost ? strdup("") : objfs_url_encode(s->bucket, strlen(s->bucket), 0);
+		if (s->path_base && !vhost) {
+			char *pb;
+
+			if (asprintf(&pb, "/%s", s->path_base) < 0)
+				pb = NULL;
+			free(s->path_base);
+			s->path_base = pb;
+		}
+	}
+	if (!s->host || !s->origin || !s->path_base) {
+		err = -ENOMEM;
+		goto err_free;
+	}
+	err = objfs_sigv4_new(&s->signer);
+	if (!err && !o->no_sign)
+		err = objfs_creds_provider_new(o->profile, 0, &s->creds, msg, msglen);
+	if (err) {
+		if (!msg[0])
+			snprintf(msg, msglen, "credentials: %s", strerror(-err));
+		goto err_free;
+	}
+	/* Probe: a bad key, secret, region or bucket fails the mount here. */
+	err = list_page(s, s->prefix, NULL, 1, &f, &d, &page, &r);
+	if (err) {
+		probe_message(s, &r, err, msg, msglen);
+		goto err_free;
+	}
+	objfs_info("s3: bucket '%s' prefix '%s' at %s (%s style, region %s)", s->bucket,
+		   s->prefix, s->origin, vhost ? "virtual-host" : "path", s->region);
+	objfs_req_clear(&r);
+	free(page.next_token);
+	objfs_listing_clear(&f);
+	objfs_listing_clear(&d);
+	objfs_url_clear(&ep);
+	objfs_aws_profile_clear(&prof);
+	*out = &s->base;
+	return 0;
+err_free:
+	objfs_req_clear(&r);
+	free(page.next_token);
+	objfs_listing_clear(&f);
+	objfs_listing_clear(&d);
+	objfs_url_clear(&ep);
+	objfs_aws_profile_clear(&prof);
+	s3_free(&s->base);
+	return err;
+}
