@@ -16,6 +16,7 @@
 
 #include <errno.h>
 #include <fuse_lowlevel.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -23,15 +24,28 @@
 
 #include "fs.h"
 #include "log.h"
+#include "prefetch.h"
 #include "range.h"
 
 #define MAX_READ (1u << 20)
 
+/* An open file: one pinned object version and its access pattern. */
 struct fh {
-	const char *path; /* owned by the node */
-	int64_t size;
 	char etag[192];
+	struct objfs_store_obj sobj; /* path owned by the node, etag is ours */
+	struct objfs_cache_obj cobj; /* id owned here */
+	pthread_mutex_t lock;        /* guards pf */
+	struct objfs_prefetch pf;
 };
+
+static void fh_free(struct fh *h)
+{
+	if (!h)
+		return;
+	free((char *)h->cobj.id);
+	pthread_mutex_destroy(&h->lock);
+	free(h);
+}
 
 static struct objfs_fs *fs_of(fuse_req_t req)
 {
@@ -156,13 +170,55 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	h->path = path;
-	h->size = a.size;
 	memcpy(h->etag, a.etag, sizeof(h->etag));
+	h->sobj.store = fs->store;
+	h->sobj.path = path;
+	h->sobj.etag = h->etag;
+	h->sobj.size = a.size;
+	h->cobj.id = objfs_cache_obj_id(path, h->etag, a.size);
+	h->cobj.size = a.size;
+	h->cobj.fetch = objfs_store_fetch;
+	h->cobj.ctx = &h->sobj;
+	pthread_mutex_init(&h->lock, NULL);
+	objfs_prefetch_init(&h->pf, 1u << 20, fs->opts->prefetch_max);
+	if (!h->cobj.id) {
+		fh_free(h);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
 	fi->fh = (uint64_t)(uintptr_t)h;
 	fi->keep_cache = keep;
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		free(h); /* the opener was interrupted */
+		fh_free(h); /* the opener was interrupted */
+}
+
+/* Whether every block of [off, off+n) is cached (or on its way). */
+static int all_cached(struct objfs_cache *c, const struct fh *h, int64_t off, size_t n)
+{
+	size_t bs = objfs_cache_block_size(c);
+
+	for (uint64_t i = (uint64_t)off / bs; i <= (uint64_t)(off + (int64_t)n - 1) / bs; i++)
+		if (!objfs_cache_has(c, h->cobj.id, i))
+			return 0;
+	return 1;
+}
+
+/* Replies with the pinned cache bytes: no copy on our side. */
+static void reply_pinned(fuse_req_t req, const struct objfs_cache_pin *pin)
+{
+	struct fuse_bufvec *bv = calloc(1, sizeof(*bv) + pin->n * sizeof(struct fuse_buf));
+
+	if (!bv) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	bv->count = pin->n;
+	for (size_t i = 0; i < pin->n; i++) {
+		bv->buf[i].mem = pin->iov[i].iov_base;
+		bv->buf[i].size = pin->iov[i].iov_len;
+	}
+	fuse_reply_data(req, bv, FUSE_BUF_SPLICE_MOVE);
+	free(bv);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -170,8 +226,10 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 {
 	struct objfs_fs *fs = fs_of(req);
 	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
-	size_t n = objfs_range_clamp(h->size, off, size);
-	char *buf;
+	size_t n = objfs_range_clamp(h->sobj.size, off, size);
+	struct objfs_prefetch_plan plan;
+	struct objfs_cache_pin pin = { 0 };
+	char *buf = NULL;
 	int err;
 
 	(void)ino;
@@ -179,26 +237,36 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
-	buf = malloc(n);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	err = objfs_store_read(fs->store, h->path, h->etag, h->size, off, n, buf);
-	if (err) {
-		objfs_info("read of '/%s' at %lld+%zu failed: %s", h->path, (long long)off, n,
-			   strerror(-err));
-		fuse_reply_err(req, -err);
+	pthread_mutex_lock(&h->lock);
+	objfs_prefetch_on_read(&h->pf, off, n, h->sobj.size, &plan);
+	pthread_mutex_unlock(&h->lock);
+	/* Random reads fetch just what is asked, unless it is cached already. */
+	if (plan.sequential || all_cached(fs->cache, h, off, n)) {
+		err = objfs_cache_pin(fs->cache, &h->cobj, off, n, &pin);
 	} else {
-		fuse_reply_buf(req, buf, n);
+		buf = malloc(n);
+		err = buf ? objfs_store_read(fs->store, h->sobj.path, h->etag, h->sobj.size, off,
+					     n, buf) : -ENOMEM;
 	}
+	if (!err && plan.len)
+		objfs_cache_prefetch(fs->cache, &h->cobj, plan.off, plan.len);
+	if (err) {
+		objfs_info("read of '/%s' at %lld+%zu failed: %s", h->sobj.path, (long long)off,
+			   n, strerror(-err));
+		fuse_reply_err(req, -err);
+	} else if (buf) {
+		fuse_reply_buf(req, buf, n);
+	} else {
+		reply_pinned(req, &pin);
+	}
+	objfs_cache_unpin(fs->cache, &pin);
 	free(buf);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	free((struct fh *)(uintptr_t)fi->fh);
+	fh_free((struct fh *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -414,7 +482,7 @@ int objfs_fs_run(struct objfs_fs *fs, int fuse_argc, char **fuse_argv, const cha
 		goto out_unmount;
 	}
 	fuse_loop_cfg_set_clone_fd(cfg, 0);
-	fuse_loop_cfg_set_max_threads(cfg, 32);
+	fuse_loop_cfg_set_max_threads(cfg, fs->opts->threads);
 	ret = fuse_session_loop_mt(se, cfg) ? -EIO : 0;
 	fuse_loop_cfg_destroy(cfg);
 out_unmount:

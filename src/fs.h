@@ -8,6 +8,7 @@
 
 #include <sys/types.h>
 
+#include "cache.h"
 #include "inode.h"
 #include "options.h"
 #include "store.h"
@@ -15,6 +16,7 @@
 struct objfs_fs {
 	struct objfs_inodes *inodes; /* borrowed */
 	struct objfs_store *store;   /* borrowed */
+	struct objfs_cache *cache;   /* borrowed */
 	const struct objfs_opts *opts;
 	uid_t uid;
 	gid_t gid;

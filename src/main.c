@@ -157,7 +157,7 @@ static void on_ready(void *arg)
 static int serve(struct cli *c, char *argv0)
 {
 	struct objfs_engine_cfg ecfg = {
-		.threads = 2,
+		.threads = c->opts.engine_threads,
 		.max_host_conns = c->opts.max_connections,
 		.ca_file = c->opts.ca_file,
 		.insecure = c->opts.insecure,
@@ -167,6 +167,7 @@ static int serve(struct cli *c, char *argv0)
 	struct objfs_engine *engine = NULL;
 	struct objfs_store *store = NULL;
 	struct objfs_inodes *inodes = NULL;
+	struct objfs_cache *cache = NULL;
 	struct objfs_fs fs = { 0 };
 	char fopts[4096] = "ro,subtype=objfs,fsname=";
 	char *fargv[4];
@@ -181,12 +182,8 @@ static int serve(struct cli *c, char *argv0)
 		objfs_err("cannot start the fetch engine: %s", strerror(-ret));
 		return 1;
 	}
-	if (strncasecmp(c->source, "s3://", 5) == 0)
-		ret = objfs_store_s3_new(c->source, &c->opts, engine, c->opts.chunk_size, &store,
-					 err, sizeof(err));
-	else
-		ret = objfs_store_http_new(c->source, engine, c->opts.chunk_size, &store, err,
-					   sizeof(err));
+	ret = objfs_store_http_new(c->source, engine, c->opts.chunk_size, &store, err,
+				   sizeof(err));
 	if (ret) {
 		objfs_err("%s", err);
 		goto out;
@@ -196,7 +193,13 @@ static int serve(struct cli *c, char *argv0)
 		objfs_err("out of memory");
 		goto out;
 	}
+	ret = objfs_cache_new(c->opts.cache_size, c->opts.chunk_size, &cache);
+	if (ret) {
+		objfs_err("cache_size must be at least chunk_size");
+		goto out;
+	}
 	fs.inodes = inodes;
+	fs.cache = cache;
 	fs.store = store;
 	fs.opts = &c->opts;
 	fs.uid = c->opts.have_uid ? c->opts.uid : getuid();
@@ -215,7 +218,20 @@ static int serve(struct cli *c, char *argv0)
 	if (c->debug)
 		fargv[fargc++] = "-d";
 	ret = objfs_fs_run(&fs, fargc, fargv, c->mountpoint, on_ready, c);
+	if (c->opts.stats) {
+		struct objfs_cache_stats st;
+
+		objfs_cache_get_stats(cache, &st);
+		objfs_log(OBJFS_LOG_ERR, "stats: cache hits %llu misses %llu waits %llu; fetches %llu (%llu bytes, "
+			  "%llu errors); prefetched %llu blocks, %llu evicted unread; evictions %llu",
+			  (unsigned long long)st.hits, (unsigned long long)st.misses,
+			  (unsigned long long)st.waits, (unsigned long long)st.fetches,
+			  (unsigned long long)st.fetch_bytes, (unsigned long long)st.fetch_errors,
+			  (unsigned long long)st.prefetched, (unsigned long long)st.prefetch_unused,
+			  (unsigned long long)st.evictions);
+	}
 out:
+	objfs_cache_free(cache); /* before the engine: waits for its fetches */
 	objfs_inodes_free(inodes);
 	objfs_store_free(store);
 	objfs_engine_free(engine);

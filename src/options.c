@@ -35,6 +35,11 @@ static const struct opt_def defs[] = {
 	{ "list_ttl", K_TIME, F(list_ttl), 0, 0, 86400 * 365 },
 	{ "retries", K_UINT, F(retries), 0, 0, 100 },
 	{ "timeout", K_TIME, F(timeout), 0, 1, 86400 },
+	{ "cache_size", K_SIZE, F(cache_size), 0, 1 << 20, 1ULL << 40 },
+	{ "prefetch_max", K_SIZE, F(prefetch_max), 0, 0, 1 << 30 },
+	{ "threads", K_UINT, F(threads), 0, 1, 1024 },
+	{ "engine_threads", K_UINT, F(engine_threads), 0, 1, 64 },
+	{ "stats", K_FLAG, F(stats), 0, 0, 0 },
 	{ "allow_other", K_FLAG, F(allow_other), 0, 0, 0 },
 	{ "default_permissions", K_FLAG, F(default_permissions), 0, 0, 0 },
 	{ "insecure", K_FLAG, F(insecure), 0, 0, 0 },
@@ -57,13 +62,17 @@ static const struct opt_def defs[] = {
 void objfs_opts_init(struct objfs_opts *o)
 {
 	memset(o, 0, sizeof(*o));
-	o->chunk_size = 8u << 20;
+	o->chunk_size = 4u << 20;
 	o->max_connections = 16;
 	o->attr_timeout = 60;
 	o->entry_timeout = 60;
 	o->list_ttl = 60;
 	o->retries = 3;
 	o->timeout = 30;
+	o->cache_size = 1ull << 30;
+	o->prefetch_max = 256u << 20;
+	o->threads = 16;
+	o->engine_threads = 2;
 	o->log_level = OBJFS_LOG_WARN;
 }
 

@@ -19,6 +19,11 @@ struct objfs_opts {
 	double list_ttl;          /* our directory listing cache, seconds */
 	unsigned retries;         /* retries of a failed request */
 	double timeout;           /* stall timeout of one request, seconds */
+	size_t cache_size;        /* block cache memory cap, bytes */
+	size_t prefetch_max;      /* largest readahead window per handle */
+	unsigned threads;         /* FUSE worker threads, at most */
+	unsigned engine_threads;  /* fetch engine threads */
+	int stats;                /* print counters at unmount */
 	int allow_other;
 	int default_permissions;
 	uid_t uid;

@@ -12,6 +12,8 @@
 /* Pieces fetched at once; larger reads loop. Bounded: reqs live on the stack. */
 #define MAX_PIECES 64
 
+static int read_errno(int err);
+
 int objfs_store_read(struct objfs_store *s, const char *path, const char *etag,
 		     int64_t size, int64_t off, size_t len, char *buf)
 {
@@ -51,10 +53,66 @@ int objfs_store_read(struct objfs_store *s, const char *path, const char *etag,
 		}
 		done += batch;
 	}
-	/* Past-EOF from the server means the object shrank: not "no data". */
+	return read_errno(err);
+}
+
+/* Past-EOF from the server means the object shrank: not "no data". */
+static int read_errno(int err)
+{
 	if (err == -ERANGE || err == -ESTALE || err == -ENOENT)
-		err = -EIO;
+		return -EIO;
 	return err;
+}
+
+struct fetch_op {
+	struct objfs_req r;
+	struct objfs_store *s;
+	void *cookie;
+	void (*done)(void *arg, int err);
+	void *arg;
+};
+
+static void fetch_op_done(struct objfs_req *r)
+{
+	struct fetch_op *op = r->priv;
+	int err = read_errno(r->err);
+
+	objfs_req_clear(&op->r);
+	op->s->ops->release(op->s, op->cookie);
+	op->done(op->arg, err);
+	free(op);
+}
+
+void objfs_store_fetch(void *ctx, int64_t off, size_t len, char *dst,
+		       void (*done)(void *arg, int err), void *arg)
+{
+	const struct objfs_store_obj *o = ctx;
+	struct fetch_op *op = calloc(1, sizeof(*op));
+	int err;
+
+	if (!op) {
+		done(arg, -ENOMEM);
+		return;
+	}
+	objfs_req_init(&op->r);
+	err = o->store->ops->prepare(o->store, o->path, &op->r, &op->cookie);
+	if (err) {
+		free(op);
+		done(arg, err);
+		return;
+	}
+	op->s = o->store;
+	op->done = done;
+	op->arg = arg;
+	op->r.method = OBJFS_GET;
+	op->r.off = off;
+	op->r.len = len;
+	op->r.dst = dst;
+	op->r.expect_size = o->size;
+	op->r.etag = (o->etag && o->etag[0]) ? o->etag : NULL;
+	op->r.done = fetch_op_done;
+	op->r.priv = op;
+	objfs_engine_submit(o->store->engine, &op->r);
 }
 
 void objfs_store_free(struct objfs_store *s)

@@ -60,6 +60,23 @@ struct objfs_store {
 int objfs_store_read(struct objfs_store *s, const char *path, const char *etag,
 		     int64_t size, int64_t off, size_t len, char *buf);
 
+/* One open object version, the context of objfs_store_fetch(). */
+struct objfs_store_obj {
+	struct objfs_store *store; /* borrowed */
+	const char *path;          /* borrowed */
+	const char *etag;          /* borrowed, "" when none */
+	int64_t size;
+};
+
+/*
+ * Asynchronous ranged fetch of [off, off+len) of the object @ctx (a struct
+ * objfs_store_obj, borrowed until done runs) into @dst; calls done(arg, err)
+ * once, on an engine thread (or at once on a set-up error). Matches
+ * objfs_fetch_fn so the block cache can use it.
+ */
+void objfs_store_fetch(void *ctx, int64_t off, size_t len, char *dst,
+		       void (*done)(void *arg, int err), void *arg);
+
 /* Frees a store made by a backend constructor. Accepts NULL. */
 void objfs_store_free(struct objfs_store *s);
 

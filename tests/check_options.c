@@ -36,7 +36,8 @@ START_TEST(test_defaults_and_values)
 	char err[256];
 
 	objfs_opts_init(&o);
-	ck_assert_uint_eq(o.chunk_size, 8u << 20);
+	ck_assert_uint_eq(o.chunk_size, 4u << 20);
+	ck_assert_uint_eq(o.cache_size, 1u << 30);
 	ck_assert_uint_eq(o.max_connections, 16);
 	ck_assert(!o.have_uid && !o.allow_other && !o.insecure);
 	ck_assert_int_eq(objfs_opts_parse(&o, "chunk_size=4M,max_connections=8,"

@@ -1,0 +1,104 @@
+/*
+ * cache: the shared in-memory block cache every read goes through.
+ *
+ * Objects are cut into fixed-size blocks (block_size bytes, the last one
+ * short). A block is identified by the object's identity string (backend
+ * path, ETag and size: a changed object has another identity, so old and new
+ * bytes never mix) and its index. Blocks are refcounted; unreferenced ready
+ * blocks sit on an LRU list and are evicted to keep the total under the
+ * memory cap. A missing block is fetched once however many readers want it
+ * (single flight): the first miss creates the block in LOADING state and
+ * starts the fetch; later readers take a reference and wait.
+ *
+ * The cap is hard for what the cache keeps; blocks that readers hold or that
+ * are being fetched are counted too, and prefetching (objfs_cache_prefetch)
+ * is refused when it would exceed the cap, so memory stays bounded while
+ * demand reads still always make progress.
+ *
+ * Locking: one mutex guards the hash, the LRU and every block's state;
+ * block data is written only by the fetch that owns a LOADING block and read
+ * only once the block is READY, so copies happen outside the lock.
+ */
+#ifndef OBJFS_CACHE_H
+#define OBJFS_CACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "store.h"
+
+struct objfs_cache;
+struct objfs_block;
+
+/*
+ * Fetches [off, off+len) of the object into @dst and calls done(arg, err)
+ * exactly once, from any thread, without holding cache locks.
+ */
+typedef void (*objfs_fetch_done_fn)(void *arg, int err);
+typedef void (*objfs_fetch_fn)(void *ctx, int64_t off, size_t len, char *dst,
+			       objfs_fetch_done_fn done, void *arg);
+
+/* What the cache needs to fetch blocks of one open object. Borrowed. */
+struct objfs_cache_obj {
+	const char *id;       /* identity: path, ETag and size (objfs_cache_obj_id) */
+	int64_t size;         /* pinned size */
+	objfs_fetch_fn fetch; /* objfs_store_fetch for real stores */
+	void *ctx;            /* fetch's first argument */
+};
+
+struct objfs_cache_stats {
+	uint64_t hits, misses, waits;     /* block lookups */
+	uint64_t fetches, fetch_bytes, fetch_errors;
+	uint64_t prefetched, prefetch_unused; /* blocks, and those evicted unread */
+	uint64_t evictions;
+	size_t bytes, cap;                /* current and cap */
+};
+
+/* @cap bytes of block memory, blocks of @block_size bytes. 0 or -errno. */
+int objfs_cache_new(size_t cap, size_t block_size, struct objfs_cache **out);
+/* Waits for fetches in flight, frees everything. Accepts NULL. */
+void objfs_cache_free(struct objfs_cache *c);
+
+size_t objfs_cache_block_size(const struct objfs_cache *c);
+
+/* Writes the identity string of (path, etag, size) into a malloc'd string. */
+char *objfs_cache_obj_id(const char *path, const char *etag, int64_t size);
+
+/*
+ * Copies @len bytes at @off of @o into @buf, fetching missing blocks (in
+ * parallel) through the store. The range must lie inside the object.
+ * Returns 0 or -errno; on error @buf must not be delivered.
+ */
+int objfs_cache_read(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
+		     size_t len, char *buf);
+
+/*
+ * Zero-copy access: pins the blocks covering [off, off+len) of @o (fetching
+ * what is missing) and describes the bytes as iovecs into block memory,
+ * valid until objfs_cache_unpin(). On error nothing stays pinned.
+ */
+struct objfs_cache_pin {
+	size_t n;                    /* blocks pinned = iovecs used */
+	struct objfs_block **blocks; /* owned by the pin */
+	struct iovec *iov;           /* owned by the pin */
+};
+int objfs_cache_pin(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
+		    size_t len, struct objfs_cache_pin *pin);
+/* Releases a pin made by objfs_cache_pin(); accepts an empty pin. */
+void objfs_cache_unpin(struct objfs_cache *c, struct objfs_cache_pin *pin);
+
+/*
+ * Starts fetching the blocks covering [off, off+len) of @o that are not
+ * cached, without waiting, as long as the cache has room. Returns the
+ * number of bytes of fetches started.
+ */
+size_t objfs_cache_prefetch(struct objfs_cache *c, const struct objfs_cache_obj *o,
+			    int64_t off, size_t len);
+
+/* Whether block @idx of @o is cached or being fetched. */
+int objfs_cache_has(struct objfs_cache *c, const char *id, uint64_t idx);
+
+void objfs_cache_get_stats(struct objfs_cache *c, struct objfs_cache_stats *st);
+
+#endif

@@ -1,0 +1,67 @@
+/*
+ * prefetch: see prefetch.h.
+ */
+#include "config.h"
+
+#include "prefetch.h"
+
+/* Seeks this close to the expected offset still count as sequential. */
+#define SEEK_SLACK (2 << 20)
+
+void objfs_prefetch_init(struct objfs_prefetch *p, size_t min_window, size_t max_window)
+{
+	p->min_window = min_window;
+	p->max_window = max_window < min_window ? min_window : max_window;
+	p->window = min_window;
+	p->next = 0;
+	p->ahead = 0;
+	p->seq = 0;
+	p->rand = 0;
+	p->random = 0;
+}
+
+void objfs_prefetch_on_read(struct objfs_prefetch *p, int64_t off, size_t len, int64_t size,
+			    struct objfs_prefetch_plan *plan)
+{
+	int64_t end = off + (int64_t)len;
+	int64_t d = off - p->next;
+	int near = d >= -(int64_t)SEEK_SLACK && d <= (int64_t)SEEK_SLACK;
+
+	plan->off = 0;
+	plan->len = 0;
+	if (near || (off == 0 && p->seq == 0 && !p->random)) {
+		p->seq++;
+		p->rand = 0;
+		if (p->random) {
+			p->random = 0;
+			p->window = p->min_window;
+			p->ahead = end;
+		} else if (p->seq > 1 && p->window < p->max_window) {
+			p->window = p->window * 2 > p->max_window ? p->max_window : p->window * 2;
+		}
+		if (end > p->next)
+			p->next = end;
+	} else {
+		p->next = end;
+		p->seq = 0;
+		p->window = p->min_window;
+		p->ahead = end;
+		if (++p->rand >= 2)
+			p->random = 1;
+	}
+	plan->sequential = !p->random;
+	if (p->random)
+		return;
+	{
+		int64_t from = p->ahead > end ? p->ahead : end;
+		int64_t to = end + (int64_t)p->window;
+
+		if (to > size)
+			to = size;
+		if (from < to) {
+			plan->off = from;
+			plan->len = (size_t)(to - from);
+			p->ahead = to;
+		}
+	}
+}

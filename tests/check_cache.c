@@ -1,0 +1,269 @@
+/*
+ * Unit tests of src/cache.c with a fake fetcher (no network): contents,
+ * single flight, refcounts under eviction, the memory cap, prefetch limits,
+ * failed fetches that are retried, and object identity (a new ETag never
+ * serves old bytes). The fetcher completes on its own thread after a delay,
+ * like the engine does.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache.h"
+
+struct fake {
+	unsigned char salt;   /* byte pattern differs per object version */
+	atomic_int calls;
+	atomic_int fail_next; /* fail this many fetches */
+	int delay_us;
+};
+
+struct job {
+	struct fake *f;
+	int64_t off;
+	size_t len;
+	char *dst;
+	objfs_fetch_done_fn done;
+	void *arg;
+};
+
+static unsigned char byte_at(const struct fake *f, int64_t off)
+{
+	return (unsigned char)((off * 131 + (off >> 9) + f->salt) & 0xff);
+}
+
+static void *job_run(void *a)
+{
+	struct job *j = a;
+	int err = 0;
+
+	usleep((useconds_t)j->f->delay_us);
+	if (atomic_fetch_sub(&j->f->fail_next, 1) > 0) {
+		err = -EIO;
+	} else {
+		atomic_fetch_add(&j->f->fail_next, 1);
+		for (size_t i = 0; i < j->len; i++)
+			j->dst[i] = (char)byte_at(j->f, j->off + (int64_t)i);
+	}
+	j->done(j->arg, err);
+	free(j);
+	return NULL;
+}
+
+static void fake_fetch(void *ctx, int64_t off, size_t len, char *dst, objfs_fetch_done_fn done,
+		       void *arg)
+{
+	struct job *j = malloc(sizeof(*j));
+	pthread_t t;
+
+	ck_assert_ptr_nonnull(j);
+	*j = (struct job){ ctx, off, len, dst, done, arg };
+	atomic_fetch_add(&((struct fake *)ctx)->calls, 1);
+	ck_assert_int_eq(pthread_create(&t, NULL, job_run, j), 0);
+	pthread_detach(t);
+}
+
+static void obj_init(struct objfs_cache_obj *o, struct fake *f, const char *id, int64_t size)
+{
+	o->id = id;
+	o->size = size;
+	o->fetch = fake_fetch;
+	o->ctx = f;
+}
+
+static void check_bytes(const struct fake *f, const char *buf, int64_t off, size_t len)
+{
+	size_t i = 0;
+
+	/* One assertion per call: Check's asserts cost a syscall each. */
+	while (i < len && (unsigned char)buf[i] == byte_at(f, off + (int64_t)i))
+		i++;
+	ck_assert_msg(i == len, "byte %lld wrong", (long long)(off + (int64_t)i));
+}
+
+START_TEST(test_contents_and_hits)
+{
+	struct objfs_cache *c;
+	struct objfs_cache_obj o;
+	struct objfs_cache_stats st;
+	struct fake f = { .salt = 7 };
+	static char buf[300000];
+
+	ck_assert_int_eq(objfs_cache_new(1 << 20, 65536, &c), 0);
+	obj_init(&o, &f, "obj-a", 1000003);
+	/* Unaligned, spanning blocks, ending at EOF. */
+	ck_assert_int_eq(objfs_cache_read(c, &o, 12345, 200000, buf), 0);
+	check_bytes(&f, buf, 12345, 200000);
+	ck_assert_int_eq(objfs_cache_read(c, &o, 1000003 - 77, 77, buf), 0);
+	check_bytes(&f, buf, 1000003 - 77, 77);
+	int calls = atomic_load(&f.calls);
+	ck_assert_int_eq(objfs_cache_read(c, &o, 20000, 100000, buf), 0); /* all hits */
+	check_bytes(&f, buf, 20000, 100000);
+	ck_assert_int_eq(atomic_load(&f.calls), calls);
+	objfs_cache_get_stats(c, &st);
+	ck_assert_uint_ge(st.hits, 2);
+	ck_assert_int_eq(objfs_cache_read(c, &o, 1000000, 100, buf), -EINVAL); /* past EOF */
+	objfs_cache_free(c);
+}
+END_TEST
+
+struct reader {
+	struct objfs_cache *c;
+	struct objfs_cache_obj *o;
+	struct fake *f;
+	int64_t off;
+};
+
+static void *reader_run(void *a)
+{
+	struct reader *r = a;
+	char *buf = malloc(65536);
+
+	ck_assert_int_eq(objfs_cache_read(r->c, r->o, r->off, 65536, buf), 0);
+	check_bytes(r->f, buf, r->off, 65536);
+	free(buf);
+	return NULL;
+}
+
+START_TEST(test_single_flight)
+{
+	struct objfs_cache *c;
+	struct objfs_cache_obj o;
+	struct fake f = { .salt = 1, .delay_us = 100000 };
+	struct reader r[16];
+	pthread_t t[16];
+
+	ck_assert_int_eq(objfs_cache_new(8 << 20, 1 << 20, &c), 0);
+	obj_init(&o, &f, "obj-sf", 4 << 20);
+	for (int i = 0; i < 16; i++) {
+		r[i] = (struct reader){ c, &o, &f, (int64_t)(i % 2) * 65536 };
+		pthread_create(&t[i], NULL, reader_run, &r[i]);
+	}
+	for (int i = 0; i < 16; i++)
+		pthread_join(t[i], NULL);
+	ck_assert_int_eq(atomic_load(&f.calls), 1); /* 16 readers, one block, one GET */
+	objfs_cache_free(c);
+}
+END_TEST
+
+START_TEST(test_cap_and_eviction)
+{
+	struct objfs_cache *c;
+	struct objfs_cache_obj o;
+	struct objfs_cache_stats st;
+	struct fake f = { .salt = 3 };
+	char *buf = malloc(1 << 16);
+
+	ck_assert_int_eq(objfs_cache_new(1 << 18, 1 << 16, &c), 0);
+	obj_init(&o, &f, "obj-cap", 64 << 16);
+	for (int64_t off = 0; off < (64 << 16); off += 1 << 16) {
+		ck_assert_int_eq(objfs_cache_read(c, &o, off, 1 << 16, buf), 0);
+		check_bytes(&f, buf, off, 1 << 16);
+		objfs_cache_get_stats(c, &st);
+		ck_assert_uint_le(st.bytes, st.cap);
+	}
+	ck_assert_uint_ge(st.evictions, 60);
+	/* The first block was evicted: reading it again fetches again. */
+	int calls = atomic_load(&f.calls);
+	ck_assert_int_eq(objfs_cache_read(c, &o, 0, 10, buf), 0);
+	ck_assert_int_eq(atomic_load(&f.calls), calls + 1);
+	free(buf);
+	objfs_cache_free(c);
+}
+END_TEST
+
+START_TEST(test_prefetch_respects_cap)
+{
+	struct objfs_cache *c;
+	struct objfs_cache_obj o;
+	struct objfs_cache_stats st;
+	struct fake f = { .salt = 4, .delay_us = 50000 };
+	char buf[100];
+	size_t started;
+
+	ck_assert_int_eq(objfs_cache_new(4 << 20, 1 << 20, &c), 0);
+	obj_init(&o, &f, "obj-pf", 64 << 20);
+	started = objfs_cache_prefetch(c, &o, 0, 32 << 20);
+	ck_assert_uint_le(started, 4 << 20); /* only what fits */
+	objfs_cache_get_stats(c, &st);
+	ck_assert_uint_le(st.bytes, st.cap);
+	ck_assert_int_eq(objfs_cache_read(c, &o, 100, 100, buf), 0); /* waits on the prefetch */
+	check_bytes(&f, buf, 100, 100);
+	ck_assert_int_eq(atomic_load(&f.calls), (int)(started >> 20));
+	objfs_cache_free(c); /* waits for fetches in flight */
+}
+END_TEST
+
+START_TEST(test_failure_not_cached)
+{
+	struct objfs_cache *c;
+	struct objfs_cache_obj o;
+	struct fake f = { .salt = 5 };
+	char buf[4096];
+
+	ck_assert_int_eq(objfs_cache_new(4 << 20, 65536, &c), 0);
+	obj_init(&o, &f, "obj-fail", 1 << 20);
+	atomic_store(&f.fail_next, 1);
+	ck_assert_int_eq(objfs_cache_read(c, &o, 0, 4096, buf), -EIO);
+	ck_assert_int_eq(objfs_cache_read(c, &o, 0, 4096, buf), 0); /* fetched again */
+	check_bytes(&f, buf, 0, 4096);
+	ck_assert_int_eq(atomic_load(&f.calls), 2);
+	objfs_cache_free(c);
+}
+END_TEST
+
+START_TEST(test_identity)
+{
+	struct objfs_cache *c;
+	struct objfs_cache_obj o1, o2;
+	struct fake f1 = { .salt = 10 }, f2 = { .salt = 99 };
+	char *id1 = objfs_cache_obj_id("dir/x", "\"v1\"", 5000);
+	char *id2 = objfs_cache_obj_id("dir/x", "\"v2\"", 5000);
+	char buf[5000];
+
+	ck_assert_str_ne(id1, id2);
+	ck_assert_int_eq(objfs_cache_new(1 << 20, 4096, &c), 0);
+	obj_init(&o1, &f1, id1, 5000);
+	obj_init(&o2, &f2, id2, 5000);
+	ck_assert_int_eq(objfs_cache_read(c, &o1, 0, 5000, buf), 0);
+	check_bytes(&f1, buf, 0, 5000);
+	ck_assert_int_eq(objfs_cache_read(c, &o2, 0, 5000, buf), 0); /* new ETag: new bytes */
+	check_bytes(&f2, buf, 0, 5000);
+	free(id1);
+	free(id2);
+	objfs_cache_free(c);
+}
+END_TEST
+
+static Suite *cache_suite(void)
+{
+	Suite *s = suite_create("cache");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_contents_and_hits);
+	tcase_add_test(tc, test_single_flight);
+	tcase_add_test(tc, test_cap_and_eviction);
+	tcase_add_test(tc, test_prefetch_respects_cap);
+	tcase_add_test(tc, test_failure_not_cached);
+	tcase_add_test(tc, test_identity);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(cache_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
