@@ -182,8 +182,12 @@ static int serve(struct cli *c, char *argv0)
 		objfs_err("cannot start the fetch engine: %s", strerror(-ret));
 		return 1;
 	}
-	ret = objfs_store_http_new(c->source, engine, c->opts.chunk_size, &store, err,
-				   sizeof(err));
+	if (strncasecmp(c->source, "s3://", 5) == 0)
+		ret = objfs_store_s3_new(c->source, &c->opts, engine, c->opts.chunk_size, &store,
+					 err, sizeof(err));
+	else
+		ret = objfs_store_http_new(c->source, engine, c->opts.chunk_size, &store, err,
+					   sizeof(err));
 	if (ret) {
 		objfs_err("%s", err);
 		goto out;

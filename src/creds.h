@@ -1,0 +1,75 @@
+/*
+ * creds: the AWS credential chain and profile settings.
+ *
+ * Order, as the AWS SDKs use it: the environment (AWS_ACCESS_KEY_ID,
+ * AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN); the profile (-o profile=, else
+ * AWS_PROFILE, else "default") in the shared credentials file
+ * (AWS_SHARED_CREDENTIALS_FILE, ~/.aws/credentials) and the config file
+ * (AWS_CONFIG_FILE, ~/.aws/config, section "[profile NAME]"); then EC2
+ * instance metadata (IMDSv2 with a session token, short timeouts, endpoint
+ * AWS_EC2_METADATA_SERVICE_ENDPOINT, off with AWS_EC2_METADATA_DISABLED).
+ * Instance credentials expire; the provider refreshes them five minutes
+ * before they do.
+ *
+ * Secrets never appear in a log line or a message: messages name the
+ * source and the file, never a value. Secret strings are wiped on free.
+ */
+#ifndef OBJFS_CREDS_H
+#define OBJFS_CREDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct objfs_creds {
+	char *access_key, *secret_key; /* owned */
+	char *session_token;           /* owned, may be NULL */
+	int64_t expires;               /* unix time, 0 = never */
+	const char *source;            /* static description */
+};
+
+/* Wipes and frees @c's strings; @c is zeroed. Accepts NULL. */
+void objfs_creds_clear(struct objfs_creds *c);
+
+struct objfs_aws_profile {
+	char *region;        /* owned, NULL when unset */
+	char *endpoint_url;  /* owned, NULL when unset (s3 sub-section wins) */
+};
+
+void objfs_aws_profile_clear(struct objfs_aws_profile *p);
+
+/*
+ * Loads region and endpoint_url of @profile (NULL: AWS_PROFILE or
+ * "default") from the config file. Missing files are not an error unless a
+ * profile was named explicitly and exists in neither file (-ENOENT, message
+ * in @err).
+ */
+int objfs_aws_profile_load(const char *profile, struct objfs_aws_profile *out, char *err,
+			   size_t errlen);
+
+/*
+ * Resolves credentials once along the chain. 0; -ENOENT when none is found;
+ * -EINVAL for a half-set environment or a malformed file. @err gets a
+ * message naming what to fix.
+ */
+int objfs_creds_resolve(const char *profile, struct objfs_creds *out, char *err, size_t errlen);
+
+/* Thread-safe holder that refreshes expiring credentials. */
+struct objfs_creds_provider;
+
+/* Resolves now (so a mount fails early). 0 or -errno with @err set. */
+int objfs_creds_provider_new(const char *profile, int no_sign, struct objfs_creds_provider **out,
+			     char *err, size_t errlen);
+void objfs_creds_provider_free(struct objfs_creds_provider *p);
+/* Copies the current credentials into @out (caller clears). 0 or -errno. */
+int objfs_creds_get(struct objfs_creds_provider *p, struct objfs_creds *out);
+
+/* INI parsing, exposed for tests and fuzzing. */
+struct objfs_ini;
+/* Parses @buf; 0, -EINVAL (a line over 64 KiB) or -ENOMEM. */
+int objfs_ini_parse(const char *buf, size_t len, struct objfs_ini **out);
+/* Value of @key in @section (section "s3" of a nested block is
+ * "SECTION.s3"), or NULL. Borrowed from @ini. */
+const char *objfs_ini_get(const struct objfs_ini *ini, const char *section, const char *key);
+void objfs_ini_free(struct objfs_ini *ini);
+
+#endif

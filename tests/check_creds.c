@@ -1,0 +1,365 @@
+/*
+ * Unit tests of src/creds.c: the INI reader, the credential chain in SDK
+ * order (environment, shared credentials file, config file, instance
+ * metadata through a loopback stand-in), profile settings, refresh of
+ * expiring credentials, and that no secret ever reaches the log.
+ * Every test runs with its own HOME and AWS_* environment.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "creds.h"
+#include "log.h"
+
+static char home[256];
+
+static void write_file(const char *rel, const char *text, mode_t mode)
+{
+	char path[512], dir[512];
+	FILE *f;
+
+	snprintf(dir, sizeof(dir), "%s/.aws", home);
+	mkdir(dir, 0700);
+	snprintf(path, sizeof(path), "%s/%s", home, rel);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs(text, f);
+	fclose(f);
+	chmod(path, mode);
+}
+
+static void setup(void)
+{
+	static const char *const vars[] = {
+		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
+		"AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_EC2_METADATA_SERVICE_ENDPOINT",
+		"AWS_EC2_METADATA_DISABLED",
+	};
+
+	snprintf(home, sizeof(home), "/tmp/objfs-creds-XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(home));
+	setenv("HOME", home, 1);
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+		unsetenv(vars[i]);
+	/* Never reach a real metadata service from a test. */
+	setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:1", 1);
+}
+
+static void teardown(void)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", home);
+	(void)!system(cmd);
+}
+
+START_TEST(test_ini)
+{
+	static const char text[] =
+		"# comment\r\n; other\r\n[default]\r\naws_access_key_id = AK1\r\n"
+		"  region=eu-west-1  \n[profile x]\nregion = us-west-2\ns3 =\n"
+		"  endpoint_url = http://127.0.0.1:9000\n  addressing_style = path\n"
+		"garbage line\n\x01\x02\xff=\xfe\n[default]\naws_access_key_id=AK2\n";
+	struct objfs_ini *ini;
+
+	ck_assert_int_eq(objfs_ini_parse(text, sizeof(text) - 1, &ini), 0);
+	ck_assert_str_eq(objfs_ini_get(ini, "default", "aws_access_key_id"), "AK2"); /* last wins */
+	ck_assert_str_eq(objfs_ini_get(ini, "default", "region"), "eu-west-1");
+	ck_assert_str_eq(objfs_ini_get(ini, "profile x", "region"), "us-west-2");
+	ck_assert_str_eq(objfs_ini_get(ini, "profile x.s3", "endpoint_url"),
+			 "http://127.0.0.1:9000");
+	ck_assert_ptr_null(objfs_ini_get(ini, "profile x", "endpoint_url"));
+	ck_assert_ptr_null(objfs_ini_get(ini, "nope", "region"));
+	objfs_ini_free(ini);
+	objfs_ini_free(NULL);
+}
+END_TEST
+
+START_TEST(test_ini_long_line)
+{
+	size_t n = (64u << 10) + 10;
+	char *big = malloc(n);
+	struct objfs_ini *ini = NULL;
+
+	memset(big, 'a', n);
+	ck_assert_int_eq(objfs_ini_parse(big, n, &ini), -EINVAL);
+	ck_assert_int_eq(objfs_ini_parse("", 0, &ini), 0);
+	objfs_ini_free(ini);
+	free(big);
+}
+END_TEST
+
+START_TEST(test_env)
+{
+	struct objfs_creds c;
+	char err[512] = "";
+
+	setenv("AWS_ACCESS_KEY_ID", "AKENV", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "secretEnv", 1);
+	setenv("AWS_SESSION_TOKEN", "tokEnv", 1);
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.access_key, "AKENV");
+	ck_assert_str_eq(c.secret_key, "secretEnv");
+	ck_assert_str_eq(c.session_token, "tokEnv");
+	ck_assert_str_eq(c.source, "environment");
+	objfs_creds_clear(&c);
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "AWS_SECRET_ACCESS_KEY"));
+}
+END_TEST
+
+START_TEST(test_files)
+{
+	struct objfs_creds c;
+	struct objfs_aws_profile p;
+	char err[512] = "";
+
+	write_file(".aws/credentials", "[default]\naws_access_key_id=AKDEF\n"
+		   "aws_secret_access_key=secretDef\n[work]\naws_access_key_id = AKWORK\r\n"
+		   "aws_secret_access_key = secretWork\r\naws_session_token = tokWork\r\n", 0600);
+	write_file(".aws/config", "[default]\nregion=eu-central-1\n[profile cfgonly]\n"
+		   "aws_access_key_id=AKCFG\naws_secret_access_key=secretCfg\nregion=ap-south-1\n"
+		   "endpoint_url=http://generic:1\ns3 =\n  endpoint_url = http://s3only:2\n"
+		   "[profile half]\naws_access_key_id=AKHALF\n", 0644);
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.access_key, "AKDEF");
+	ck_assert_ptr_null(c.session_token);
+	objfs_creds_clear(&c);
+	ck_assert_int_eq(objfs_creds_resolve("work", &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.access_key, "AKWORK");
+	ck_assert_str_eq(c.session_token, "tokWork");
+	objfs_creds_clear(&c);
+	setenv("AWS_PROFILE", "cfgonly", 1);
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.access_key, "AKCFG");
+	ck_assert_str_eq(c.source, "config file");
+	objfs_creds_clear(&c);
+	ck_assert_int_eq(objfs_aws_profile_load(NULL, &p, err, sizeof(err)), 0);
+	ck_assert_str_eq(p.region, "ap-south-1");
+	ck_assert_str_eq(p.endpoint_url, "http://s3only:2"); /* s3 block wins */
+	objfs_aws_profile_clear(&p);
+	unsetenv("AWS_PROFILE");
+	ck_assert_int_eq(objfs_aws_profile_load(NULL, &p, err, sizeof(err)), 0);
+	ck_assert_str_eq(p.region, "eu-central-1");
+	ck_assert_ptr_null(p.endpoint_url);
+	objfs_aws_profile_clear(&p);
+	ck_assert_int_eq(objfs_creds_resolve("missing", &c, err, sizeof(err)), -ENOENT);
+	ck_assert_ptr_nonnull(strstr(err, "profile 'missing' not found"));
+	ck_assert_int_eq(objfs_aws_profile_load("missing", &p, err, sizeof(err)), -ENOENT);
+	ck_assert_int_eq(objfs_creds_resolve("half", &c, err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "aws_secret_access_key"));
+	/* Explicit locations through the environment. */
+	write_file("other.ini", "[default]\naws_access_key_id=AKOTHER\naws_secret_access_key=s\n",
+		   0600);
+	{
+		char path[512];
+
+		snprintf(path, sizeof(path), "%s/other.ini", home);
+		setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
+	}
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.access_key, "AKOTHER");
+	objfs_creds_clear(&c);
+}
+END_TEST
+
+/* Runs @fn with stderr captured at debug level; returns the captured text. */
+static char *capture(void (*fn)(void))
+{
+	char path[512], *buf = calloc(1, 65536);
+	int fd, saved = dup(2);
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "%s/stderr.txt", home);
+	fd = open(path, O_CREAT | O_TRUNC | O_RDWR, 0600);
+	dup2(fd, 2);
+	objfs_log_set_level(OBJFS_LOG_DEBUG);
+	fn();
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	lseek(fd, 0, SEEK_SET);
+	n = read(fd, buf, 65535);
+	close(fd);
+	buf[n > 0 ? n : 0] = '\0';
+	return buf;
+}
+
+static void chain_with_bad_files(void)
+{
+	struct objfs_creds c;
+	struct objfs_creds_provider *p;
+	char err[512] = "";
+
+	(void)objfs_creds_resolve(NULL, &c, err, sizeof(err));
+	fprintf(stderr, "%s\n", err);
+	objfs_creds_clear(&c);
+	(void)objfs_creds_resolve("half", &c, err, sizeof(err));
+	fprintf(stderr, "%s\n", err);
+	if (objfs_creds_provider_new(NULL, 0, &p, err, sizeof(err)) == 0)
+		objfs_creds_provider_free(p);
+	fprintf(stderr, "%s\n", err);
+}
+
+START_TEST(test_no_secret_in_logs)
+{
+	char *out;
+
+	write_file(".aws/credentials", "[default]\naws_access_key_id=AKLOG\n"
+		   "aws_secret_access_key=TOPSECRETVALUE\naws_session_token=TOPSECRETTOKEN\n", 0644);
+	write_file(".aws/config", "[profile half]\naws_secret_access_key=TOPSECRETHALF\n", 0600);
+	out = capture(chain_with_bad_files);
+	ck_assert_ptr_null(strstr(out, "TOPSECRET"));
+	ck_assert_msg(strstr(out, "chmod 600") != NULL, "no permission warning in: %s", out);
+	free(out);
+}
+END_TEST
+
+static pid_t stub_pid;
+
+/* Starts tests/imds_stub.py; returns its port, or 0 when it cannot run. */
+static int stub_start(int expires_in)
+{
+	const char *srcdir = getenv("srcdir");
+	char script[512], arg[16];
+	int pfd[2];
+	char line[32] = "";
+	FILE *f;
+
+	snprintf(script, sizeof(script), "%s/tests/imds_stub.py", srcdir ? srcdir : ".");
+	if (access(script, R_OK))
+		snprintf(script, sizeof(script), "../tests/imds_stub.py");
+	if (access(script, R_OK) || access("/usr/bin/python3", X_OK))
+		return 0;
+	snprintf(arg, sizeof(arg), "%d", expires_in);
+	ck_assert_int_eq(pipe(pfd), 0);
+	stub_pid = fork();
+	if (stub_pid == 0) {
+		dup2(pfd[1], 1);
+		close(pfd[0]);
+		execl("/usr/bin/python3", "python3", script, arg, (char *)NULL);
+		_exit(127);
+	}
+	close(pfd[1]);
+	f = fdopen(pfd[0], "r");
+	if (!fgets(line, sizeof(line), f))
+		line[0] = '\0';
+	fclose(f);
+	return atoi(line);
+}
+
+static void stub_stop(void)
+{
+	if (stub_pid > 0) {
+		kill(stub_pid, SIGTERM);
+		waitpid(stub_pid, NULL, 0);
+		stub_pid = 0;
+	}
+}
+
+START_TEST(test_imds)
+{
+	struct objfs_creds c;
+	struct objfs_creds_provider *p;
+	char err[512] = "", ep[64];
+	int port = stub_start(3600);
+
+	ck_assert_msg(port > 0, "could not start tests/imds_stub.py");
+	snprintf(ep, sizeof(ep), "http://127.0.0.1:%d/", port);
+	setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", ep, 1);
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.access_key, "ASIAIMDSSTUB1");
+	ck_assert_str_eq(c.secret_key, "imdsSecretValue");
+	ck_assert_str_eq(c.session_token, "imdsTokenValue");
+	ck_assert_str_eq(c.source, "instance metadata");
+	ck_assert_int_gt(c.expires, time(NULL) + 3000);
+	objfs_creds_clear(&c);
+	/* Disabled: the chain ends without credentials. */
+	setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), -ENOENT);
+	ck_assert_ptr_nonnull(strstr(err, "no_sign"));
+	unsetenv("AWS_EC2_METADATA_DISABLED");
+	/* A provider refreshes credentials that expire within five minutes. */
+	stub_stop();
+	port = stub_start(120);
+	snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", port);
+	setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", ep, 1);
+	ck_assert_int_eq(objfs_creds_provider_new(NULL, 0, &p, err, sizeof(err)), 0);
+	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
+	ck_assert_str_eq(c.access_key, "ASIAIMDSSTUB2"); /* fetched again already */
+	objfs_creds_clear(&c);
+	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
+	ck_assert_str_eq(c.access_key, "ASIAIMDSSTUB3");
+	objfs_creds_clear(&c);
+	objfs_creds_provider_free(p);
+	stub_stop();
+}
+END_TEST
+
+START_TEST(test_imds_unreachable_fast)
+{
+	struct objfs_creds c;
+	char err[512] = "";
+	time_t t0 = time(NULL);
+
+	setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", "http://127.0.0.1:1", 1);
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), -ENOENT);
+	ck_assert_int_lt(time(NULL) - t0, 5);
+}
+END_TEST
+
+START_TEST(test_anonymous)
+{
+	struct objfs_creds_provider *p;
+	struct objfs_creds c;
+	char err[64];
+
+	ck_assert_int_eq(objfs_creds_provider_new(NULL, 1, &p, err, sizeof(err)), 0);
+	ck_assert_int_eq(objfs_creds_get(p, &c), -ENOKEY);
+	objfs_creds_provider_free(p);
+	objfs_creds_provider_free(NULL);
+	objfs_creds_clear(NULL);
+}
+END_TEST
+
+static Suite *creds_suite(void)
+{
+	Suite *s = suite_create("creds");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_ini);
+	tcase_add_test(tc, test_ini_long_line);
+	tcase_add_test(tc, test_env);
+	tcase_add_test(tc, test_files);
+	tcase_add_test(tc, test_no_secret_in_logs);
+	tcase_add_test(tc, test_imds);
+	tcase_add_test(tc, test_imds_unreachable_fast);
+	tcase_add_test(tc, test_anonymous);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(creds_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
