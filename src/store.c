@@ -14,6 +14,25 @@
 
 static int read_errno(int err);
 
+/* Sets up @r as a ranged GET of [off, off+len) into @dst, pinned to @etag. */
+static int prep_get(struct objfs_store *s, const char *path, const char *etag, int64_t size,
+		    int64_t off, size_t len, char *dst, struct objfs_req *r, void **cookie)
+{
+	int err;
+
+	objfs_req_init(r);
+	err = s->ops->prepare(s, path, r, cookie);
+	if (err)
+		return err;
+	r->method = OBJFS_GET;
+	r->off = off;
+	r->len = len;
+	r->dst = dst;
+	r->expect_size = size;
+	r->etag = (etag && etag[0]) ? etag : NULL;
+	return 0;
+}
+
 int objfs_store_read(struct objfs_store *s, const char *path, const char *etag,
 		     int64_t size, int64_t off, size_t len, char *buf)
 {
@@ -31,17 +50,11 @@ int objfs_store_read(struct objfs_store *s, const char *path, const char *etag,
 		for (size_t i = 0; i < n; i++) {
 			struct objfs_req *r = &reqs[i];
 
-			objfs_req_init(r);
-			err = s->ops->prepare(s, path, r, &cookies[i]);
+			err = prep_get(s, path, etag, size, offs[i], lens[i], buf + done + batch, r,
+				       &cookies[i]);
 			if (err)
 				break;
 			ready++;
-			r->method = OBJFS_GET;
-			r->off = offs[i];
-			r->len = lens[i];
-			r->dst = buf + done + batch;
-			r->expect_size = size;
-			r->etag = (etag && etag[0]) ? etag : NULL;
 			ptrs[i] = r;
 			batch += lens[i];
 		}
@@ -56,12 +69,17 @@ int objfs_store_read(struct objfs_store *s, const char *path, const char *etag,
 	return read_errno(err);
 }
 
-/* Past-EOF from the server means the object shrank: not "no data". */
+/*
+ * What a reader sees. Past-EOF from the server means the object shrank (not
+ * "no data"), a failed If-Match or a vanished object means it changed, and a
+ * refused, reset or timed-out connection is an I/O error to read(2): all EIO.
+ * Only "out of memory" and "access denied" say something more useful.
+ */
 static int read_errno(int err)
 {
-	if (err == -ERANGE || err == -ESTALE || err == -ENOENT)
-		return -EIO;
-	return err;
+	if (err == 0 || err == -ENOMEM || err == -EACCES)
+		return err;
+	return -EIO;
 }
 
 struct fetch_op {
@@ -94,22 +112,15 @@ void objfs_store_fetch(void *ctx, int64_t off, size_t len, char *dst,
 		done(arg, -ENOMEM);
 		return;
 	}
-	objfs_req_init(&op->r);
-	err = o->store->ops->prepare(o->store, o->path, &op->r, &op->cookie);
+	err = prep_get(o->store, o->path, o->etag, o->size, off, len, dst, &op->r, &op->cookie);
 	if (err) {
 		free(op);
-		done(arg, err);
+		done(arg, read_errno(err));
 		return;
 	}
 	op->s = o->store;
 	op->done = done;
 	op->arg = arg;
-	op->r.method = OBJFS_GET;
-	op->r.off = off;
-	op->r.len = len;
-	op->r.dst = dst;
-	op->r.expect_size = o->size;
-	op->r.etag = (o->etag && o->etag[0]) ? o->etag : NULL;
 	op->r.done = fetch_op_done;
 	op->r.priv = op;
 	objfs_engine_submit(o->store->engine, &op->r);

@@ -302,13 +302,14 @@ http {
             alias $data/;
             autoindex on;
         }
-        # JSON listings, bodies throttled to 4 MB/s per request, so that a
-        # server stop lands in the middle of a large read
+        # JSON listings, bodies throttled to 2 MB/s per request; mounted with
+        # max_connections=2 a 64 MiB read takes ~16 s, so a server stop
+        # lands in the middle of it
         location /slow/ {
             alias $data/;
             autoindex on;
             autoindex_format json;
-            limit_rate 4m;
+            limit_rate 2m;
         }
     }
 }
@@ -355,7 +356,7 @@ _nginx_launch() {
 }
 
 # nginx_start DATA_DIR: serve DATA_DIR at /data/ (JSON autoindex), /html/
-# (HTML autoindex) and /slow/ (JSON, 4 MB/s) on a free 127.0.0.1 port.
+# (HTML autoindex) and /slow/ (JSON, 2 MB/s) on a free 127.0.0.1 port.
 # Exports NGINX_PORT, NGINX_PREFIX, NGINX_PID.
 nginx_start() {
 	local data try
