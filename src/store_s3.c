@@ -421,6 +421,7 @@ static int s3_list(struct objfs_store *st, const char *path, struct objfs_listin
 	struct objfs_s3_page page = { 0 };
 	char *prefix, *token = NULL;
 	unsigned pages = 0;
+	size_t hidden = 0;
 	int err;
 
 	if (asprintf(&prefix, "%s%s%s", s->prefix, path, *path ? "/" : "") < 0)
@@ -440,12 +441,16 @@ static int s3_list(struct objfs_store *st, const char *path, struct objfs_listin
 	for (size_t i = 0; !err && i < dirs.n; i++)
 		err = objfs_listing_add(out, dirs.ents[i].name, strlen(dirs.ents[i].name), 1,
 					-1, -1) == -ENOMEM ? -ENOMEM : 0;
+	/* An object named like a directory is dropped here (-EEXIST) in small
+	 * listings, by the dedupe below in large ones: count both. */
 	for (size_t i = 0; !err && i < files.n; i++) {
 		struct objfs_listent *e = &files.ents[i];
 		int rc = objfs_listing_add(out, e->name, strlen(e->name), 0, e->size, e->mtime);
 
 		if (rc == -ENOMEM)
 			err = rc;
+		else if (rc == -EEXIST)
+			hidden++;
 		else if (!rc && e->etag)
 			err = objfs_listing_set_etag(&out->ents[out->n - 1], e->etag,
 						     strlen(e->etag));
@@ -454,9 +459,10 @@ static int s3_list(struct objfs_store *st, const char *path, struct objfs_listin
 		size_t before = out->n;
 
 		err = objfs_listing_dedupe(out);
-		if (!err && out->n != before)
+		hidden += before - out->n;
+		if (!err && hidden)
 			objfs_info("listing '/%s': %zu object(s) hidden by a directory of the "
-				   "same name", path, before - out->n);
+				   "same name", path, hidden);
 	}
 	objfs_debug("listed '%s' in %u page(s): %zu entries", prefix, pages, out->n);
 	objfs_listing_clear(&files);

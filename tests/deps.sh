@@ -6,7 +6,10 @@ set -euo pipefail
 
 need=(build-essential autoconf automake libtool pkg-config
       libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev liburing-dev
-      libxml2-dev libjson-c-dev check python3 curl ca-certificates "$@")
+      libxml2-dev libjson-c-dev check python3 curl ca-certificates
+      # S3 tests: a single-node Ceph RGW (tests/integration/rgw.sh) and clients
+      ceph-mon ceph-osd ceph-base ceph-common radosgw python3-boto3 awscli
+      "$@")
 missing=()
 for p in "${need[@]}"; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' ||

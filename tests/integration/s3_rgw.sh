@@ -1,0 +1,530 @@
+#!/bin/bash
+# shellcheck source-path=SCRIPTDIR
+#
+# s3_rgw.sh: end-to-end test of objfs's S3 backend against a real S3 server,
+# a throw-away single-node Ceph RGW on 127.0.0.1 (rgw.sh), which verifies
+# every SigV4 signature.
+#
+#   OBJFS=/path/to/objfs tests/integration/s3_rgw.sh
+#
+# Seeds buckets with boto3 (s3util.py), mounts them with -o endpoint=, and
+# runs the battery of battery.sh (the same checks as http_basic.sh) plus
+# S3-only cases: keys with special characters, 2,500 objects under one
+# prefix (pagination), deep prefixes, empty and "dir/" marker objects, a key
+# that is both an object and a prefix, keys that cannot be file names,
+# prefix mounts, credentials from the environment and from a shared
+# credentials file with -o profile=, an object overwritten while open, and
+# mount failures (wrong secret, unknown access key, unknown bucket, no
+# credentials, nothing listening).  The secret key must never appear in any
+# objfs output, even at log_level=debug.
+#
+# Exit status: 0 all passed, 1 something failed, 77 skipped (no /dev/fuse;
+# or Ceph / boto3 missing, except under CI=true, where that is a failure
+# because tests/deps.sh installs them), 99 objfs binary missing.
+#
+# Environment: OBJFS, OBJFS_TEST_OPTS, OBJFS_TEST_KEEP, OBJFS_TEST_SEED (as
+# for http_basic.sh); rgw.sh's RGW_* and CEPH_BIN.
+
+set -u
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
+# shellcheck source=rgw.sh
+. "$HERE/rgw.sh"
+
+skip_unless_fuse
+require_objfs
+
+TO=${OBJFS_TEST_TIMEOUT:-180}
+SHORT_TO=30
+EXTRA_OPTS=${OBJFS_TEST_OPTS:-}
+
+SRC=$TEST_TMP/src
+MNT=$TEST_TMP/mnt
+MNT2=$TEST_TMP/mnt2
+WORK=$TEST_TMP/work
+BIG=big.bin
+BIG_SIZE=$((64 * 1024 * 1024 + 7))
+S3UTIL=$HERE/s3util.py
+MANY=2500
+
+# shellcheck source=battery.sh
+. "$HERE/battery.sh"
+
+# Missing Ceph or boto3: skip on a developer machine, fail in CI.
+need_or_skip() {
+	if [ "${CI:-}" = true ]; then
+		echo "FAIL: $* (CI=true: tests/deps.sh should have installed it)"
+		exit 1
+	fi
+	skip "$*"
+}
+rgw_check 2>"$TEST_TMP/rgw_check.err" || need_or_skip "$(cat "$TEST_TMP/rgw_check.err")"
+python3 -c 'import boto3' 2>/dev/null || need_or_skip "python3-boto3 is not installed"
+
+s3u() {
+	timeout "$TO" python3 "$S3UTIL" "$@"
+}
+
+# The AWS settings objfs sees: only what each test sets, never the
+# invoking user's ~/.aws files, profile, region or instance metadata.
+isolate_aws_env() {
+	local v
+	for v in AWS_PROFILE AWS_DEFAULT_PROFILE AWS_REGION AWS_DEFAULT_REGION AWS_SESSION_TOKEN \
+		AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3 AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY; do
+		unset "$v"
+	done
+	mkdir -p "$WORK/aws"
+	export AWS_CONFIG_FILE=$WORK/aws/no-config
+	export AWS_SHARED_CREDENTIALS_FILE=$WORK/aws/no-credentials
+	export AWS_EC2_METADATA_DISABLED=true
+}
+
+use_env_creds() {
+	export AWS_ACCESS_KEY_ID=$RGW_ACCESS_KEY
+	export AWS_SECRET_ACCESS_KEY=$RGW_SECRET_KEY
+}
+
+# s3opts [MORE]: -o list for a mount of the test RGW
+s3opts() {
+	opts "endpoint=$RGW_ENDPOINT${1:+,$1}"
+}
+
+# ---------------------------------------------------------------- test data
+
+# Names S3 allows that need care on the wire or in SigV4's canonical form.
+SPECIAL=("q?mark=1&x=y.txt" "tilde~star*quote'.txt" "pct%2F%20literal%.txt"
+	"plus+plus++ +.txt" "semi;colon,comma@at!bang\$dollar.txt" "brackets[1](2){3}.txt"
+	"emoji 🙂 ünï.txt" "dir?x #y/inner=1+2&3.txt" "  lead and trail space  .txt")
+DEEP="deep/l01/l02/l03/l04/l05/l06/l07/l08/l09/l10/l11/l12/l13/l14/l15/l16/leaf.bin"
+
+make_s3_tree() {
+	local f
+	make_tree || return 1
+	for f in "${SPECIAL[@]}" "$DEEP"; do
+		mkdir -p "$(dirname "$SRC/$f")" || return 1
+		head -c $((100 + RANDOM % 5000)) /dev/urandom >"$SRC/$f" || return 1
+	done
+	: >"$SRC/d1/empty-in-dir"
+}
+
+seed() {
+	s3u mb main pages weird overwrite || return 1
+	# the tree; emptydir/ becomes a marker object, and d1/ and d1/d2/ get
+	# markers too, which must fold into their directories
+	s3u sync "$SRC" main || return 1
+	s3u marker main d1/ d1/d2/ || return 1
+	s3u many pages "many/" "$MANY" || return 1
+	printf 'root object\n' | s3u put pages top.txt - || return 1
+	# a key that is an object and a prefix; keys that are no file names
+	printf 'object both\n' | s3u put weird both - || return 1
+	printf 'inner of both\n' | s3u put weird both/inner - || return 1
+	printf 'x' | s3u put weird "bad//empty-segment" - || return 1
+	printf 'x' | s3u put weird "dots/./x" - || return 1
+	printf 'x' | s3u put weird "dots/../y" - || return 1
+	printf 'x' | s3u put weird "long/$(printf 'L%.0s' {1..300})" - || return 1
+	printf 'ok\n' | s3u put weird ok.txt - || return 1
+	printf 'child\n' | s3u put weird dirobj/child - || return 1
+	s3u marker weird dirobj/ only-marker/ || return 1
+}
+
+# ---------------------------------------------------------------- checks
+
+# Each special name: a fresh lookup (no readdir before) finds it with the
+# right size and content.
+t_special_keys() {
+	local f bad=0 want got
+	if ! mount_objfs "s3://main" "$MNT2" "$(s3opts)"; then
+		fail "special keys: expected s3://main to mount at $MNT2"
+		return
+	fi
+	for f in "${SPECIAL[@]}" "a+b.txt" "100% done.txt" "hash#tag.txt" "this&that.txt" \
+		"naïve café.txt" "日本語.bin" "with space.txt" "dir with space/inner file.txt"; do
+		want="$(stat -c %s -- "$SRC/$f") $(sha_file "$SRC/$f")"
+		got="$(timeout "$SHORT_TO" stat -c %s -- "$MNT2/$f" 2>&1) $(sha_file "$MNT2/$f" 2>&1)"
+		if [ "$got" != "$want" ]; then
+			fail "special keys: expected size+sha256 of '$f' to be '$want', got '$got'"
+			bad=$((bad + 1))
+		fi
+	done
+	[ "$bad" -eq 0 ] && pass "special keys: ${#SPECIAL[@]} names with ?=&~*'%+;,@!\$[]#, spaces, unicode (and 8 more) found by direct lookup with the right size and sha256"
+	want="$(stat -c %s -- "$SRC/$DEEP") $(sha_file "$SRC/$DEEP")"
+	got="$(timeout "$SHORT_TO" stat -c %s -- "$MNT2/$DEEP" 2>&1) $(sha_file "$MNT2/$DEEP" 2>&1)"
+	if [ "$got" = "$want" ]; then
+		pass "deep prefix: 17 levels down, '$DEEP' found by direct lookup with the right size and sha256"
+	else
+		fail "deep prefix: expected size+sha256 '$want' for $DEEP, got '$got'"
+	fi
+	check_unmount "special keys" "$MNT2"
+}
+
+# Markers and empty objects, on the main mount.
+t_markers() {
+	local got
+	got=$(timeout "$SHORT_TO" stat -c '%F %s' -- "$MNT/emptydir" "$MNT/empty.bin" "$MNT/d1/empty-in-dir" 2>&1 |
+		sed 's/^directory .*/directory/' | tr '\n' '|')
+	if [ "$got" = "directory|regular empty file 0|regular empty file 0|" ]; then
+		pass "markers: emptydir/ marker object is an (empty) directory; empty objects are empty files"
+	else
+		fail "markers: expected emptydir a directory and two empty regular files, got '$got'"
+	fi
+	got=$(timeout "$SHORT_TO" ls -A "$MNT/emptydir" 2>&1)
+	if [ -z "$got" ]; then
+		pass "markers: the emptydir/ marker itself is not listed inside emptydir"
+	else
+		fail "markers: expected emptydir to be empty, it lists '$got'"
+	fi
+}
+
+# 2,500 objects under one prefix: 3 pages of ListObjectsV2.
+t_pagination() {
+	local out=$WORK/pages.out
+	if ! mount_objfs "s3://pages" "$MNT2" "$(s3opts log_level=debug)"; then
+		fail "pagination: expected s3://pages to mount at $MNT2"
+		return
+	fi
+	cat >"$WORK/pages.py" <<'EOF'
+import os, sys
+sys.path.insert(0, sys.argv[3])
+from s3util import many_body
+mnt, n = sys.argv[1], int(sys.argv[2])
+want = [f"f{i:05d}" for i in range(n)]
+got = sorted(os.listdir(os.path.join(mnt, "many")))
+if got != want:
+    missing = sorted(set(want) - set(got))[:5]
+    extra = sorted(set(got) - set(want))[:5]
+    print(f"listing: {len(got)} names, expected {n}; missing {missing}, extra {extra}")
+    sys.exit(1)
+bad = 0
+for i, name in enumerate(want):
+    p = os.path.join(mnt, "many", name)
+    body = many_body("many/" + name, i)
+    st = os.stat(p)
+    with open(p, "rb") as f:
+        data = f.read()
+    if st.st_size != len(body) or data != body:
+        bad += 1
+        if bad <= 5:
+            print(f"{name}: size {st.st_size}, {len(data)} bytes read; expected {len(body)}")
+print(f"{n} names listed, {n - bad} with the right size and content")
+sys.exit(1 if bad else 0)
+EOF
+	if timeout "$TO" python3 "$WORK/pages.py" "$MNT2" "$MANY" "$HERE" >"$out" 2>&1; then
+		pass "pagination: $(tail -n 1 "$out")"
+	else
+		fail "pagination: expected all $MANY objects under many/ listed, sized and readable:"
+		excerpt "$out"
+	fi
+	if grep -q "listed 'many/' in 3 page(s): $MANY entries" "$OBJFS_LOG"; then
+		pass "pagination: the listing of many/ took 3 ListObjectsV2 pages (continuation tokens)"
+	else
+		fail "pagination: expected the debug log to show many/ listed in 3 pages of $MANY entries; it has: $(grep "listed 'many/'" "$OBJFS_LOG" | head -n 2)"
+	fi
+	if [ "$(timeout "$SHORT_TO" cat "$MNT2/top.txt" 2>&1)" = "root object" ] &&
+		[ "$(timeout "$SHORT_TO" ls "$MNT2" | tr '\n' ' ')" = "many top.txt " ]; then
+		pass "pagination: the bucket root lists exactly 'many' and 'top.txt'"
+	else
+		fail "pagination: expected root 'many top.txt', got '$(ls "$MNT2" 2>&1 | tr '\n' ' ')'"
+	fi
+	check_unmount "pagination" "$MNT2"
+}
+
+# A key that is an object and a prefix; keys that cannot be file names.
+t_weird() {
+	local got
+	if ! mount_objfs "s3://weird" "$MNT2" "$(s3opts log_level=info)"; then
+		fail "weird keys: expected s3://weird to mount at $MNT2"
+		return
+	fi
+	got=$(cd "$MNT2" && timeout "$SHORT_TO" find . -mindepth 1 -printf '%y %P\n' 2>&1 | sort | tr '\n' '|')
+	if [ "$got" = "d bad|d both|d dirobj|d dots|d long|d only-marker|f both/inner|f dirobj/child|f ok.txt|" ]; then
+		pass "weird keys: 'both' (object and prefix) is a directory, '//', '.', '..' and 300-byte segments are left out, markers fold into directories"
+	else
+		fail "weird keys: expected 'd bad|d both|d dirobj|d dots|d long|d only-marker|f both/inner|f dirobj/child|f ok.txt|', got '$got'"
+	fi
+	if [ "$(timeout "$SHORT_TO" cat "$MNT2/both/inner" 2>&1)" = "inner of both" ] &&
+		[ "$(timeout "$SHORT_TO" cat "$MNT2/ok.txt" 2>&1)" = "ok" ]; then
+		pass "weird keys: both/inner and ok.txt read correctly"
+	else
+		fail "weird keys: expected both/inner = 'inner of both' and ok.txt = 'ok'"
+	fi
+	if grep -q "cannot be shown as a file name" "$OBJFS_LOG" &&
+		grep -q "hidden by a directory of the same name" "$OBJFS_LOG"; then
+		pass "weird keys: the log says which keys were left out and that the object 'both' is hidden"
+	else
+		fail "weird keys: expected log lines for skipped keys and the hidden object; log:"
+		excerpt "$OBJFS_LOG"
+	fi
+	check_unmount "weird keys" "$MNT2"
+}
+
+# s3://bucket/prefix mounts show the subtree.
+t_prefix_mount() {
+	local pfx=$1 sub=$2 want got
+	if ! mount_objfs "s3://main/$pfx" "$MNT2" "$(s3opts)"; then
+		fail "prefix mount: expected s3://main/$pfx to mount at $MNT2"
+		return
+	fi
+	want=$(cd "$SRC/$sub" && find . -mindepth 1 -printf '%y %s %P\n' | sed 's/^d [0-9]* /d /' | sort)
+	got=$(cd "$MNT2" && timeout "$TO" find . -mindepth 1 -printf '%y %s %P\n' | sed 's/^d [0-9]* /d /' | sort)
+	if [ "$got" = "$want" ] && [ -n "$want" ]; then
+		want=$(cd "$SRC/$sub" && find . -type f -exec sha256sum {} + | sort)
+		got=$(cd "$MNT2" && timeout "$TO" find . -type f -exec sha256sum {} + | sort)
+		if [ "$got" = "$want" ]; then
+			pass "prefix mount s3://main/$pfx: names, types, sizes and sha256 equal $sub/ of the source"
+		else
+			fail "prefix mount s3://main/$pfx: expected the sha256 list of $sub/, got: $got"
+		fi
+	else
+		fail "prefix mount s3://main/$pfx: expected the entries of $sub/ (
+$want
+), got:
+$got"
+	fi
+	check_unmount "prefix mount $pfx" "$MNT2"
+}
+
+# Credentials from a shared credentials file with -o profile=, and the
+# warning when that file is readable by others.
+t_profile() {
+	local f=$WORK/aws/credentials got want
+	want=$(sha_file "$SRC/1MiB+1.bin")
+	cat >"$f" <<EOF
+[default]
+aws_access_key_id = WRONGDEFAULTKEY
+aws_secret_access_key = wrong-default-secret
+
+[objfs]
+aws_access_key_id = $RGW_ACCESS_KEY
+aws_secret_access_key = $RGW_SECRET_KEY
+EOF
+	chmod 600 "$f"
+	unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+	export AWS_SHARED_CREDENTIALS_FILE=$f
+	if mount_objfs "s3://main" "$MNT2" "$(s3opts profile=objfs,log_level=info)"; then
+		got=$(sha_file "$MNT2/1MiB+1.bin")
+		if [ "$got" = "$want" ] && grep -q "credentials: profile 'objfs' from $f" "$OBJFS_LOG" &&
+			! grep -q "readable by other users" "$OBJFS_LOG"; then
+			pass "profile: -o profile=objfs with a mode 600 credentials file mounts, reads 1MiB+1.bin correctly, no permission warning"
+		else
+			fail "profile: expected sha256 $want (got '$got'), a "credentials: profile 'objfs' from $f" log line and no warning; log:"
+			excerpt "$OBJFS_LOG"
+		fi
+		check_unmount "profile" "$MNT2"
+	else
+		fail "profile: expected s3://main to mount with -o profile=objfs from $f"
+	fi
+	chmod 644 "$f"
+	if mount_objfs "s3://main" "$MNT2" "$(s3opts profile=objfs)"; then
+		if grep -q "readable by other users: run chmod 600" "$OBJFS_LOG"; then
+			pass "profile: a credentials file with mode 644 gives the warning 'readable by other users: run chmod 600'"
+		else
+			fail "profile: expected a warning about the mode 644 credentials file; log:"
+			excerpt "$OBJFS_LOG"
+		fi
+		check_unmount "profile (mode 644)" "$MNT2"
+	else
+		fail "profile: expected s3://main to mount (mode 644 file only warns)"
+	fi
+	chmod 600 "$f"
+	# the default profile of that file has a wrong key: it must be used, and fail
+	expect_mount_error "credentials file, default profile with an unknown key" "$MNT2" \
+		-o "$(s3opts)" s3://main "$MNT2"
+	if grep -qi "access key" "$WORK/err.err"; then
+		pass "profile: without -o profile= the [default] profile is used (its unknown key is named in the error)"
+	else
+		fail "profile: expected the [default] profile's unknown key to fail the mount with 'access key'; stderr: $(head -c 300 "$WORK/err.err")"
+	fi
+	AWS_PROFILE=objfs expect_mount_ok "AWS_PROFILE=objfs picks the profile" s3://main
+	export AWS_SHARED_CREDENTIALS_FILE=$WORK/aws/no-credentials
+	use_env_creds
+}
+
+# expect_mount_ok DESC URL [OPTS]: mounts, lists, unmounts.
+expect_mount_ok() {
+	local desc=$1 url=$2 o=${3:-}
+	if mount_objfs "$url" "$MNT2" "$(s3opts "$o")" && timeout "$SHORT_TO" ls "$MNT2" >/dev/null; then
+		pass "$desc: mounted $url and listed it"
+	else
+		fail "$desc: expected $url to mount and list"
+	fi
+	unmount_objfs "$MNT2" >/dev/null 2>&1
+}
+
+# expect_mount_msg DESC REGEX URL [OPTS]: the mount fails, stderr matches
+# REGEX (grep -E -i).
+expect_mount_msg() {
+	local desc=$1 re=$2 url=$3 o=${4:-}
+	expect_mount_error "$desc" "$MNT2" -o "$(s3opts "$o")" "$url" "$MNT2"
+	cat "$WORK/err.err" >>"$WORK/mount-errors.log"
+	if grep -E -i -q -- "$re" "$WORK/err.err"; then
+		pass "$desc: the message matches /$re/"
+	else
+		fail "$desc: expected the message to match /$re/, got: $(head -c 400 "$WORK/err.err")"
+	fi
+}
+
+t_s3_errors() {
+	local dead
+	mkdir -p "$MNT2"
+	AWS_SECRET_ACCESS_KEY=wrong-secret-0123456789 \
+		expect_mount_msg "wrong secret" "signature" s3://main
+	AWS_ACCESS_KEY_ID=NOSUCHACCESSKEY0000 \
+		expect_mount_msg "unknown access key" "access key" s3://main
+	expect_mount_msg "unknown bucket" "bucket 'no-such-bucket' does not exist" s3://no-such-bucket
+	expect_mount_msg "invalid bucket name" "bucket name" "s3://a"
+	dead=$(free_port)
+	expect_mount_msg "nothing listening at the endpoint" "cannot reach|connect" s3://main \
+		"endpoint=http://127.0.0.1:$dead,retries=0,timeout=5"
+	expect_mount_msg "no_sign on a private bucket" "denied" s3://main "no_sign"
+	unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+	expect_mount_msg "no credentials anywhere" "no AWS credentials found" s3://main
+	use_env_creds
+}
+
+# An object overwritten (same size, new bytes) while open: the old handle
+# gets EIO for bytes it has not read yet, never new or mixed bytes; a new
+# open reads the new object.
+t_overwrite() {
+	local out=$WORK/ow.out
+	cat >"$WORK/ow.py" <<'EOF'
+import errno, hashlib, os, sys, time
+sys.path.insert(0, sys.argv[2])
+import s3util
+mnt = sys.argv[1]
+s3 = s3util.client()
+size = (32 << 20) + 5
+a = os.urandom(size)
+b = os.urandom(size)
+s3.put_object(Bucket="overwrite", Key="f.bin", Body=a)
+time.sleep(2.5)                      # list_ttl=1, attr_timeout=1 on this mount
+path = os.path.join(mnt, "f.bin")
+fd = os.open(path, os.O_RDONLY)
+if os.pread(fd, 1 << 20, 0) != a[:1 << 20]:
+    sys.exit("first MiB of the original object is wrong")
+s3.put_object(Bucket="overwrite", Key="f.bin", Body=b)
+eio = ok_old = 0
+for off in (30 << 20, 20 << 20, size - 100, 9 << 20):
+    try:
+        got = os.pread(fd, 65536, off)
+    except OSError as e:
+        if e.errno != errno.EIO:
+            sys.exit(f"old handle, offset {off}: expected EIO, got {errno.errorcode.get(e.errno)}")
+        eio += 1
+        continue
+    if got != a[off:off + 65536]:
+        sys.exit(f"old handle, offset {off}: got bytes that are not the original's "
+                 f"({'the new object' if got == b[off:off + 65536] else 'a mix or garbage'})")
+    ok_old += 1
+os.close(fd)
+if eio == 0:
+    sys.exit(f"old handle: expected EIO after the overwrite, but all {ok_old} reads succeeded "
+             "(with original bytes: stale reads of uncached ranges)")
+time.sleep(2.5)
+with open(path, "rb") as f:
+    data = f.read()
+if data != b:
+    sys.exit(f"new open: expected the new object's {size} bytes, got {len(data)} bytes, "
+             f"{'the old object' if data == a else 'not the new object'}")
+print(f"old handle: {eio} reads EIO, {ok_old} of cached original bytes; new open: new object")
+EOF
+	if ! mount_objfs "s3://overwrite" "$MNT2" "$(s3opts attr_timeout=1,entry_timeout=1,list_ttl=1,chunk_size=1M)"; then
+		fail "overwrite: expected s3://overwrite to mount"
+		return
+	fi
+	if timeout "$TO" python3 "$WORK/ow.py" "$MNT2" "$HERE" >"$out" 2>&1; then
+		pass "overwrite while open: $(tail -n 1 "$out")"
+	else
+		fail "overwrite while open:"
+		excerpt "$out"
+	fi
+	check_unmount "overwrite" "$MNT2"
+}
+
+# The secret key must not be in any output of objfs, at any log level.
+t_secret_not_logged() {
+	local l n=0 hit=0
+	for l in "$TEST_TMP"/objfs.*.log "$WORK/mount-errors.log"; do
+		[ -e "$l" ] || continue
+		n=$((n + 1))
+		if grep -q -F -- "$RGW_SECRET_KEY" "$l"; then
+			fail "secrets: the secret key appears in $l"
+			hit=1
+		fi
+	done
+	if [ -z "$MAIN_LOG" ] || ! grep -q "^objfs: listed '" "$MAIN_LOG"; then
+		fail "secrets: expected the main mount's log ($MAIN_LOG) to hold debug lines to search"
+	elif [ "$hit" -eq 0 ]; then
+		pass "secrets: the secret key is in none of the $n objfs logs and mount error outputs (main mount at log_level=debug)"
+	fi
+}
+
+# ---------------------------------------------------------------- main
+
+MAIN_PID=
+MAIN_LOG=
+
+log "objfs: $OBJFS"
+log "temp:  $TEST_TMP"
+isolate_aws_env
+if ! make_s3_tree; then
+	fail "expected to create the source tree in $SRC"
+	summary
+	exit 1
+fi
+if ! rgw_start "$TEST_TMP/rgw"; then
+	fail "expected Ceph RGW to start (see the log excerpts above)"
+	summary
+	exit 1
+fi
+log "rgw:   $RGW_ENDPOINT"
+t0=$SECONDS
+if ! seed >"$WORK/seed.out" 2>&1; then
+	fail "expected to seed the buckets through $RGW_ENDPOINT:"
+	excerpt "$WORK/seed.out"
+	summary
+	exit 1
+fi
+note "seeded in $((SECONDS - t0)) s: $(tr '\n' ' ' <"$WORK/seed.out")"
+use_env_creds
+
+if mount_objfs "s3://main" "$MNT" "$(s3opts log_level=debug)"; then
+	MAIN_PID=$OBJFS_PID
+	MAIN_LOG=$OBJFS_LOG
+	pass "mounted s3://main from $RGW_ENDPOINT at $MNT with credentials from the environment (objfs pid $MAIN_PID)"
+	t_concurrent
+	t_random_reads
+	t_sha_all "$MNT" "S3"
+	t_tree_shape "$MNT" "S3"
+	t_cp_diff
+	t_tar
+	t_find_count
+	t_read_only
+	t_markers
+else
+	fail "expected s3://main to mount at $MNT; skipping the tests that need it"
+fi
+
+t_special_keys
+t_pagination
+t_weird
+t_prefix_mount d1 d1
+t_prefix_mount "d1/d2/" d1/d2
+t_prefix_mount "dir with space" "dir with space"
+t_prefix_mount "dir?x #y" "dir?x #y"
+t_profile
+t_s3_errors
+t_overwrite
+
+if [ -n "$MAIN_PID" ]; then
+	if _pid_alive "$MAIN_PID"; then
+		check_unmount "final (main mount, pid $MAIN_PID)" "$MNT"
+	else
+		fail "final: expected objfs (pid $MAIN_PID) to be still serving $MNT before unmount, but it has exited"
+	fi
+fi
+t_secret_not_logged
+t_sanitizer_logs
+
+summary
