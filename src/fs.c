@@ -26,6 +26,7 @@
 #include "log.h"
 #include "prefetch.h"
 #include "range.h"
+#include "side.h"
 
 #define MAX_READ (1u << 20)
 
@@ -429,6 +430,51 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	conn->max_readahead = MAX_READ;
 }
 
+/*
+ * OBJFS_IOC_GPU_CAP: grants the caller (its uid, this inode, the version
+ * pinned by this handle) a GPU side API capability. A restricted ioctl:
+ * the kernel copies out exactly _IOC_SIZE bytes, so the reply is the fixed
+ * struct. Anything else is ENOTTY, as for a file that knows no ioctls.
+ */
+static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
+		     struct fuse_file_info *fi, unsigned flags, const void *in_buf,
+		     size_t in_bufsz, size_t out_bufsz)
+{
+	struct objfs_fs *fs = fs_of(req);
+	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
+	struct objfs_side_cap cap;
+	struct objfs_side_obj o;
+	int err;
+
+	(void)arg;
+	(void)in_buf;
+	(void)in_bufsz;
+	if (cmd != OBJFS_IOC_GPU_CAP || (flags & FUSE_IOCTL_DIR)) {
+		fuse_reply_err(req, ENOTTY);
+		return;
+	}
+	if (!fs->side) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	if (out_bufsz < sizeof(cap)) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	memset(&o, 0, sizeof(o));
+	o.ino = ino;
+	o.generation = 1; /* fill_entry's generation */
+	o.size = h->sobj.size;
+	o.etag = h->etag;
+	o.path = h->sobj.path; /* owned by the node, which lives until unmount */
+	o.store = fs->store;
+	err = objfs_side_grant(fs->side, fuse_req_ctx(req)->uid, &o, &cap);
+	if (err)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_ioctl(req, 0, &cap, sizeof(cap));
+}
+
 static const struct fuse_lowlevel_ops ops = {
 	.init = op_init,
 	.lookup = op_lookup,
@@ -450,6 +496,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.readdirplus = op_readdirplus,
 	.releasedir = op_releasedir,
 	.statfs = op_statfs,
+	.ioctl = op_ioctl,
 };
 
 int objfs_fs_run(struct objfs_fs *fs, int fuse_argc, char **fuse_argv, const char *mountpoint,

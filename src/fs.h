@@ -17,6 +17,7 @@ struct objfs_fs {
 	struct objfs_inodes *inodes; /* borrowed */
 	struct objfs_store *store;   /* borrowed */
 	struct objfs_cache *cache;   /* borrowed */
+	struct objfs_side *side;     /* borrowed; NULL with side=off */
 	const struct objfs_opts *opts;
 	uid_t uid;
 	gid_t gid;

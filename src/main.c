@@ -28,6 +28,7 @@
 #include "listing.h"
 #include "log.h"
 #include "options.h"
+#include "side.h"
 #include "store.h"
 
 struct cli {
@@ -67,7 +68,10 @@ static void usage(FILE *f, const char *prog)
 "  umask=OCTAL            permission mask (default 022; the mount is read-only)\n"
 "  ca_file=PATH           CA certificates for https (default: system store)\n"
 "  insecure               do not verify TLS certificates (dangerous)\n"
-"  log_level=LEVEL        error, warn (default), info or debug\n", prog);
+"  log_level=LEVEL        error, warn (default), info or debug\n"
+"  side=on|off            GPU side API server for libobjfs (default on)\n"
+"  ring_slots=N           GPU side API ring slots per session (default 8)\n"
+"  ring_slot_size=SIZE    GPU side API ring slot size (default 8M)\n", prog);
 }
 
 static int parse_cli(int argc, char **argv, struct cli *c)
@@ -168,6 +172,7 @@ static int serve(struct cli *c, char *argv0)
 	struct objfs_store *store = NULL;
 	struct objfs_inodes *inodes = NULL;
 	struct objfs_cache *cache = NULL;
+	struct objfs_side *side = NULL;
 	struct objfs_fs fs = { 0 };
 	char fopts[4096] = "ro,subtype=objfs,fsname=";
 	char *fargv[4];
@@ -202,8 +207,27 @@ static int serve(struct cli *c, char *argv0)
 		objfs_err("cache_size must be at least chunk_size");
 		goto out;
 	}
+	if (c->opts.side) {
+		struct objfs_side_cfg scfg = {
+			.ring_slots = c->opts.ring_slots,
+			.ring_slot_size = (uint32_t)c->opts.ring_slot_size,
+			.max_sessions = 64,
+			.max_caps = 4096,
+			.cap_ttl = 300,
+			.prefetch = c->opts.prefetch_max,
+		};
+
+		ret = objfs_side_new(&scfg, cache, &side);
+		if (ret) {
+			objfs_err("cannot start the GPU side API server: %s%s", strerror(-ret),
+				  ret == -EINVAL ? " (ring_slot_size must be a multiple of 4K and "
+				  "ring_slots x ring_slot_size at most 1G)" : "");
+			goto out;
+		}
+	}
 	fs.inodes = inodes;
 	fs.cache = cache;
+	fs.side = side;
 	fs.store = store;
 	fs.opts = &c->opts;
 	fs.uid = c->opts.have_uid ? c->opts.uid : getuid();
@@ -235,6 +259,7 @@ static int serve(struct cli *c, char *argv0)
 			  (unsigned long long)st.evictions);
 	}
 out:
+	objfs_side_free(side);   /* ends sessions; before the cache, store and nodes */
 	objfs_cache_free(cache); /* before the engine: waits for its fetches */
 	objfs_inodes_free(inodes);
 	objfs_store_free(store);

@@ -16,7 +16,7 @@
 #include "log.h"
 #include "options.h"
 
-enum opt_kind { K_SIZE, K_UINT, K_TIME, K_FLAG, K_STR, K_ID, K_MODE, K_LOG };
+enum opt_kind { K_SIZE, K_UINT, K_TIME, K_FLAG, K_STR, K_ID, K_MODE, K_LOG, K_ONOFF };
 
 struct opt_def {
 	const char *name;
@@ -40,6 +40,9 @@ static const struct opt_def defs[] = {
 	{ "threads", K_UINT, F(threads), 0, 1, 1024 },
 	{ "engine_threads", K_UINT, F(engine_threads), 0, 1, 64 },
 	{ "stats", K_FLAG, F(stats), 0, 0, 0 },
+	{ "side", K_ONOFF, F(side), 0, 0, 0 },
+	{ "ring_slots", K_UINT, F(ring_slots), 0, 2, 64 },
+	{ "ring_slot_size", K_SIZE, F(ring_slot_size), 0, 64 << 10, 64 << 20 },
 	{ "allow_other", K_FLAG, F(allow_other), 0, 0, 0 },
 	{ "default_permissions", K_FLAG, F(default_permissions), 0, 0, 0 },
 	{ "insecure", K_FLAG, F(insecure), 0, 0, 0 },
@@ -73,6 +76,9 @@ void objfs_opts_init(struct objfs_opts *o)
 	o->prefetch_max = 256u << 20;
 	o->threads = 16;
 	o->engine_threads = 2;
+	o->side = 1;
+	o->ring_slots = 8;
+	o->ring_slot_size = 8u << 20;
 	o->log_level = OBJFS_LOG_WARN;
 }
 
@@ -201,6 +207,14 @@ static int parse_one(struct objfs_opts *o, const struct opt_def *d, const char *
 		o->log_level = (int)lvl;
 		return 0;
 	}
+	case K_ONOFF:
+		if (strcmp(val, "on") && strcmp(val, "off")) {
+			snprintf(err, errlen, "option '%s': expected on or off, got '%s'", d->name,
+				 val);
+			return -EINVAL;
+		}
+		*(int *)(base + d->off) = strcmp(val, "on") == 0;
+		return 0;
 	case K_FLAG:
 		break;
 	}

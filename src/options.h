@@ -24,6 +24,9 @@ struct objfs_opts {
 	unsigned threads;         /* FUSE worker threads, at most */
 	unsigned engine_threads;  /* fetch engine threads */
 	int stats;                /* print counters at unmount */
+	int side;                 /* GPU side API server on (default) or off */
+	unsigned ring_slots;      /* GPU side API ring: slots per session */
+	size_t ring_slot_size;    /* GPU side API ring: bytes per slot */
 	int allow_other;
 	int default_permissions;
 	uid_t uid;

@@ -16,6 +16,8 @@ static const char *const bad[] = {
 	"attr_timeout=nan", "attr_timeout=inf", "attr_timeout=1s", "retries=1.5",
 	"uid=abc", "uid=-1", "umask=999", "umask=8", "log_level=loud", "insecure=1",
 	"allow_other=yes", "timeout=0", "ca_file=",
+	"side", "side=yes", "side=", "ring_slots=1", "ring_slots=65", "ring_slot_size=4K",
+	"ring_slot_size=65M",
 };
 
 START_TEST(test_bad)
@@ -85,6 +87,22 @@ START_TEST(test_sizes)
 }
 END_TEST
 
+START_TEST(test_side)
+{
+	struct objfs_opts o;
+	char err[256];
+
+	objfs_opts_init(&o);
+	ck_assert(o.side == 1 && o.ring_slots == 8 && o.ring_slot_size == 8u << 20);
+	ck_assert_int_eq(objfs_opts_parse(&o, "side=off,ring_slots=4,ring_slot_size=4M", err,
+					  sizeof(err)), 0);
+	ck_assert(o.side == 0 && o.ring_slots == 4 && o.ring_slot_size == 4u << 20);
+	ck_assert_int_eq(objfs_opts_parse(&o, "side=on", err, sizeof(err)), 0);
+	ck_assert(o.side == 1);
+	objfs_opts_clear(&o);
+}
+END_TEST
+
 static Suite *options_suite(void)
 {
 	Suite *s = suite_create("options");
@@ -93,6 +111,7 @@ static Suite *options_suite(void)
 	tcase_add_loop_test(tc, test_bad, 0, sizeof(bad) / sizeof(bad[0]));
 	tcase_add_test(tc, test_defaults_and_values);
 	tcase_add_test(tc, test_sizes);
+	tcase_add_test(tc, test_side);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,0 +1,909 @@
+/*
+ * side: see side.h for the design and side_proto.h for the protocol.
+ *
+ * Threads: one accept thread, one thread per session. A session thread is
+ * the only one that touches its session's socket and ring after HELLO, so
+ * a session needs no lock of its own; pieces are filled and published in
+ * order by that one thread, which is what makes err_piece meaningful.
+ * Parallelism across engine threads comes from the block cache: a fill
+ * prefetches its readahead window, and objfs_cache_read fetches the blocks
+ * of one slot in parallel.
+ *
+ * Waiting: the daemon waits only when a slot is still in use (ring
+ * wrap-around). A CPU consumer wakes it with FUTEX_WAKE on the rel word; a
+ * GPU consumer writes rel with cuStreamWriteValue32, which cannot wake a
+ * futex, so the wait is a futex wait with a short timeout (RELEASE_POLL_NS)
+ * that doubles as a poll. Between waits the session polls its socket, so a
+ * client that dies while its ring is full is noticed at once.
+ *
+ * Locking: side->lock guards the capability list, the session list and the
+ * counters; cap->inflight is counted under it and side->cond signals its
+ * changes. Capability records are freed only with no session using them
+ * and no fetch in flight on their behalf (a cache prefetch borrows the
+ * record as its fetch context until the fetch completes).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "side.h"
+
+#define HELLO_TIMEOUT_MS 5000
+#define RELEASE_POLL_NS  50000L
+#define SOCK_POLL_EVERY  16 /* release waits between socket polls */
+
+struct cap {
+	uint8_t token[OBJFS_TOKEN_LEN];
+	uid_t uid;
+	uint64_t ino, generation;
+	char etag[192];
+	struct objfs_store_obj sobj; /* etag points at ours */
+	struct objfs_cache_obj cobj; /* fetch = cap_fetch, ctx = this record */
+	objfs_fetch_fn inner;        /* the real fetch */
+	void *inner_ctx;
+	unsigned sessions;           /* side->lock */
+	unsigned inflight;           /* side->lock */
+	double last_used;            /* side->lock; monotonic seconds */
+	struct objfs_side *side;
+	struct cap *next;
+};
+
+enum sess_state { S_HELLO, S_SERVING, S_CLOSED };
+
+struct req {
+	uint64_t id;
+	int64_t off;
+	uint64_t len;
+	uint64_t done;
+};
+
+struct session {
+	struct objfs_side *side;
+	int fd;
+	pthread_t thread;
+	uint64_t id;
+	enum sess_state state;
+	uid_t uid;
+	pid_t pid;
+	struct cap *cap;             /* holds one cap->sessions reference */
+	struct objfs_ring_hdr *ring; /* shared with the client: untrusted */
+	size_t ring_bytes;
+	uint32_t slots, slot_size;   /* from the validated HELLO */
+	char *data;                  /* slot 0 */
+	uint64_t next_piece;         /* first piece of the next FILL */
+	uint64_t fill_piece;         /* next piece to fill */
+	struct req q[OBJFS_SESSION_QUEUE];
+	unsigned qhead, qlen;
+	int finished;                /* side->lock: the thread has ended */
+	struct session *next;
+};
+
+struct objfs_side {
+	struct objfs_side_cfg cfg;
+	char sock[OBJFS_SOCK_LEN];
+	struct objfs_cache *cache;
+	int lfd, wakefd;
+	pthread_t acceptor;
+	int acceptor_started;
+	volatile int stopping;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct cap *caps;
+	unsigned ncaps;
+	struct session *sessions;
+	uint64_t next_session;
+	struct objfs_side_stats st;
+};
+
+static double now_mono(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int token_eq(const uint8_t *a, const uint8_t *b)
+{
+	uint8_t d = 0;
+
+	for (size_t i = 0; i < OBJFS_TOKEN_LEN; i++)
+		d |= (uint8_t)(a[i] ^ b[i]);
+	return d == 0;
+}
+
+static void futex_wake_all(uint32_t *w)
+{
+	syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static void futex_wait_ns(uint32_t *w, uint32_t val, long ns)
+{
+	struct timespec ts = { 0, ns };
+
+	syscall(SYS_futex, w, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+/* ---------------------------------------------------------- capabilities */
+
+struct fetch_wrap {
+	struct cap *cap;
+	objfs_fetch_done_fn done;
+	void *arg;
+	struct objfs_side *side;
+};
+
+static void cap_fetch_done(void *arg, int err)
+{
+	struct fetch_wrap *w = arg;
+	struct objfs_side *s = w->side;
+
+	w->done(w->arg, err);
+	pthread_mutex_lock(&s->lock);
+	w->cap->inflight--;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	free(w);
+}
+
+/* The cache's fetch for a capability: counts fetches that borrow the record. */
+static void cap_fetch(void *ctx, int64_t off, size_t len, char *dst, objfs_fetch_done_fn done,
+		      void *arg)
+{
+	struct cap *c = ctx;
+	struct fetch_wrap *w = malloc(sizeof(*w));
+
+	if (!w) {
+		done(arg, -ENOMEM);
+		return;
+	}
+	w->cap = c;
+	w->done = done;
+	w->arg = arg;
+	w->side = c->side;
+	pthread_mutex_lock(&c->side->lock);
+	c->inflight++;
+	pthread_mutex_unlock(&c->side->lock);
+	c->inner(c->inner_ctx, off, len, dst, cap_fetch_done, w);
+}
+
+static void cap_free(struct cap *c)
+{
+	if (!c)
+		return;
+	free((char *)c->cobj.id);
+	free(c);
+}
+
+/* Drops records nobody uses that expired. Called with side->lock held. */
+static void caps_purge(struct objfs_side *s, int all)
+{
+	double now = now_mono();
+
+	for (struct cap **pp = &s->caps; *pp;) {
+		struct cap *c = *pp;
+
+		if (!c->sessions && !c->inflight && (all || now - c->last_used > s->cfg.cap_ttl)) {
+			*pp = c->next;
+			s->ncaps--;
+			cap_free(c);
+		} else {
+			pp = &c->next;
+		}
+	}
+}
+
+int objfs_side_grant(struct objfs_side *s, uid_t uid, const struct objfs_side_obj *o,
+		     struct objfs_side_cap *cap)
+{
+	const char *etag = o->etag ? o->etag : "";
+	struct cap *c;
+	int err;
+
+	if (o->size < 0 || strlen(etag) >= sizeof(c->etag) || (!o->fetch && (!o->store || !o->path)))
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	if (getrandom(c->token, sizeof(c->token), 0) != (ssize_t)sizeof(c->token)) {
+		err = -EIO;
+		goto out_cap;
+	}
+	c->uid = uid;
+	c->ino = o->ino;
+	c->generation = o->generation;
+	c->side = s;
+	strcpy(c->etag, etag);
+	c->sobj.store = o->store;
+	c->sobj.path = o->path;
+	c->sobj.etag = c->etag;
+	c->sobj.size = o->size;
+	c->inner = o->fetch ? o->fetch : objfs_store_fetch;
+	c->inner_ctx = o->fetch ? o->fetch_ctx : &c->sobj;
+	/* The same identity as fs.c's handles: FUSE reads and fills share blocks. */
+	c->cobj.id = objfs_cache_obj_id(o->path ? o->path : "", c->etag, o->size);
+	if (!c->cobj.id) {
+		err = -ENOMEM;
+		goto out_cap;
+	}
+	c->cobj.size = o->size;
+	c->cobj.fetch = cap_fetch;
+	c->cobj.ctx = c;
+
+	pthread_mutex_lock(&s->lock);
+	caps_purge(s, 0);
+	if (s->ncaps >= s->cfg.max_caps) {
+		pthread_mutex_unlock(&s->lock);
+		objfs_warn("side: %u capabilities live, refusing another (uid %u, ino %llu)",
+			   s->ncaps, (unsigned)uid, (unsigned long long)o->ino);
+		err = -ENOSPC;
+		goto out_cap;
+	}
+	c->last_used = now_mono();
+	c->next = s->caps;
+	s->caps = c;
+	s->ncaps++;
+	s->st.caps++;
+	pthread_mutex_unlock(&s->lock);
+
+	memset(cap, 0, sizeof(*cap));
+	cap->magic = OBJFS_SIDE_MAGIC;
+	cap->version = OBJFS_SIDE_VERSION;
+	cap->struct_size = sizeof(*cap);
+	cap->ino = o->ino;
+	cap->generation = o->generation;
+	cap->size = o->size;
+	cap->ring_slots = s->cfg.ring_slots;
+	cap->ring_slot_size = s->cfg.ring_slot_size;
+	memcpy(cap->token, c->token, sizeof(cap->token));
+	strcpy(cap->etag, c->etag);
+	memcpy(cap->sock, s->sock, sizeof(cap->sock));
+	return 0;
+out_cap:
+	cap_free(c);
+	return err;
+}
+
+/* ---------------------------------------------------------- messages */
+
+static void sess_state(struct session *ss, enum sess_state to, const char *why)
+{
+	static const char *const names[] = { "HELLO", "SERVING", "CLOSED" };
+
+	objfs_debug("side: session %llu (pid %d uid %u) %s -> %s%s%s",
+		    (unsigned long long)ss->id, (int)ss->pid, (unsigned)ss->uid,
+		    names[ss->state], names[to], why ? ": " : "", why ? why : "");
+	ss->state = to;
+}
+
+static int send_msg(int fd, const void *m, size_t len)
+{
+	ssize_t n = send(fd, m, len, MSG_NOSIGNAL);
+
+	if (n < 0)
+		return -errno;
+	return (size_t)n == len ? 0 : -EIO;
+}
+
+static void send_err(int fd, int err)
+{
+	struct objfs_msg_err m = { 0 };
+
+	objfs_msg_init(&m.h, OBJFS_MSG_ERR, sizeof(m));
+	m.err = err;
+	(void)send_msg(fd, &m, sizeof(m));
+}
+
+static void close_fds(const int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		close(fds[i]);
+}
+
+/*
+ * Receives one message into @buf (OBJFS_MSG_MAX bytes) and checks its
+ * header and size against its type. At most one descriptor is accepted, and
+ * only with HELLO (*fd_out, else every received descriptor is closed).
+ * Returns the message size, -ECONNRESET on EOF, or -errno (-EMSGSIZE,
+ * -EPROTO, -EPROTONOSUPPORT) for a malformed message.
+ */
+static ssize_t recv_msg(int fd, void *buf, int *fd_out)
+{
+	union {
+		struct cmsghdr align;
+		char b[CMSG_SPACE(sizeof(int) * 8)];
+	} cbuf;
+	struct iovec iov = { buf, OBJFS_MSG_MAX };
+	struct msghdr mh = { 0 };
+	struct objfs_msg_hdr *h = buf;
+	int fds[8];
+	size_t nfds = 0;
+	size_t want;
+	ssize_t n;
+
+	if (fd_out)
+		*fd_out = -1;
+	mh.msg_iov = &iov;
+	mh.msg_iovlen = 1;
+	mh.msg_control = cbuf.b;
+	mh.msg_controllen = sizeof(cbuf.b);
+	n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+	if (n < 0)
+		return -errno;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+			size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+			for (size_t i = 0; i < k && nfds < 8; i++)
+				memcpy(&fds[nfds++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+		}
+	}
+	if (n == 0) {
+		close_fds(fds, nfds);
+		return -ECONNRESET;
+	}
+	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+		close_fds(fds, nfds);
+		return -EMSGSIZE;
+	}
+	if ((size_t)n < sizeof(*h) || h->magic != OBJFS_SIDE_MAGIC || h->reserved ||
+	    h->len != (size_t)n) {
+		close_fds(fds, nfds);
+		return -EPROTO;
+	}
+	if (h->version != OBJFS_SIDE_VERSION) {
+		close_fds(fds, nfds);
+		return -EPROTONOSUPPORT;
+	}
+	switch (h->type) {
+	case OBJFS_MSG_HELLO: want = sizeof(struct objfs_msg_hello); break;
+	case OBJFS_MSG_FILL: want = sizeof(struct objfs_msg_fill); break;
+	default: want = 0; break;
+	}
+	if ((size_t)n != want || (h->type == OBJFS_MSG_HELLO ? nfds != 1 || !fd_out : nfds != 0)) {
+		close_fds(fds, nfds);
+		return -EPROTO;
+	}
+	if (nfds)
+		*fd_out = fds[0];
+	return n;
+}
+
+/* ---------------------------------------------------------- sessions */
+
+static struct cap *cap_find_ref(struct objfs_side *s, const uint8_t *token)
+{
+	struct cap *found = NULL;
+
+	pthread_mutex_lock(&s->lock);
+	for (struct cap *c = s->caps; c; c = c->next)
+		if (token_eq(c->token, token))
+			found = c; /* no early exit: time does not depend on the position */
+	if (found)
+		found->sessions++;
+	pthread_mutex_unlock(&s->lock);
+	return found;
+}
+
+static void cap_unref(struct objfs_side *s, struct cap *c)
+{
+	if (!c)
+		return;
+	pthread_mutex_lock(&s->lock);
+	c->sessions--;
+	c->last_used = now_mono();
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Validates HELLO and maps the ring. Takes ownership of @memfd. 0 or -errno. */
+static int do_hello(struct session *ss, const struct objfs_msg_hello *m, int memfd)
+{
+	struct objfs_side *s = ss->side;
+	struct objfs_msg_hello_ok ok = { 0 };
+	struct stat st;
+	void *map;
+	int seals, err;
+
+	ss->cap = cap_find_ref(s, m->token);
+	/* One answer for every mismatch: no oracle for tokens. */
+	if (!ss->cap || ss->cap->uid != ss->uid || ss->cap->ino != m->ino) {
+		err = -EACCES;
+		goto out_fd;
+	}
+	if (!objfs_ring_geometry_ok(m->slots, m->slot_size) ||
+	    m->ring_bytes != objfs_ring_bytes(m->slots, m->slot_size)) {
+		err = -EINVAL;
+		goto out_fd;
+	}
+	if (fstat(memfd, &st)) {
+		err = -errno;
+		goto out_fd;
+	}
+	seals = fcntl(memfd, F_GET_SEALS);
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != m->ring_bytes || seals < 0 ||
+	    !(seals & F_SEAL_SHRINK)) {
+		err = -EBADFD; /* not a memfd of that size sealed against shrinking */
+		goto out_fd;
+	}
+	map = mmap(NULL, m->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (map == MAP_FAILED) {
+		err = -errno;
+		goto out_fd;
+	}
+	close(memfd);
+	ss->ring = map;
+	ss->ring_bytes = m->ring_bytes;
+	ss->slots = m->slots;
+	ss->slot_size = m->slot_size;
+	ss->data = (char *)map + objfs_ring_hdr_size(m->slots);
+	if (ss->ring->magic != OBJFS_SIDE_MAGIC || ss->ring->slots != m->slots ||
+	    ss->ring->slot_size != m->slot_size)
+		return -EINVAL; /* the client's own header disagrees: a broken client */
+	objfs_msg_init(&ok.h, OBJFS_MSG_HELLO_OK, sizeof(ok));
+	ok.session = ss->id;
+	return send_msg(ss->fd, &ok, sizeof(ok));
+out_fd:
+	close(memfd);
+	return err;
+}
+
+/* Checks and queues a FILL. 0, or -errno (the session then ends). */
+static int do_fill(struct session *ss, const struct objfs_msg_fill *m)
+{
+	struct cap *c = ss->cap;
+	uint64_t pieces, last_gen;
+	struct req *r;
+
+	if (!token_eq(m->token, c->token) || m->ino != c->ino)
+		return -EACCES;
+	if (m->first_piece != ss->next_piece)
+		return -EPROTO;
+	if (!m->len || m->len > OBJFS_FILL_MAX_LEN || m->off < 0 ||
+	    (uint64_t)m->off > (uint64_t)c->cobj.size ||
+	    m->len > (uint64_t)c->cobj.size - (uint64_t)m->off)
+		return -EINVAL;
+	pieces = objfs_pieces(m->len, ss->slot_size);
+	last_gen = (ss->next_piece + pieces - 1) / ss->slots + 1;
+	if (last_gen >= OBJFS_RING_GEN_MAX)
+		return -EOVERFLOW;
+	if (ss->qlen == OBJFS_SESSION_QUEUE)
+		return -EAGAIN;
+	r = &ss->q[(ss->qhead + ss->qlen++) % OBJFS_SESSION_QUEUE];
+	r->id = m->req_id;
+	r->off = m->off;
+	r->len = m->len;
+	r->done = 0;
+	ss->next_piece += pieces;
+	return 0;
+}
+
+/*
+ * Handles what the socket has, waiting up to @timeout_ms for it.
+ * 0 when nothing or a FILL arrived, -errno when the session must end.
+ */
+static int pump(struct session *ss, int timeout_ms)
+{
+	char buf[OBJFS_MSG_MAX] __attribute__((aligned(8)));
+	struct pollfd p = { ss->fd, POLLIN, 0 };
+	ssize_t n;
+	int r;
+
+	if (ss->side->stopping)
+		return -ESHUTDOWN;
+	r = poll(&p, 1, timeout_ms);
+	if (r < 0)
+		return errno == EINTR ? 0 : -errno;
+	if (r == 0)
+		return 0;
+	n = recv_msg(ss->fd, buf, NULL);
+	if (n == -EAGAIN)
+		return 0;
+	if (n < 0)
+		return (int)n;
+	if (((struct objfs_msg_hdr *)buf)->type != OBJFS_MSG_FILL)
+		return -EPROTO;
+	return do_fill(ss, (const struct objfs_msg_fill *)buf);
+}
+
+/* Marks the ring failed from piece @p on and releases every waiter. */
+static void poison(struct session *ss, uint64_t p, int err)
+{
+	uint64_t none = UINT64_MAX;
+
+	if (__atomic_compare_exchange_n(&ss->ring->err_piece, &none, p, 0, __ATOMIC_SEQ_CST,
+					__ATOMIC_SEQ_CST))
+		__atomic_store_n(&ss->ring->err, err, __ATOMIC_SEQ_CST);
+	for (uint32_t i = 0; i < ss->slots; i++) {
+		__atomic_store_n(&ss->ring->ctl[i].seq, OBJFS_SEQ_ERROR, __ATOMIC_SEQ_CST);
+		futex_wake_all(&ss->ring->ctl[i].seq);
+	}
+}
+
+/* Waits until slot use @g - 1 is released. 0, or -errno to end the session. */
+static int wait_release(struct session *ss, uint32_t slot, uint32_t g)
+{
+	uint32_t *rel = &ss->ring->ctl[slot].rel;
+
+	for (unsigned i = 1;; i++) {
+		uint32_t v = __atomic_load_n(rel, __ATOMIC_ACQUIRE);
+		int err;
+
+		if (v >= g - 1 && v < OBJFS_RING_GEN_MAX)
+			return 0;
+		if (i % SOCK_POLL_EVERY == 0) {
+			err = pump(ss, 0);
+			if (err)
+				return err;
+		}
+		futex_wait_ns(rel, v, RELEASE_POLL_NS);
+	}
+}
+
+static void send_done(struct session *ss, const struct req *r, int err)
+{
+	struct objfs_msg_done d = { 0 };
+
+	objfs_msg_init(&d.h, OBJFS_MSG_DONE, sizeof(d));
+	d.req_id = r->id;
+	d.err = err;
+	d.bytes = r->done;
+	(void)send_msg(ss->fd, &d, sizeof(d));
+}
+
+/* Fills the next piece of the oldest request. 0, or -errno to end. */
+static int fill_one(struct session *ss)
+{
+	struct objfs_side *s = ss->side;
+	struct req *r = &ss->q[ss->qhead];
+	uint64_t p = ss->fill_piece;
+	uint32_t slot = (uint32_t)(p % ss->slots);
+	uint32_t g = (uint32_t)(p / ss->slots + 1);
+	int64_t off = r->off + (int64_t)r->done;
+	size_t len = r->len - r->done < ss->slot_size ? (size_t)(r->len - r->done) : ss->slot_size;
+	uint64_t ahead = r->len - r->done;
+	uint32_t prev;
+	int err;
+
+	err = wait_release(ss, slot, g);
+	if (err)
+		return err;
+	if (ahead > s->cfg.prefetch)
+		ahead = s->cfg.prefetch;
+	if (ahead > len)
+		objfs_cache_prefetch(s->cache, &ss->cap->cobj, off + (int64_t)len,
+				     (size_t)(ahead - len));
+	err = objfs_cache_read(s->cache, &ss->cap->cobj, off, len,
+			       ss->data + (size_t)slot * ss->slot_size);
+	if (err) {
+		objfs_info("side: session %llu: fill of ino %llu at %lld+%zu failed: %s",
+			   (unsigned long long)ss->id, (unsigned long long)ss->cap->ino,
+			   (long long)off, len, strerror(-err));
+		poison(ss, p, -err);
+		send_done(ss, r, -err);
+		pthread_mutex_lock(&s->lock);
+		s->st.fill_errors++;
+		pthread_mutex_unlock(&s->lock);
+		return err;
+	}
+	__atomic_store_n(&ss->ring->ctl[slot].len, (uint32_t)len, __ATOMIC_RELAXED);
+	/*
+	 * OBJFS_SEQ_ERROR is sticky: if the client's watchdog poisoned the ring
+	 * meanwhile, publishing over it would strand its waiters on this slot.
+	 */
+	prev = g - 1;
+	if (!__atomic_compare_exchange_n(&ss->ring->ctl[slot].seq, &prev, g, 0, __ATOMIC_RELEASE,
+					 __ATOMIC_RELAXED))
+		return -ECANCELED;
+	futex_wake_all(&ss->ring->ctl[slot].seq);
+	ss->fill_piece++;
+	r->done += len;
+	if (r->done == r->len) {
+		send_done(ss, r, 0);
+		pthread_mutex_lock(&s->lock);
+		s->st.fills++;
+		s->st.fill_bytes += r->len;
+		pthread_mutex_unlock(&s->lock);
+		ss->qhead = (ss->qhead + 1) % OBJFS_SESSION_QUEUE;
+		ss->qlen--;
+	}
+	return 0;
+}
+
+static void *session_main(void *arg)
+{
+	struct session *ss = arg;
+	struct objfs_side *s = ss->side;
+	char buf[OBJFS_MSG_MAX] __attribute__((aligned(8)));
+	struct pollfd p = { ss->fd, POLLIN, 0 };
+	int memfd = -1, err;
+	ssize_t n;
+
+	/* HELLO, within a bounded time. */
+	err = poll(&p, 1, HELLO_TIMEOUT_MS);
+	if (err <= 0) {
+		err = err == 0 ? -ETIMEDOUT : -errno;
+		goto out;
+	}
+	n = recv_msg(ss->fd, buf, &memfd);
+	if (n < 0) {
+		err = (int)n;
+		goto out;
+	}
+	if (((struct objfs_msg_hdr *)buf)->type != OBJFS_MSG_HELLO) {
+		err = -EPROTO;
+		goto out;
+	}
+	err = do_hello(ss, (const struct objfs_msg_hello *)buf, memfd);
+	if (err)
+		goto out;
+	sess_state(ss, S_SERVING, NULL);
+	while (!s->stopping) {
+		err = ss->qlen ? fill_one(ss) : pump(ss, 200);
+		if (err)
+			break;
+	}
+out:
+	if (err && err != -ECONNRESET && err != -ESHUTDOWN && err != -ECANCELED) {
+		objfs_info("side: session %llu (pid %d uid %u) ends: %s",
+			   (unsigned long long)ss->id, (int)ss->pid, (unsigned)ss->uid,
+			   strerror(-err));
+		send_err(ss->fd, -err);
+	}
+	sess_state(ss, S_CLOSED, err ? strerror(-err) : NULL);
+	if (ss->ring)
+		munmap(ss->ring, ss->ring_bytes);
+	ss->ring = NULL;
+	cap_unref(s, ss->cap);
+	ss->cap = NULL;
+	pthread_mutex_lock(&s->lock);
+	close(ss->fd);
+	ss->fd = -1;
+	ss->finished = 1;
+	s->st.sessions_open--;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+	return NULL;
+}
+
+/* Joins and frees finished sessions (all when @all). With side->lock held. */
+static void sessions_reap(struct objfs_side *s, int all)
+{
+	for (struct session **pp = &s->sessions; *pp;) {
+		struct session *ss = *pp;
+
+		if (ss->finished || all) {
+			*pp = ss->next;
+			pthread_mutex_unlock(&s->lock);
+			pthread_join(ss->thread, NULL);
+			free(ss);
+			pthread_mutex_lock(&s->lock);
+			pp = &s->sessions; /* the list may have changed meanwhile */
+		} else {
+			pp = &ss->next;
+		}
+	}
+}
+
+static void accept_one(struct objfs_side *s)
+{
+	struct ucred cred;
+	socklen_t cl = sizeof(cred);
+	struct session *ss;
+	int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC), err;
+
+	if (fd < 0)
+		return;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl)) {
+		close(fd);
+		return;
+	}
+	pthread_mutex_lock(&s->lock);
+	sessions_reap(s, 0);
+	if (s->st.sessions_open >= s->cfg.max_sessions) {
+		s->st.sessions_refused++;
+		pthread_mutex_unlock(&s->lock);
+		objfs_warn("side: %u sessions open, refusing pid %d", s->cfg.max_sessions,
+			   (int)cred.pid);
+		send_err(fd, EBUSY);
+		close(fd);
+		return;
+	}
+	ss = calloc(1, sizeof(*ss));
+	if (!ss) {
+		pthread_mutex_unlock(&s->lock);
+		close(fd);
+		return;
+	}
+	ss->side = s;
+	ss->fd = fd;
+	ss->uid = cred.uid;
+	ss->pid = cred.pid;
+	ss->id = ++s->next_session;
+	ss->state = S_HELLO;
+	err = pthread_create(&ss->thread, NULL, session_main, ss);
+	if (err) {
+		pthread_mutex_unlock(&s->lock);
+		objfs_warn("side: cannot start a session thread: %s", strerror(err));
+		send_err(fd, EAGAIN);
+		close(fd);
+		free(ss);
+		return;
+	}
+	ss->next = s->sessions;
+	s->sessions = ss;
+	s->st.sessions_open++;
+	s->st.sessions_total++;
+	pthread_mutex_unlock(&s->lock);
+}
+
+static void *accept_main(void *arg)
+{
+	struct objfs_side *s = arg;
+	struct pollfd p[2] = { { s->lfd, POLLIN, 0 }, { s->wakefd, POLLIN, 0 } };
+
+	while (!s->stopping) {
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		if (s->stopping)
+			break;
+		if (p[0].revents & POLLIN)
+			accept_one(s);
+	}
+	return NULL;
+}
+
+/* ---------------------------------------------------------- server */
+
+static int make_name(struct objfs_side *s, struct sockaddr_un *sa, socklen_t *salen)
+{
+	uint8_t r[8];
+	size_t n;
+
+	if (s->cfg.sock_name) {
+		if (strlen(s->cfg.sock_name) >= sizeof(s->sock) - 1 || !s->cfg.sock_name[0])
+			return -ENAMETOOLONG;
+		strcpy(s->sock, s->cfg.sock_name);
+	} else {
+		if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+			return -EIO;
+		snprintf(s->sock, sizeof(s->sock), "@objfs.%d.%02x%02x%02x%02x%02x%02x%02x%02x",
+			 (int)getpid(), r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
+	}
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	n = strlen(s->sock);
+	memcpy(sa->sun_path, s->sock, n);
+	if (s->sock[0] == '@') {
+		sa->sun_path[0] = '\0';
+		*salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+	} else {
+		unlink(s->sock);
+		*salen = (socklen_t)sizeof(*sa);
+	}
+	return 0;
+}
+
+int objfs_side_new(const struct objfs_side_cfg *cfg, struct objfs_cache *cache,
+		   struct objfs_side **out)
+{
+	struct sockaddr_un sa;
+	socklen_t salen;
+	struct objfs_side *s;
+	int err;
+
+	*out = NULL;
+	if (!objfs_ring_geometry_ok(cfg->ring_slots, cfg->ring_slot_size) || !cfg->max_sessions ||
+	    !cfg->max_caps)
+		return -EINVAL;
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->cfg = *cfg;
+	s->cfg.sock_name = NULL;
+	s->cache = cache;
+	s->wakefd = -1;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->cond, NULL);
+	s->cfg.sock_name = cfg->sock_name;
+	err = make_name(s, &sa, &salen);
+	s->cfg.sock_name = NULL; /* not kept: the caller's string */
+	if (err)
+		goto out_side;
+	s->lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (s->lfd < 0) {
+		err = -errno;
+		goto out_side;
+	}
+	if (bind(s->lfd, (struct sockaddr *)&sa, salen) || listen(s->lfd, 64)) {
+		err = -errno;
+		goto out_sock;
+	}
+	if (s->sock[0] != '@')
+		chmod(s->sock, 0666); /* access is checked per session: token + uid */
+	s->wakefd = eventfd(0, EFD_CLOEXEC);
+	if (s->wakefd < 0) {
+		err = -errno;
+		goto out_sock;
+	}
+	err = -pthread_create(&s->acceptor, NULL, accept_main, s);
+	if (err)
+		goto out_wake;
+	s->acceptor_started = 1;
+	objfs_info("side: GPU side API listening on %s (ring %u x %u bytes)", s->sock,
+		   cfg->ring_slots, cfg->ring_slot_size);
+	*out = s;
+	return 0;
+out_wake:
+	close(s->wakefd);
+out_sock:
+	close(s->lfd);
+	if (s->sock[0] != '@')
+		unlink(s->sock);
+out_side:
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+	return err;
+}
+
+void objfs_side_get_stats(struct objfs_side *s, struct objfs_side_stats *st)
+{
+	pthread_mutex_lock(&s->lock);
+	*st = s->st;
+	st->caps = s->ncaps;
+	pthread_mutex_unlock(&s->lock);
+}
+
+void objfs_side_free(struct objfs_side *s)
+{
+	uint64_t one = 1;
+
+	if (!s)
+		return;
+	s->stopping = 1;
+	(void)!write(s->wakefd, &one, sizeof(one));
+	if (s->acceptor_started)
+		pthread_join(s->acceptor, NULL);
+	pthread_mutex_lock(&s->lock);
+	for (struct session *ss = s->sessions; ss; ss = ss->next)
+		if (ss->fd >= 0)
+			shutdown(ss->fd, SHUT_RDWR);
+	sessions_reap(s, 1);
+	/* Fetches started for capabilities borrow the records: wait for them. */
+	for (;;) {
+		unsigned busy = 0;
+
+		for (struct cap *c = s->caps; c; c = c->next)
+			busy += c->inflight;
+		if (!busy)
+			break;
+		pthread_cond_wait(&s->cond, &s->lock);
+	}
+	caps_purge(s, 1);
+	pthread_mutex_unlock(&s->lock);
+	close(s->lfd);
+	close(s->wakefd);
+	if (s->sock[0] != '@')
+		unlink(s->sock);
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}

@@ -1,0 +1,90 @@
+/*
+ * side: the daemon half of the GPU side API (the client half is libobjfs,
+ * lib/objfs_client.c; the contract between them is src/side_proto.h).
+ *
+ * A capability is granted through the FUSE ioctl on an open file (fs.c
+ * calls objfs_side_grant with the caller's uid): a record holding a random
+ * 32-byte token, the uid and inode it is bound to, and its own copy of the
+ * pinned object version (cache identity, size, ETag), so it stays valid
+ * after the file is closed. Unused records expire after cap_ttl seconds.
+ *
+ * Clients connect to one SOCK_SEQPACKET unix socket. An accept thread
+ * starts one thread per session (at most max_sessions); a session thread
+ * validates HELLO (token, SO_PEERCRED uid, inode, ring memfd size and
+ * seals), maps the ring, then serves FILL requests strictly in order: for
+ * each piece it waits for the slot's release word (wrap-around), copies
+ * from the shared block cache (objfs_cache_read: the same blocks that serve
+ * FUSE reads; misses fetched in parallel through the engine, with
+ * readahead through objfs_cache_prefetch), and publishes the slot's
+ * sequence word. A peer that vanishes (EOF on the socket) ends its session:
+ * the ring is unmapped and the memfd closed; nothing else is affected.
+ *
+ * Ownership: the side server borrows the cache and, through granted
+ * records, the store and node paths: objfs_side_free() must run before
+ * they are freed (main.c frees it after the FUSE loop ends).
+ */
+#ifndef OBJFS_SIDE_H
+#define OBJFS_SIDE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "cache.h"
+#include "side_proto.h"
+#include "store.h"
+
+struct objfs_side;
+
+struct objfs_side_cfg {
+	uint32_t ring_slots;     /* told to clients through the capability */
+	uint32_t ring_slot_size; /* bytes, multiple of 4096 */
+	unsigned max_sessions;   /* concurrent sessions; more are refused */
+	unsigned max_caps;       /* capability records kept */
+	double cap_ttl;          /* seconds an unused capability stays valid */
+	size_t prefetch;         /* readahead window of a fill, bytes */
+	const char *sock_name;   /* NULL: "@objfs.<pid>.<random>"; copied */
+};
+
+/* What a capability grants access to. Everything is copied except as noted. */
+struct objfs_side_obj {
+	uint64_t ino;
+	uint64_t generation;
+	int64_t size;               /* pinned size */
+	const char *etag;           /* pinned ETag, "" or NULL when none */
+	const char *path;           /* store path; borrowed until objfs_side_free */
+	struct objfs_store *store;  /* borrowed until objfs_side_free */
+	objfs_fetch_fn fetch;       /* NULL: objfs_store_fetch on (store, path, etag) */
+	void *fetch_ctx;            /* with @fetch; borrowed until objfs_side_free */
+};
+
+struct objfs_side_stats {
+	uint64_t sessions_open, sessions_total, sessions_refused;
+	uint64_t caps, fills, fill_bytes, fill_errors;
+};
+
+/*
+ * Creates the server and starts its accept thread on a new socket. @cache
+ * is borrowed until objfs_side_free(). 0 or -errno.
+ */
+int objfs_side_new(const struct objfs_side_cfg *cfg, struct objfs_cache *cache,
+		   struct objfs_side **out);
+
+/*
+ * Grants a capability for @o to @uid and describes it in @cap (token,
+ * socket name, geometry). Thread-safe. 0, -ENOSPC (too many live
+ * capabilities), -EINVAL or -ENOMEM.
+ */
+int objfs_side_grant(struct objfs_side *s, uid_t uid, const struct objfs_side_obj *o,
+		     struct objfs_side_cap *cap);
+
+void objfs_side_get_stats(struct objfs_side *s, struct objfs_side_stats *st);
+
+/*
+ * Stops accepting, ends every session (their clients see EOF and poison
+ * their rings), waits for the threads and for fetches started on behalf of
+ * capabilities, and frees everything. Accepts NULL.
+ */
+void objfs_side_free(struct objfs_side *s);
+
+#endif

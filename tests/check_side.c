@@ -1,0 +1,831 @@
+/*
+ * Unit tests of the GPU side API's ring and session protocol (src/side.c,
+ * src/side_proto.h, and the CPU half of lib/objfs_client.c), CPU only.
+ *
+ * A real side server runs on a real block cache whose fetcher is fake
+ * (bytes are a function of the offset; fetches can be made to fail or to
+ * stall). Two kinds of client: libobjfs itself (objfs_gpu_open_cap, host
+ * buffers) and a raw client that speaks the wire protocol by hand, so the
+ * tests can watch sequence words, hold slots, and send malformed or hostile
+ * messages. After every hostile case the server must still serve a normal
+ * session.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "objfs.h"
+#include "side.h"
+#include "side_proto.h"
+
+int objfs_gpu_open_cap(const struct objfs_side_cap *cap, struct objfs_gpu **h);
+
+#define SLOTS     4
+#define SLOT_SIZE (64u << 10)
+#define FILE_SIZE ((int64_t)(3u << 20) + 12345)
+
+static atomic_llong fail_from = -1; /* fetches reaching this offset fail */
+static atomic_int fetch_delay_ms;
+
+static unsigned char byte_at(int64_t off)
+{
+	return (unsigned char)((off * 131 + (off >> 9) + 7) & 0xff);
+}
+
+struct job {
+	int64_t off;
+	size_t len;
+	char *dst;
+	objfs_fetch_done_fn done;
+	void *arg;
+};
+
+static void *job_run(void *a)
+{
+	struct job *j = a;
+	long long ff = atomic_load(&fail_from);
+	int err = 0;
+
+	if (atomic_load(&fetch_delay_ms))
+		usleep((useconds_t)atomic_load(&fetch_delay_ms) * 1000);
+	if (ff >= 0 && j->off + (int64_t)j->len > ff)
+		err = -EIO;
+	else
+		for (size_t i = 0; i < j->len; i++)
+			j->dst[i] = (char)byte_at(j->off + (int64_t)i);
+	j->done(j->arg, err);
+	free(j);
+	return NULL;
+}
+
+static void fake_fetch(void *ctx, int64_t off, size_t len, char *dst, objfs_fetch_done_fn done,
+		       void *arg)
+{
+	struct job *j = malloc(sizeof(*j));
+	pthread_t t;
+
+	(void)ctx;
+	*j = (struct job){ off, len, dst, done, arg };
+	if (pthread_create(&t, NULL, job_run, j)) {
+		free(j);
+		done(arg, -EAGAIN);
+		return;
+	}
+	pthread_detach(t);
+}
+
+static struct objfs_cache *cache;
+static struct objfs_side *side;
+static struct objfs_side_cap cap;
+
+static struct objfs_side *server_new(unsigned max_sessions, unsigned max_caps)
+{
+	struct objfs_side_cfg cfg = {
+		.ring_slots = SLOTS, .ring_slot_size = SLOT_SIZE, .max_sessions = max_sessions,
+		.max_caps = max_caps, .cap_ttl = 60, .prefetch = 256u << 10,
+	};
+	struct objfs_side *s;
+
+	ck_assert_int_eq(objfs_side_new(&cfg, cache, &s), 0);
+	return s;
+}
+
+static int grant(struct objfs_side *s, uid_t uid, uint64_t ino, struct objfs_side_cap *c)
+{
+	struct objfs_side_obj o = {
+		.ino = ino, .generation = 1, .size = FILE_SIZE, .etag = "\"e1\"",
+		.path = ino == 42 ? "dir/file" : "dir/other", .fetch = fake_fetch,
+	};
+
+	return objfs_side_grant(s, uid, &o, c);
+}
+
+static void setup(void)
+{
+	atomic_store(&fail_from, -1);
+	atomic_store(&fetch_delay_ms, 0);
+	ck_assert_int_eq(objfs_cache_new(16u << 20, SLOT_SIZE, &cache), 0);
+	side = server_new(8, 64);
+	ck_assert_int_eq(grant(side, getuid(), 42, &cap), 0);
+}
+
+static void teardown(void)
+{
+	objfs_side_free(side);
+	objfs_cache_free(cache);
+	side = NULL;
+	cache = NULL;
+}
+
+static void check_bytes(const char *buf, int64_t off, size_t len)
+{
+	for (size_t i = 0; i < len; i++)
+		if ((unsigned char)buf[i] != byte_at(off + (int64_t)i))
+			ck_abort_msg("byte %zu of the read at %lld is wrong", i, (long long)off);
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void wait_sessions(uint64_t open, double secs)
+{
+	struct objfs_side_stats st;
+	double t0 = now();
+
+	do {
+		objfs_side_get_stats(side, &st);
+		if (st.sessions_open == open)
+			return;
+		usleep(10000);
+	} while (now() - t0 < secs);
+	ck_abort_msg("expected %llu open sessions, have %llu", (unsigned long long)open,
+		     (unsigned long long)st.sessions_open);
+}
+
+/* ------------------------------------------------------------ raw client */
+
+struct raw {
+	int sock;
+	int memfd;
+	struct objfs_ring_hdr *ring;
+	size_t bytes;
+	char *data;
+	uint32_t slots, slot_size;
+};
+
+static int raw_connect(const char *name)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t n = strlen(name);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	ck_assert_int_ge(fd, 0);
+	memcpy(sa.sun_path, name, n);
+	sa.sun_path[0] = '\0';
+	ck_assert_int_eq(connect(fd, (struct sockaddr *)&sa,
+				 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)), 0);
+	return fd;
+}
+
+/* A ring of @bytes (0: the right size), sealed against shrinking when @seal. */
+static void raw_ring(struct raw *r, uint32_t slots, uint32_t slot_size, size_t bytes, int seal)
+{
+	memset(r, 0, sizeof(*r));
+	r->slots = slots;
+	r->slot_size = slot_size;
+	r->bytes = bytes ? bytes : objfs_ring_bytes(slots, slot_size);
+	r->memfd = memfd_create("test-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	ck_assert_int_ge(r->memfd, 0);
+	ck_assert_int_eq(ftruncate(r->memfd, (off_t)r->bytes), 0);
+	if (seal)
+		ck_assert_int_eq(fcntl(r->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+	r->ring = mmap(NULL, r->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, r->memfd, 0);
+	ck_assert(r->ring != MAP_FAILED);
+	r->ring->magic = OBJFS_SIDE_MAGIC;
+	r->ring->version = OBJFS_SIDE_VERSION;
+	r->ring->slots = slots;
+	r->ring->slot_size = slot_size;
+	r->ring->err_piece = UINT64_MAX;
+	r->data = (char *)r->ring + objfs_ring_hdr_size(slots);
+	r->sock = raw_connect(cap.sock);
+}
+
+static void raw_free(struct raw *r)
+{
+	if (r->sock >= 0)
+		close(r->sock);
+	close(r->memfd);
+	munmap(r->ring, r->bytes);
+}
+
+static void raw_send(int sock, const void *m, size_t len, int fd)
+{
+	union {
+		struct cmsghdr align;
+		char b[CMSG_SPACE(sizeof(int))];
+	} cbuf;
+	struct iovec iov = { (void *)m, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (fd >= 0) {
+		struct cmsghdr *cm;
+
+		memset(&cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf.b;
+		mh.msg_controllen = sizeof(cbuf.b);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	ck_assert_int_eq(sendmsg(sock, &mh, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+/*
+ * Next message: its type (the body in @out), 0 on EOF, -ETIMEDOUT. An ERR
+ * message returns OBJFS_MSG_ERR with its errno in *err.
+ */
+static int raw_recv(int sock, void *out, size_t cap_len, int timeout_ms, int *err)
+{
+	char buf[OBJFS_MSG_MAX] __attribute__((aligned(8)));
+	struct pollfd p = { sock, POLLIN, 0 };
+	const struct objfs_msg_hdr *h = (const void *)buf;
+	ssize_t n;
+
+	if (poll(&p, 1, timeout_ms) <= 0)
+		return -ETIMEDOUT;
+	n = recv(sock, buf, sizeof(buf), 0);
+	if (n <= 0)
+		return 0;
+	ck_assert_uint_ge((size_t)n, sizeof(*h));
+	ck_assert_uint_eq(h->magic, OBJFS_SIDE_MAGIC);
+	ck_assert_uint_eq(h->len, (size_t)n);
+	if (h->type == OBJFS_MSG_ERR && err)
+		*err = ((const struct objfs_msg_err *)buf)->err;
+	if (out)
+		memcpy(out, buf, (size_t)n < cap_len ? (size_t)n : cap_len);
+	return h->type;
+}
+
+static void hello_msg(struct objfs_msg_hello *m, const struct raw *r, const uint8_t *token,
+		      uint64_t ino)
+{
+	memset(m, 0, sizeof(*m));
+	objfs_msg_init(&m->h, OBJFS_MSG_HELLO, sizeof(*m));
+	memcpy(m->token, token, OBJFS_TOKEN_LEN);
+	m->ino = ino;
+	m->slots = r->slots;
+	m->slot_size = r->slot_size;
+	m->ring_bytes = objfs_ring_bytes(r->slots, r->slot_size);
+}
+
+/* HELLO; returns 0 when accepted, else the errno the daemon answered. */
+static int raw_hello(struct raw *r, const uint8_t *token, uint64_t ino)
+{
+	struct objfs_msg_hello m;
+	int err = 0, t;
+
+	hello_msg(&m, r, token, ino);
+	raw_send(r->sock, &m, sizeof(m), r->memfd);
+	t = raw_recv(r->sock, NULL, 0, 5000, &err);
+	if (t == OBJFS_MSG_HELLO_OK)
+		return 0;
+	ck_assert_msg(t == OBJFS_MSG_ERR, "expected HELLO_OK or ERR, got %d", t);
+	return err;
+}
+
+static void fill_msg(struct objfs_msg_fill *m, const uint8_t *token, uint64_t ino,
+		     uint64_t first, int64_t off, uint64_t len)
+{
+	memset(m, 0, sizeof(*m));
+	objfs_msg_init(&m->h, OBJFS_MSG_FILL, sizeof(*m));
+	memcpy(m->token, token, OBJFS_TOKEN_LEN);
+	m->ino = ino;
+	m->req_id = first + 1;
+	m->first_piece = first;
+	m->off = off;
+	m->len = len;
+}
+
+static uint32_t seq_of(struct raw *r, uint32_t s)
+{
+	return __atomic_load_n(&r->ring->ctl[s].seq, __ATOMIC_ACQUIRE);
+}
+
+/* Waits (bounded) until slot @s's seq reaches @g; returns the value seen. */
+static uint32_t wait_seq(struct raw *r, uint32_t s, uint32_t g)
+{
+	double t0 = now();
+	uint32_t v;
+
+	while ((v = seq_of(r, s)) < g && now() - t0 < 5)
+		usleep(200);
+	return v;
+}
+
+/* A normal session still works: the server survived what came before. */
+static void assert_healthy(void)
+{
+	struct objfs_gpu *h;
+	char buf[1000];
+	ssize_t n = 0;
+
+	ck_assert_int_eq(objfs_gpu_open_cap(&cap, &h), 0);
+	ck_assert_int_eq(objfs_gpu_read(h, buf, sizeof(buf), 777777, &n), 0);
+	ck_assert_int_eq(n, (ssize_t)sizeof(buf));
+	check_bytes(buf, 777777, sizeof(buf));
+	objfs_gpu_close(h);
+}
+
+/* ------------------------------------------------------------ tests */
+
+START_TEST(test_cap_fields)
+{
+	struct objfs_side_cap c2;
+
+	ck_assert_uint_eq(cap.magic, OBJFS_SIDE_MAGIC);
+	ck_assert_uint_eq(cap.struct_size, sizeof(cap));
+	ck_assert_uint_eq(cap.ino, 42);
+	ck_assert_int_eq(cap.size, FILE_SIZE);
+	ck_assert_uint_eq(cap.ring_slots, SLOTS);
+	ck_assert_uint_eq(cap.ring_slot_size, SLOT_SIZE);
+	ck_assert_str_eq(cap.etag, "\"e1\"");
+	ck_assert(cap.sock[0] == '@' && strlen(cap.sock) > 10);
+	/* Tokens are random: two grants of the same file differ. */
+	ck_assert_int_eq(grant(side, getuid(), 42, &c2), 0);
+	ck_assert(memcmp(cap.token, c2.token, OBJFS_TOKEN_LEN) != 0);
+}
+END_TEST
+
+/* libobjfs into host memory: odd offsets and sizes, many wrap-arounds. */
+START_TEST(test_client_reads)
+{
+	static const struct { int64_t off; size_t len; ssize_t want; } v[] = {
+		{ 0, 1, 1 }, { 1, 3, 3 }, { 65535, 2, 2 }, { 12345, 65536, 65536 },
+		{ 99, (5u << 20) / 4 + 17, (5u << 20) / 4 + 17 }, { 3, 3u << 20, 3u << 20 },
+		{ FILE_SIZE - 5, 100, 5 }, { FILE_SIZE, 10, 0 }, { FILE_SIZE + 99, 10, 0 },
+		{ 0, (size_t)FILE_SIZE + 4096, FILE_SIZE },
+	};
+	struct objfs_gpu *h;
+	char *buf = malloc((size_t)FILE_SIZE + 8192);
+
+	ck_assert_int_eq(objfs_gpu_open_cap(&cap, &h), 0);
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		ssize_t n = -1;
+
+		memset(buf, 0, (size_t)FILE_SIZE + 8192);
+		ck_assert_int_eq(objfs_gpu_read(h, buf, v[i].len, v[i].off, &n), 0);
+		ck_assert_msg(n == v[i].want, "read %zu at %lld gave %zd, want %zd", v[i].len,
+			      (long long)v[i].off, n, v[i].want);
+		check_bytes(buf, v[i].off, (size_t)n);
+		ck_assert_int_eq(buf[n], 0); /* nothing written past the count */
+	}
+	/* The async call without a GPU completes at once for host memory. */
+	{
+		ssize_t n = -1;
+
+		ck_assert_int_eq(objfs_gpu_read_async(h, buf, 5000, 4242, &n, NULL), 0);
+		ck_assert_int_eq(n, 5000);
+		check_bytes(buf, 4242, 5000);
+	}
+	ck_assert_int_eq(objfs_gpu_read(h, buf, 10, -1, &(ssize_t){ 0 }), -EINVAL);
+	objfs_gpu_close(h);
+	free(buf);
+}
+END_TEST
+
+/* Two threads reading through one handle: pieces interleave in the ring. */
+struct thr { struct objfs_gpu *h; int64_t off; int ok; };
+
+static void *reader(void *a)
+{
+	struct thr *t = a;
+	char *buf = malloc(300000);
+
+	t->ok = 1;
+	for (int i = 0; i < 20; i++) {
+		ssize_t n = 0;
+		int64_t off = t->off + i * 7919;
+
+		if (objfs_gpu_read(t->h, buf, 300000, off, &n) || n != 300000) {
+			t->ok = 0;
+			break;
+		}
+		for (size_t k = 0; k < 300000; k++)
+			if ((unsigned char)buf[k] != byte_at(off + (int64_t)k))
+				t->ok = 0;
+	}
+	free(buf);
+	return NULL;
+}
+
+START_TEST(test_client_threads)
+{
+	struct objfs_gpu *h;
+	struct thr t[3];
+	pthread_t th[3];
+
+	ck_assert_int_eq(objfs_gpu_open_cap(&cap, &h), 0);
+	for (int i = 0; i < 3; i++) {
+		t[i] = (struct thr){ h, 1000 + i * 500000, 0 };
+		pthread_create(&th[i], NULL, reader, &t[i]);
+	}
+	for (int i = 0; i < 3; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_msg(t[i].ok, "reader %d saw wrong bytes or an error", i);
+	}
+	objfs_gpu_close(h);
+}
+END_TEST
+
+/* Sequence numbers and wrap-around, watched word by word. */
+START_TEST(test_ring_sequence)
+{
+	struct raw r;
+	struct objfs_msg_fill f;
+	struct objfs_msg_done d;
+	const uint32_t npieces = 10;
+	int err = 0;
+
+	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
+	fill_msg(&f, cap.token, 42, 0, 5, (uint64_t)SLOT_SIZE * (npieces - 1) + 10);
+	raw_send(r.sock, &f, sizeof(f), -1);
+	/* The first k pieces are published as use 1 of each slot... */
+	for (uint32_t s = 0; s < SLOTS; s++)
+		ck_assert_uint_eq(wait_seq(&r, s, 1), 1);
+	/* ...and piece k waits for slot 0's release: nothing is overwritten. */
+	usleep(100000);
+	ck_assert_uint_eq(seq_of(&r, 0), 1);
+	check_bytes(r.data, 5, SLOT_SIZE);
+	for (uint32_t p = 0; p < npieces; p++) {
+		uint32_t s = p % SLOTS, g = p / SLOTS + 1;
+		size_t want = p == npieces - 1 ? 10 : SLOT_SIZE;
+
+		ck_assert_uint_eq(wait_seq(&r, s, g), g);
+		ck_assert_uint_eq(r.ring->ctl[s].len, want);
+		check_bytes(r.data + (size_t)s * SLOT_SIZE, 5 + (int64_t)p * SLOT_SIZE, want);
+		__atomic_store_n(&r.ring->ctl[s].rel, g, __ATOMIC_RELEASE);
+	}
+	ck_assert_int_eq(raw_recv(r.sock, &d, sizeof(d), 5000, &err), OBJFS_MSG_DONE);
+	ck_assert_uint_eq(d.req_id, 1);
+	ck_assert_int_eq(d.err, 0);
+	ck_assert_uint_eq(d.bytes, f.len);
+	/* The next request continues the numbering: piece 10 is slot 2, use 3. */
+	fill_msg(&f, cap.token, 42, npieces, 0, 100);
+	raw_send(r.sock, &f, sizeof(f), -1);
+	ck_assert_uint_eq(wait_seq(&r, 2, 3), 3);
+	check_bytes(r.data + 2 * SLOT_SIZE, 0, 100);
+	ck_assert_uint_eq(r.ring->err_piece, UINT64_MAX);
+	raw_free(&r);
+	wait_sessions(0, 5);
+}
+END_TEST
+
+/* A failed fetch poisons the ring from that piece on; earlier data stays. */
+START_TEST(test_fill_error)
+{
+	struct raw r;
+	struct objfs_msg_fill f;
+	struct objfs_msg_done d;
+	struct objfs_gpu *h;
+	char buf[4096];
+	ssize_t n;
+	int err = 0;
+
+	atomic_store(&fail_from, 2 * SLOT_SIZE + 1);
+	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
+	fill_msg(&f, cap.token, 42, 0, 0, 3 * SLOT_SIZE);
+	raw_send(r.sock, &f, sizeof(f), -1);
+	ck_assert_int_eq(raw_recv(r.sock, &d, sizeof(d), 5000, &err), OBJFS_MSG_DONE);
+	ck_assert_int_eq(d.err, EIO);
+	ck_assert_uint_eq(r.ring->err_piece, 2);
+	ck_assert_int_eq(r.ring->err, EIO);
+	for (uint32_t s = 0; s < SLOTS; s++)
+		ck_assert_uint_eq(seq_of(&r, s), OBJFS_SEQ_ERROR);
+	check_bytes(r.data, 0, SLOT_SIZE); /* piece 0 was published intact */
+	check_bytes(r.data + SLOT_SIZE, SLOT_SIZE, SLOT_SIZE);
+	raw_free(&r);
+
+	/* Through libobjfs: -EIO, and the handle stays dead. */
+	ck_assert_int_eq(objfs_gpu_open_cap(&cap, &h), 0);
+	ck_assert_int_eq(objfs_gpu_read(h, buf, sizeof(buf), 3 * SLOT_SIZE, &n), -EIO);
+	atomic_store(&fail_from, -1);
+	ck_assert_int_eq(objfs_gpu_read(h, buf, sizeof(buf), 0, &n), -EIO);
+	objfs_gpu_close(h);
+	assert_healthy();
+}
+END_TEST
+
+START_TEST(test_wrong_uid)
+{
+	struct objfs_side_cap other;
+	struct raw r;
+
+	ck_assert_int_eq(grant(side, getuid() + 1, 42, &other), 0);
+	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	ck_assert_int_eq(raw_hello(&r, other.token, 42), EACCES);
+	raw_free(&r);
+	{
+		struct objfs_gpu *h = NULL;
+
+		ck_assert_int_eq(objfs_gpu_open_cap(&other, &h), -EACCES);
+		ck_assert(h == NULL);
+	}
+	assert_healthy();
+}
+END_TEST
+
+START_TEST(test_wrong_inode)
+{
+	struct objfs_side_cap other;
+	struct objfs_msg_fill f;
+	struct raw r;
+	uint8_t forged[OBJFS_TOKEN_LEN];
+	int err = 0;
+
+	ck_assert_int_eq(grant(side, getuid(), 43, &other), 0);
+	/* HELLO naming another inode than the token's. */
+	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	ck_assert_int_eq(raw_hello(&r, other.token, 42), EACCES);
+	raw_free(&r);
+	/* A forged token. */
+	memcpy(forged, cap.token, sizeof(forged));
+	forged[7] ^= 1;
+	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	ck_assert_int_eq(raw_hello(&r, forged, 42), EACCES);
+	raw_free(&r);
+	/* In a session for inode 42, a FILL with inode 43's token. */
+	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
+	fill_msg(&f, other.token, 43, 0, 0, 100);
+	raw_send(r.sock, &f, sizeof(f), -1);
+	ck_assert_int_eq(raw_recv(r.sock, NULL, 0, 5000, &err), OBJFS_MSG_ERR);
+	ck_assert_int_eq(err, EACCES);
+	ck_assert_int_eq(raw_recv(r.sock, NULL, 0, 5000, NULL), 0); /* then EOF */
+	ck_assert_uint_eq(seq_of(&r, 0), 0);                         /* nothing filled */
+	raw_free(&r);
+	assert_healthy();
+}
+END_TEST
+
+/* Malformed, oversized and out-of-order messages: table-driven. */
+enum bad_kind {
+	BAD_HUGE, BAD_MAGIC, BAD_VERSION, BAD_LEN, BAD_RESERVED, BAD_TYPE, HELLO_NO_FD,
+	HELLO_SHORT, FILL_FIRST, UNSEALED, RING_SIZE, GEOMETRY, FILL_EOF, FILL_ZERO,
+	FILL_NEG, FILL_PIECE, FILL_WITH_FD, HELLO_TWICE,
+};
+static const struct { const char *name; enum bad_kind kind; int err; } bad[] = {
+	{ "oversized message", BAD_HUGE, EMSGSIZE },
+	{ "bad magic", BAD_MAGIC, EPROTO },
+	{ "other version", BAD_VERSION, EPROTONOSUPPORT },
+	{ "header length lies", BAD_LEN, EPROTO },
+	{ "reserved field set", BAD_RESERVED, EPROTO },
+	{ "unknown type", BAD_TYPE, EPROTO },
+	{ "HELLO without ring", HELLO_NO_FD, EPROTO },
+	{ "HELLO too short", HELLO_SHORT, EPROTO },
+	{ "FILL before HELLO", FILL_FIRST, EPROTO },
+	{ "ring not sealed", UNSEALED, EBADFD },
+	{ "ring of the wrong size", RING_SIZE, EBADFD },
+	{ "one-slot ring", GEOMETRY, EINVAL },
+	{ "FILL past the end", FILL_EOF, EINVAL },
+	{ "FILL of nothing", FILL_ZERO, EINVAL },
+	{ "FILL at a negative offset", FILL_NEG, EINVAL },
+	{ "FILL with the wrong first piece", FILL_PIECE, EPROTO },
+	{ "FILL carrying a descriptor", FILL_WITH_FD, EPROTO },
+	{ "second HELLO", HELLO_TWICE, EPROTO },
+};
+
+START_TEST(test_malformed)
+{
+	enum bad_kind k = bad[_i].kind;
+	struct objfs_msg_hello m;
+	struct objfs_msg_fill f;
+	struct raw r;
+	int err = 0, t;
+
+	raw_ring(&r, k == GEOMETRY ? 1 : SLOTS, SLOT_SIZE,
+		 k == RING_SIZE ? objfs_ring_bytes(SLOTS, SLOT_SIZE) + 4096 :
+		 k == GEOMETRY ? objfs_ring_bytes(2, SLOT_SIZE) : 0, k != UNSEALED);
+	hello_msg(&m, &r, cap.token, 42);
+	fill_msg(&f, cap.token, 42, 0, 0, 100);
+	if (k >= FILL_EOF)
+		ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
+	switch (k) {
+	case BAD_HUGE: {
+		char big[OBJFS_MSG_MAX * 4];
+
+		memset(big, 0, sizeof(big));
+		memcpy(big, &m, sizeof(m));
+		((struct objfs_msg_hdr *)big)->len = sizeof(big);
+		raw_send(r.sock, big, sizeof(big), r.memfd);
+		break;
+	}
+	case BAD_MAGIC: m.h.magic ^= 1; raw_send(r.sock, &m, sizeof(m), r.memfd); break;
+	case BAD_VERSION: m.h.version = 99; raw_send(r.sock, &m, sizeof(m), r.memfd); break;
+	case BAD_LEN: m.h.len = 40; raw_send(r.sock, &m, sizeof(m), r.memfd); break;
+	case BAD_RESERVED: m.h.reserved = 1; raw_send(r.sock, &m, sizeof(m), r.memfd); break;
+	case BAD_TYPE: m.h.type = 77; raw_send(r.sock, &m, sizeof(m), r.memfd); break;
+	case HELLO_NO_FD: raw_send(r.sock, &m, sizeof(m), -1); break;
+	case HELLO_SHORT:
+		m.h.len = sizeof(m) - 8;
+		raw_send(r.sock, &m, sizeof(m) - 8, r.memfd);
+		break;
+	case FILL_FIRST: raw_send(r.sock, &f, sizeof(f), -1); break;
+	case UNSEALED: case RING_SIZE: case GEOMETRY:
+		raw_send(r.sock, &m, sizeof(m), r.memfd);
+		break;
+	case FILL_EOF: f.off = FILE_SIZE - 10; f.len = 11; raw_send(r.sock, &f, sizeof(f), -1); break;
+	case FILL_ZERO: f.len = 0; raw_send(r.sock, &f, sizeof(f), -1); break;
+	case FILL_NEG: f.off = -1; raw_send(r.sock, &f, sizeof(f), -1); break;
+	case FILL_PIECE: f.first_piece = 5; raw_send(r.sock, &f, sizeof(f), -1); break;
+	case FILL_WITH_FD: raw_send(r.sock, &f, sizeof(f), r.memfd); break;
+	case HELLO_TWICE: raw_send(r.sock, &m, sizeof(m), r.memfd); break;
+	}
+	t = raw_recv(r.sock, NULL, 0, 5000, &err);
+	ck_assert_msg(t == OBJFS_MSG_ERR && err == bad[_i].err, "%s: expected ERR %d, got type %d err %d",
+		      bad[_i].name, bad[_i].err, t, err);
+	ck_assert_int_eq(raw_recv(r.sock, NULL, 0, 5000, NULL), 0); /* the daemon closed */
+	raw_free(&r);
+	wait_sessions(0, 5);
+	assert_healthy();
+}
+END_TEST
+
+/* A peer that vanishes while the daemon waits on its full ring. */
+START_TEST(test_peer_vanishes)
+{
+	struct objfs_msg_fill f;
+	struct raw r;
+
+	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
+	fill_msg(&f, cap.token, 42, 0, 0, 20 * SLOT_SIZE);
+	raw_send(r.sock, &f, sizeof(f), -1);
+	ck_assert_uint_eq(wait_seq(&r, SLOTS - 1, 1), 1); /* the ring is full */
+	wait_sessions(1, 1);
+	close(r.sock);
+	r.sock = -1;
+	wait_sessions(0, 2);
+	raw_free(&r);
+	assert_healthy();
+}
+END_TEST
+
+/* A client process killed mid-fill (SIGKILL, nothing cleaned up). */
+START_TEST(test_client_killed)
+{
+	int pfd[2];
+	pid_t pid;
+	char c;
+
+	ck_assert_int_eq(pipe(pfd), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct objfs_msg_fill f;
+		struct raw r;
+
+		close(pfd[0]);
+		raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+		if (raw_hello(&r, cap.token, 42))
+			_exit(1);
+		fill_msg(&f, cap.token, 42, 0, 0, 40 * SLOT_SIZE);
+		raw_send(r.sock, &f, sizeof(f), -1);
+		wait_seq(&r, 1, 1);
+		(void)!write(pfd[1], "x", 1);
+		pause();
+		_exit(0);
+	}
+	close(pfd[1]);
+	ck_assert_int_eq(read(pfd[0], &c, 1), 1);
+	wait_sessions(1, 1);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	close(pfd[0]);
+	wait_sessions(0, 2);
+	assert_healthy();
+}
+END_TEST
+
+/* The daemon goes away mid-read: the client's read fails, in bounded time. */
+struct bg { struct objfs_gpu *h; int rc; ssize_t n; double t_end; };
+
+static void *bg_read(void *a)
+{
+	struct bg *b = a;
+	size_t len = 2u << 20;
+	char *buf = malloc(len);
+
+	b->rc = objfs_gpu_read(b->h, buf, len, 0, &b->n);
+	b->t_end = now();
+	free(buf);
+	return NULL;
+}
+
+START_TEST(test_daemon_dies)
+{
+	struct bg b = { 0 };
+	pthread_t t;
+	double t_kill;
+
+	atomic_store(&fetch_delay_ms, 400);
+	ck_assert_int_eq(objfs_gpu_open_cap(&cap, &b.h), 0);
+	pthread_create(&t, NULL, bg_read, &b);
+	usleep(100000);
+	t_kill = now();
+	objfs_side_free(side); /* every session's socket is shut down first */
+	side = NULL;
+	pthread_join(t, NULL);
+	ck_assert_int_eq(b.rc, -EIO);
+	ck_assert_msg(b.t_end - t_kill < 3.0, "the read took %.2f s to fail", b.t_end - t_kill);
+	{
+		char x[10];
+		ssize_t n;
+
+		ck_assert_int_eq(objfs_gpu_read(b.h, x, sizeof(x), 0, &n), -EIO);
+	}
+	objfs_gpu_close(b.h);
+	side = server_new(8, 64); /* for teardown */
+}
+END_TEST
+
+START_TEST(test_limits)
+{
+	struct objfs_side *s2;
+	struct objfs_side_cap c[4];
+	struct objfs_side_stats st;
+	struct raw r[3];
+	int err = 0;
+
+	/* Capabilities are capped. */
+	s2 = server_new(2, 3);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(grant(s2, getuid(), 42, &c[i]), 0);
+	ck_assert_int_eq(grant(s2, getuid(), 42, &c[3]), -ENOSPC);
+	objfs_side_free(s2);
+	/* Sessions are capped: the third connection is refused with EBUSY. */
+	objfs_side_free(side);
+	side = server_new(2, 64);
+	ck_assert_int_eq(grant(side, getuid(), 42, &cap), 0);
+	for (int i = 0; i < 2; i++) {
+		raw_ring(&r[i], SLOTS, SLOT_SIZE, 0, 1);
+		ck_assert_int_eq(raw_hello(&r[i], cap.token, 42), 0);
+	}
+	raw_ring(&r[2], SLOTS, SLOT_SIZE, 0, 1);
+	ck_assert_int_eq(raw_recv(r[2].sock, NULL, 0, 5000, &err), OBJFS_MSG_ERR);
+	ck_assert_int_eq(err, EBUSY);
+	objfs_side_get_stats(side, &st);
+	ck_assert_uint_eq(st.sessions_refused, 1);
+	for (int i = 0; i < 3; i++)
+		raw_free(&r[i]);
+	wait_sessions(0, 2);
+	assert_healthy();
+}
+END_TEST
+
+START_TEST(test_strerror)
+{
+	ck_assert_str_eq(objfs_strerror(0), "success");
+	ck_assert(strstr(objfs_strerror(-ENOTTY), "objfs mount") != NULL);
+	ck_assert(strcmp(objfs_strerror(-EIO), objfs_strerror(EIO)) == 0);
+	ck_assert(objfs_strerror(-99999) != NULL);
+}
+END_TEST
+
+static Suite *side_suite(void)
+{
+	Suite *s = suite_create("side");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_cap_fields);
+	tcase_add_test(tc, test_client_reads);
+	tcase_add_test(tc, test_client_threads);
+	tcase_add_test(tc, test_ring_sequence);
+	tcase_add_test(tc, test_fill_error);
+	tcase_add_test(tc, test_wrong_uid);
+	tcase_add_test(tc, test_wrong_inode);
+	tcase_add_loop_test(tc, test_malformed, 0, sizeof(bad) / sizeof(bad[0]));
+	tcase_add_test(tc, test_peer_vanishes);
+	tcase_add_test(tc, test_client_killed);
+	tcase_add_test(tc, test_daemon_dies);
+	tcase_add_test(tc, test_limits);
+	tcase_add_test(tc, test_strerror);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(side_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

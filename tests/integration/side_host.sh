@@ -1,0 +1,136 @@
+#!/bin/bash
+# shellcheck source-path=SCRIPTDIR
+#
+# side_host.sh: the GPU side API end to end, into host memory (no GPU
+# needed): a real nginx, a real mount, libobjfs through tests/side_client.
+#
+#   OBJFS=/path/to/objfs tests/integration/side_host.sh
+#
+# Checks: odd offsets and sizes compared with the source (through a small
+# ring, so every read wraps around it many times); a short file gives the
+# short count; FUSE reads and side reads of one file agree; a token of
+# another inode is refused; a non-objfs file gives ENOTTY and side=off gives
+# EOPNOTSUPP; a client killed mid-fill leaves the daemon serving and its
+# ring unmapped; the daemon still unmounts cleanly.
+#
+# Exit status: 0 all passed, 1 something failed, 77 skipped (no FUSE),
+# 99 hard error.
+
+set -u
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
+
+skip_unless_fuse
+require_objfs
+CLIENT=${SIDE_CLIENT:-$(dirname "$OBJFS")/../tests/side_client}
+[ -x "$CLIENT" ] || { echo "ERROR: side_client not found at $CLIENT (make check builds it)" >&2; exit 99; }
+
+SRC=$TEST_TMP/src
+MNT=$TEST_TMP/mnt
+MNT_SLOW=$TEST_TMP/mnt-slow
+MNT_OFF=$TEST_TMP/mnt-off
+mkdir -p "$SRC"
+head -c $((40 * 1024 * 1024 + 7)) /dev/urandom >"$SRC/big.bin"
+head -c 10 /dev/urandom >"$SRC/small.bin"
+head -c 5000 /dev/urandom >"$SRC/other.bin"
+
+check_unmount() {
+	local label=$1 mnt=$2
+	if unmount_objfs "$mnt" && [ "$UNMOUNT_HOW" = fusermount3 ] && [ "$UNMOUNT_STATUS" = 0 ]; then
+		pass "$label: fusermount3 -u unmounted it and objfs exited with status 0"
+	else
+		fail "$label: expected a clean unmount and exit 0, got how='$UNMOUNT_HOW' status='$UNMOUNT_STATUS'"
+	fi
+}
+
+# rings PID: how many side API rings the process has mapped
+rings() {
+	grep -c 'memfd:objfs-ring' "/proc/$1/maps" 2>/dev/null || true
+}
+
+nginx_start "$SRC" || exit 99
+URL=http://127.0.0.1:$NGINX_PORT
+
+mount_objfs "$URL/data/" "$MNT" "ring_slots=4,ring_slot_size=1M" || exit 99
+FAST_PID=$OBJFS_PID
+
+if out=$(timeout 120 "$CLIENT" reads "$MNT/big.bin" "$SRC/big.bin" 2>&1); then
+	pass "odd offsets and sizes into host memory equal the source (40 MiB file, 4 x 1 MiB ring)"
+else
+	fail "expected every side read of big.bin to equal the source; side_client said:"
+	printf '%s\n' "$out" | grep -v '^ok' | sed 's/^/    | /' | head -20
+fi
+if out=$(timeout 60 "$CLIENT" reads "$MNT/small.bin" "$SRC/small.bin" 2>&1); then
+	pass "a 10-byte file: reads past its end give the short count (and 0 at the end)"
+else
+	fail "expected short counts on small.bin; side_client said:"
+	printf '%s\n' "$out" | grep -v '^ok' | sed 's/^/    | /' | head -20
+fi
+if [ "$(timeout 60 sha256sum <"$MNT/big.bin" | cut -d' ' -f1)" = "$(sha256sum <"$SRC/big.bin" | cut -d' ' -f1)" ]; then
+	pass "FUSE reads of the file the side API filled from are right (one shared cache)"
+else
+	fail "expected cat through the mount to equal the source after side reads"
+fi
+if out=$(timeout 60 "$CLIENT" wrongino "$MNT/big.bin" "$MNT/other.bin" 2>&1); then
+	pass "a token of another inode is refused (HELLO and FILL, EACCES)"
+else
+	fail "expected B's token to be refused for A; side_client said:"
+	printf '%s\n' "$out" | sed 's/^/    | /'
+fi
+out=$(timeout 30 "$CLIENT" open "$SRC/small.bin" 2>&1)
+case $out in
+"-25 "*) pass "objfs_gpu_open on a file outside the mount: -ENOTTY" ;;
+*) fail "expected -ENOTTY (-25) for a non-objfs file, got '$out'" ;;
+esac
+
+# A client killed mid-fill: throttled mount, so the fill is surely running.
+mount_objfs "$URL/slow/" "$MNT_SLOW" "ring_slots=2,ring_slot_size=1M,max_connections=2" || exit 99
+SLOW_PID=$OBJFS_PID
+"$CLIENT" hang "$MNT_SLOW/big.bin" >"$TEST_TMP/hang.out" 2>&1 &
+HANG=$!
+for ((i = 0; i < 100; i++)); do
+	grep -q reading "$TEST_TMP/hang.out" 2>/dev/null && [ "$(rings "$SLOW_PID")" -ge 1 ] && break
+	sleep 0.1
+done
+if [ "$(rings "$SLOW_PID")" -ge 1 ]; then
+	pass "mid-fill: the daemon has the client's ring mapped"
+else
+	fail "expected the daemon (pid $SLOW_PID) to map the client's ring during the fill; $(cat "$TEST_TMP/hang.out")"
+fi
+sleep 0.5
+kill -KILL "$HANG"
+wait "$HANG" 2>/dev/null
+for ((i = 0; i < 150; i++)); do
+	[ "$(rings "$SLOW_PID")" -eq 0 ] && break
+	sleep 0.1
+done
+if [ "$(rings "$SLOW_PID")" -eq 0 ] && kill -0 "$SLOW_PID" 2>/dev/null; then
+	pass "client killed mid-fill: the daemon lives and unmapped the ring within $((i / 10)) s"
+else
+	fail "expected the daemon alive with no ring mapped 15 s after the client was killed (rings: $(rings "$SLOW_PID"))"
+fi
+if out=$(timeout 60 "$CLIENT" reads "$MNT_SLOW/small.bin" "$SRC/small.bin" 2>&1); then
+	pass "after the killed client, the same daemon serves a new session"
+else
+	fail "expected the daemon to serve side reads after the kill; side_client said:"
+	printf '%s\n' "$out" | grep -v '^ok' | sed 's/^/    | /' | head
+fi
+check_unmount "throttled mount after a killed client" "$MNT_SLOW"
+
+mount_objfs "$URL/data/" "$MNT_OFF" "side=off" || exit 99
+out=$(timeout 30 "$CLIENT" open "$MNT_OFF/small.bin" 2>&1)
+case $out in
+"-95 "*) pass "side=off: objfs_gpu_open gives -EOPNOTSUPP" ;;
+*) fail "expected -EOPNOTSUPP (-95) with side=off, got '$out'" ;;
+esac
+check_unmount "side=off mount" "$MNT_OFF"
+
+if kill -0 "$FAST_PID" 2>/dev/null && [ "$(rings "$FAST_PID")" -eq 0 ]; then
+	pass "after all clients closed, the daemon maps no ring"
+else
+	fail "expected no ring mapped in the daemon after the clients closed (rings: $(rings "$FAST_PID"))"
+fi
+check_unmount "side API mount" "$MNT"
+summary

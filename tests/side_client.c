@@ -1,0 +1,257 @@
+/*
+ * side_client: the libobjfs client used by tests/integration/side_host.sh
+ * against a real mount. Host memory only (runs without a GPU).
+ *
+ *   side_client reads MNTFILE SRCFILE   odd offsets and sizes, compared with
+ *                                       the source file; short count at EOF
+ *   side_client hang MNTFILE            starts a whole-file read and prints
+ *                                       "reading" (the script kills it)
+ *   side_client wrongino MNT_A MNT_B    a token of B is refused for A
+ *   side_client open MNTFILE            prints objfs_gpu_open's result
+ *
+ * Exit status 0 when every check held; messages say what was expected.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "objfs.h"
+#include "side_proto.h"
+
+static int failures;
+
+static void check(int ok, const char *what)
+{
+	printf("%s: %s\n", ok ? "ok" : "NOT OK", what);
+	if (!ok)
+		failures++;
+}
+
+static int open_handle(const char *path, struct objfs_gpu **h)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), err;
+
+	if (fd < 0) {
+		fprintf(stderr, "open %s: %s\n", path, strerror(errno));
+		exit(2);
+	}
+	err = objfs_gpu_open(fd, h);
+	close(fd); /* the handle does not need the descriptor */
+	return err;
+}
+
+static int do_reads(const char *mnt, const char *src)
+{
+	struct objfs_gpu *h;
+	struct stat st;
+	int sfd = open(src, O_RDONLY), err;
+	char *got, *want, msg[256];
+	int64_t size;
+
+	if (sfd < 0 || fstat(sfd, &st))
+		return 2;
+	size = st.st_size;
+	err = open_handle(mnt, &h);
+	if (err) {
+		fprintf(stderr, "objfs_gpu_open(%s): %s\n", mnt, objfs_strerror(err));
+		return 1;
+	}
+	got = malloc((size_t)size + 65536);
+	want = malloc((size_t)size + 65536);
+	struct { int64_t off; int64_t len; } v[] = {
+		{ 0, 1 }, { 1, 1 }, { 7, 4093 }, { 4095, 65537 }, { 1 << 20, 3 },
+		{ 12345, (8 << 20) + 1 }, { 999999, (17 << 20) + 333 }, { size - 1, 1 },
+		{ size - 77, 4096 }, { size, 10 }, { size + 5, 10 }, { 0, size },
+		{ 3, size + 100 },
+	};
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		int64_t expect = v[i].off >= size ? 0 :
+				 (v[i].len < size - v[i].off ? v[i].len : size - v[i].off);
+		ssize_t n = -1;
+
+		if (v[i].off < 0 || v[i].len <= 0)
+			continue;
+		memset(got, 0x5a, (size_t)(v[i].len < size ? v[i].len : size) + 1);
+		err = objfs_gpu_read(h, got, (size_t)v[i].len, v[i].off, &n);
+		snprintf(msg, sizeof(msg), "read of %lld bytes at %lld: expected %lld bytes, got "
+			 "%zd (%s)", (long long)v[i].len, (long long)v[i].off, (long long)expect, n,
+			 objfs_strerror(err));
+		check(!err && n == expect, msg);
+		if (err || n != expect)
+			continue;
+		if (pread(sfd, want, (size_t)n, v[i].off) != n)
+			return 2;
+		snprintf(msg, sizeof(msg), "read of %lld bytes at %lld: bytes equal the source and "
+			 "nothing written past them", (long long)v[i].len, (long long)v[i].off);
+		check(memcmp(got, want, (size_t)n) == 0 && (unsigned char)got[n] == 0x5a, msg);
+	}
+	if (size >= 8192) {
+		ssize_t n;
+
+		check(objfs_gpu_read(h, got, 1, -1, &n) == -EINVAL, "negative offset: -EINVAL");
+		check(objfs_gpu_buf_register(h, got, 4096) == 0, "register a host buffer");
+		check(objfs_gpu_buf_register(h, got + 100, 10) == -EEXIST, "overlap: -EEXIST");
+		check(objfs_gpu_read(h, got + 4000, 200, 0, &n) == -EFAULT,
+		      "a read running past a registered buffer: -EFAULT");
+		check(objfs_gpu_read(h, got, 4096, 5, &n) == 0 && n == 4096 &&
+		      pread(sfd, want, 4096, 5) == 4096 && memcmp(got, want, 4096) == 0,
+		      "a read into the registered buffer");
+		check(objfs_gpu_buf_deregister(h, got, 4096) == 0, "deregister");
+		check(objfs_gpu_buf_deregister(h, got, 4096) == -ENOENT, "deregister twice: -ENOENT");
+	}
+	objfs_gpu_close(h);
+	free(got);
+	free(want);
+	close(sfd);
+	return failures ? 1 : 0;
+}
+
+static int do_hang(const char *mnt)
+{
+	struct objfs_gpu *h;
+	struct stat st;
+	ssize_t n;
+	char *buf;
+	int err;
+
+	if (stat(mnt, &st))
+		return 2;
+	err = open_handle(mnt, &h);
+	if (err) {
+		fprintf(stderr, "objfs_gpu_open(%s): %s\n", mnt, objfs_strerror(err));
+		return 1;
+	}
+	buf = malloc((size_t)st.st_size);
+	printf("reading\n");
+	fflush(stdout);
+	err = objfs_gpu_read(h, buf, (size_t)st.st_size, 0, &n);
+	printf("read ended: %s\n", objfs_strerror(err));
+	return 0;
+}
+
+static int cap_of(const char *path, struct objfs_side_cap *cap)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
+
+	if (fd < 0)
+		return -errno;
+	rc = ioctl(fd, OBJFS_IOC_GPU_CAP, cap) ? -errno : 0;
+	close(fd);
+	return rc;
+}
+
+/* HELLO for @ino with @token; returns 0 or the errno the daemon answered. */
+static int raw_hello(const struct objfs_side_cap *cap, const uint8_t *token, uint64_t ino,
+		     int *sock_out)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t n = strlen(cap->sock);
+	struct objfs_msg_hello m = { 0 };
+	union { struct cmsghdr a; char b[CMSG_SPACE(sizeof(int))]; } cb;
+	struct iovec iov = { &m, sizeof(m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cb.b,
+			     .msg_controllen = sizeof(cb.b) };
+	struct cmsghdr *cm;
+	char buf[OBJFS_MSG_MAX];
+	uint64_t bytes = objfs_ring_bytes(cap->ring_slots, cap->ring_slot_size);
+	struct objfs_ring_hdr *r;
+	int sock, memfd;
+
+	memfd = memfd_create("side-client", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (memfd < 0 || ftruncate(memfd, (off_t)bytes) ||
+	    fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW))
+		return -1;
+	r = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	r->magic = OBJFS_SIDE_MAGIC;
+	r->version = OBJFS_SIDE_VERSION;
+	r->slots = cap->ring_slots;
+	r->slot_size = cap->ring_slot_size;
+	memcpy(sa.sun_path, cap->sock, n);
+	sa.sun_path[0] = '\0';
+	sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (connect(sock, (struct sockaddr *)&sa,
+		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)))
+		return -1;
+	objfs_msg_init(&m.h, OBJFS_MSG_HELLO, sizeof(m));
+	memcpy(m.token, token, OBJFS_TOKEN_LEN);
+	m.ino = ino;
+	m.slots = cap->ring_slots;
+	m.slot_size = cap->ring_slot_size;
+	m.ring_bytes = bytes;
+	memset(&cb, 0, sizeof(cb));
+	cm = CMSG_FIRSTHDR(&mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &memfd, sizeof(int));
+	if (sendmsg(sock, &mh, 0) != (ssize_t)sizeof(m) || recv(sock, buf, sizeof(buf), 0) < 16)
+		return -1;
+	close(memfd);
+	*sock_out = sock;
+	if (((struct objfs_msg_hdr *)buf)->type == OBJFS_MSG_HELLO_OK)
+		return 0;
+	return ((struct objfs_msg_err *)buf)->err;
+}
+
+static int do_wrongino(const char *a, const char *b)
+{
+	struct objfs_side_cap ca, cb;
+	struct objfs_msg_fill f = { 0 };
+	char buf[OBJFS_MSG_MAX];
+	int sock, rc;
+
+	if (cap_of(a, &ca) || cap_of(b, &cb)) {
+		fprintf(stderr, "ioctl failed: %s\n", strerror(errno));
+		return 2;
+	}
+	check(ca.ino != cb.ino, "the two files have different inodes");
+	rc = raw_hello(&ca, cb.token, ca.ino, &sock);
+	check(rc == EACCES, "HELLO for A with B's token: refused with EACCES");
+	close(sock);
+	rc = raw_hello(&ca, ca.token, ca.ino, &sock);
+	check(rc == 0, "HELLO for A with A's token: accepted");
+	objfs_msg_init(&f.h, OBJFS_MSG_FILL, sizeof(f));
+	memcpy(f.token, cb.token, OBJFS_TOKEN_LEN);
+	f.ino = cb.ino;
+	f.req_id = 1;
+	f.len = 10;
+	rc = (int)send(sock, &f, sizeof(f), 0);
+	rc = (int)recv(sock, buf, sizeof(buf), 0);
+	check(rc == sizeof(struct objfs_msg_err) &&
+	      ((struct objfs_msg_hdr *)buf)->type == OBJFS_MSG_ERR &&
+	      ((struct objfs_msg_err *)buf)->err == EACCES,
+	      "FILL of B in A's session: ERR EACCES");
+	close(sock);
+	return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && strcmp(argv[1], "reads") == 0)
+		return do_reads(argv[2], argv[3]);
+	if (argc == 3 && strcmp(argv[1], "hang") == 0)
+		return do_hang(argv[2]);
+	if (argc == 4 && strcmp(argv[1], "wrongino") == 0)
+		return do_wrongino(argv[2], argv[3]);
+	if (argc == 3 && strcmp(argv[1], "open") == 0) {
+		struct objfs_gpu *h;
+		int err = open_handle(argv[2], &h);
+
+		printf("%d %s\n", err, objfs_strerror(err));
+		objfs_gpu_close(h);
+		return 0;
+	}
+	fprintf(stderr, "usage: see the header of tests/side_client.c\n");
+	return 2;
+}
