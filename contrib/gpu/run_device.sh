@@ -1,0 +1,76 @@
+#!/bin/bash
+# run_device.sh: everything the GPU side API needs checked on the lent GPU
+# machine, in one go (it has no compiler, no libfuse, no nginx, no network).
+#
+# Here (the build machine), once:
+#   echo /.debs/ >> .git/info/exclude
+#   mkdir -p .debs && (cd .debs && apt-get download libfuse3-3 fuse3 nginx nginx-common)
+#   contrib/gpu/run_device.sh pack      # builds build-gpu/ and build-gpu/dev/
+# Then on the device (through the device tool, carry [".debs", "build-gpu/dev"]):
+#   contrib/gpu/run_device.sh run       # results and logs under $OUT (or ./device-out)
+#
+# "run" unpacks the .debs into /tmp/root, adds any shared library the
+# device lacks from build-gpu/dev/fallback (copied from the build machine),
+# prints the GPU and driver, then runs tests/integration/side_host.sh (host
+# buffers) and tests/gpu/side_gpu.sh (device buffers, with the benchmark).
+set -u
+top=$(cd "$(dirname "$0")/../.." && pwd)
+dev=$top/build-gpu/dev
+
+pack() {
+	set -e
+	mkdir -p "$top/build-gpu"
+	cd "$top/build-gpu"
+	[ -f Makefile ] || ../configure -q --disable-shared --enable-static
+	make -s -j2 src/objfs tests/side_client tests/gpu/gpu_fill
+	rm -rf "$dev"
+	mkdir -p "$dev/fallback"
+	cp src/objfs tests/side_client tests/gpu/gpu_fill "$dev/"
+	strip "$dev/objfs" "$dev/side_client"
+	for l in $(ldd src/objfs tests/gpu/gpu_fill | awk '$3 ~ /^\// { print $3 }' | sort -u |
+		grep -v 'libc\.so\|libm\.so\|libresolv\|ld-linux\|libstdc\|libgcc_s'); do
+		cp -L "$l" "$dev/fallback/"
+	done
+	du -sh "$dev"
+}
+
+run() {
+	local out=${OUT:-$top/device-out} root=/tmp/root d missing rc=0
+	mkdir -p "$out" "$root" /var/lib/nginx
+	for d in "$top"/.debs/*.deb; do dpkg -x "$d" "$root"; done
+	export PATH=$root/usr/bin:$root/usr/sbin:$root/bin:$PATH
+	export LD_LIBRARY_PATH=$root/usr/lib/x86_64-linux-gnu:$root/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+	# Only what the device lacks comes from the build machine.
+	mkdir -p /tmp/fallback
+	for i in 1 2 3 4; do
+		missing=$(ldd "$dev/objfs" "$dev/gpu_fill" "$root/usr/sbin/nginx" 2>/dev/null |
+			awk '/not found/ { print $1 }' | sort -u)
+		[ -n "$missing" ] || break
+		for d in $missing; do
+			[ -e "$dev/fallback/$d" ] && ln -sf "$dev/fallback/$d" /tmp/fallback/
+		done
+		export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/tmp/fallback
+	done
+	{
+		echo "== device"; nvidia-smi --query-gpu=name,driver_version,pcie.link.gen.current,pcie.link.width.current --format=csv
+		uname -r; grep PRETTY /etc/os-release
+		echo "== libraries taken from the build machine:"; ls /tmp/fallback
+		ldd "$dev/objfs" "$dev/gpu_fill" | grep 'not found' || echo "(none missing)"
+		command -v python3 curl fusermount3 nginx
+	} 2>&1 | tee "$out/device.txt"
+	export OBJFS=$dev/objfs SIDE_CLIENT=$dev/side_client GPU_FILL=$dev/gpu_fill
+	export NGINX=$root/usr/sbin/nginx
+	echo "== side_host.sh"
+	"$top/tests/integration/side_host.sh" 2>&1 | tee "$out/side_host.log"
+	[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+	echo "== side_gpu.sh"
+	SIDE_GPU_BENCH=${SIDE_GPU_BENCH:-1} "$top/tests/gpu/side_gpu.sh" 2>&1 | tee "$out/side_gpu.log"
+	[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+	return "$rc"
+}
+
+case ${1:-} in
+pack) pack ;;
+run) run ;;
+*) echo "usage: $0 pack|run" >&2; exit 2 ;;
+esac

@@ -1,0 +1,448 @@
+/*
+ * gpu_fill: GPU tests of libobjfs against a real objfs mount (driven by
+ * tests/gpu/side_gpu.sh). Every check compares on the GPU: a kernel
+ * computes a position-weighted checksum of the device bytes, the CPU
+ * computes the same over the source file, and guard bytes around the
+ * destination must be untouched.
+ *
+ *   gpu_fill probe                     exit 77 without a usable GPU
+ *   gpu_fill sizes MNTFILE SRC [MAX]   1 B .. MAX (default 1 GiB) at odd file
+ *                                      offsets into odd device offsets, sync and
+ *                                      async, registered and not; host async
+ *   gpu_fill order MNTFILE SRC         kernel writes buf -> fill -> kernel reads,
+ *                                      one stream, no host sync in between
+ *   gpu_fill pool MNTFILE SRC          cudaMallocAsync pool memory
+ *   gpu_fill kill MNTFILE              enqueue a long fill, print "enqueued",
+ *                                      then report when the stream completes
+ *   gpu_fill bench MNTFILE             read()+cudaMemcpy (pageable, pinned) and
+ *                                      objfs_gpu_read, GB/s
+ *
+ * Exit 0 when every check held, 1 otherwise, 77 without a GPU.
+ */
+#include <cuda_runtime.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "objfs.h"
+
+#define CK(x)                                                                      \
+	do {                                                                       \
+		cudaError_t e_ = (x);                                              \
+		if (e_ != cudaSuccess) {                                           \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, \
+				cudaGetErrorString(e_));                           \
+			exit(1);                                                   \
+		}                                                                  \
+	} while (0)
+
+static int failures;
+
+static void check(int ok, const char *fmt, const char *what, long long a, long long b)
+{
+	printf("%s: ", ok ? "ok" : "NOT OK");
+	printf(fmt, what, a, b);
+	printf("\n");
+	fflush(stdout);
+	if (!ok)
+		failures++;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+__host__ __device__ static inline uint64_t weight(uint64_t pos)
+{
+	return ((pos * 0x9E3779B97F4A7C15ull) >> 40) | 1;
+}
+
+/* sum of b[i] * weight(base + i), and count of bytes != guard in the guards */
+__global__ void k_sum(const unsigned char *b, size_t n, uint64_t base, unsigned long long *out)
+{
+	unsigned long long s = 0;
+
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		s += (unsigned long long)b[i] * weight(base + i);
+	for (int o = 16; o; o >>= 1)
+		s += __shfl_down_sync(0xffffffffu, s, o);
+	if ((threadIdx.x & 31) == 0)
+		atomicAdd(out, s);
+}
+
+__global__ void k_count_not(const unsigned char *b, size_t n, unsigned char v,
+			    unsigned long long *out)
+{
+	unsigned long long c = 0;
+
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		c += b[i] != v;
+	for (int o = 16; o; o >>= 1)
+		c += __shfl_down_sync(0xffffffffu, c, o);
+	if ((threadIdx.x & 31) == 0)
+		atomicAdd(out, c);
+}
+
+/* Spins ~@ns on the GPU, then writes @v over the buffer: the "writer" kernel. */
+__global__ void k_late_fill(unsigned char *b, size_t n, unsigned char v, long long ns)
+{
+	long long t0 = clock64();
+
+	if (ns)
+		while (clock64() - t0 < ns * 2) /* clock64 ticks ~2 per ns at ~2 GHz */
+			;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		b[i] = v;
+}
+
+static uint64_t cpu_sum(int fd, int64_t off, size_t n)
+{
+	static unsigned char buf[1 << 22];
+	uint64_t s = 0;
+	size_t done = 0;
+
+	while (done < n) {
+		size_t want = n - done < sizeof(buf) ? n - done : sizeof(buf);
+		ssize_t r = pread(fd, buf, want, off + (int64_t)done);
+
+		if (r <= 0) {
+			perror("pread source");
+			exit(2);
+		}
+		for (ssize_t i = 0; i < r; i++)
+			s += (uint64_t)buf[i] * weight((uint64_t)off + done + (size_t)i);
+		done += (size_t)r;
+	}
+	return s;
+}
+
+static uint64_t gpu_sum(const unsigned char *d, size_t n, uint64_t base, cudaStream_t st,
+			unsigned long long *acc)
+{
+	unsigned long long h;
+
+	CK(cudaMemsetAsync(acc, 0, sizeof(*acc), st));
+	if (n)
+		k_sum<<<1024, 256, 0, st>>>(d, n, base, acc);
+	CK(cudaMemcpyAsync(&h, acc, sizeof(h), cudaMemcpyDeviceToHost, st));
+	CK(cudaStreamSynchronize(st));
+	return h;
+}
+
+static uint64_t gpu_count_not(const unsigned char *d, size_t n, unsigned char v,
+			      unsigned long long *acc)
+{
+	unsigned long long h;
+
+	CK(cudaMemset(acc, 0, sizeof(*acc)));
+	if (n)
+		k_count_not<<<256, 256>>>(d, n, v, acc);
+	CK(cudaMemcpy(&h, acc, sizeof(h), cudaMemcpyDeviceToHost));
+	return h;
+}
+
+static struct objfs_gpu *open_h(const char *path, int64_t *size)
+{
+	struct objfs_gpu *h;
+	struct stat st;
+	int fd = open(path, O_RDONLY), err;
+
+	if (fd < 0 || fstat(fd, &st)) {
+		perror(path);
+		exit(2);
+	}
+	*size = st.st_size;
+	err = objfs_gpu_open(fd, &h);
+	close(fd);
+	if (err) {
+		fprintf(stderr, "objfs_gpu_open(%s): %s\n", path, objfs_strerror(err));
+		exit(1);
+	}
+	return h;
+}
+
+static int do_sizes(const char *mnt, const char *src, size_t max)
+{
+	static const size_t sizes[] = {
+		1, 2, 3, 4095, 4097, 65537, (1u << 20) + 1, (8u << 20) - 1, (8u << 20) + 1,
+		(64u << 20) + 3, (256u << 20) + 5, 1u << 30,
+	};
+	const size_t guard = 4096;
+	int64_t size;
+	struct objfs_gpu *h = open_h(mnt, &size);
+	int sfd = open(src, O_RDONLY);
+	unsigned long long *acc;
+	unsigned char *d;
+	cudaStream_t st;
+	char what[200];
+
+	CK(cudaMalloc(&acc, sizeof(*acc)));
+	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	CK(cudaMalloc(&d, max + 2 * guard + 64));
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+		size_t len = sizes[i];
+		int64_t off = (int64_t)(i * 7919 + 1) % 1000003; /* odd-ish offsets */
+		size_t doff = guard + (i * 13 + 1) % 61;          /* odd device offsets */
+		int async = i % 2, reg = i % 3 == 0;
+		size_t want;
+		ssize_t n = -7;
+		double t0, dt;
+		int err;
+
+		if (len > max)
+			continue;
+		if (off + (int64_t)len > size)
+			off = size - (int64_t)len - 1;
+		want = len;
+		CK(cudaMemset(d, 0xA5, max + 2 * guard + 64));
+		if (reg && objfs_gpu_buf_register(h, d + doff, len))
+			failures++;
+		t0 = now();
+		if (async) {
+			err = objfs_gpu_read_async(h, d + doff, len, off, &n, st);
+			if (!err)
+				CK(cudaStreamSynchronize(st));
+		} else {
+			err = objfs_gpu_read(h, d + doff, len, off, &n);
+		}
+		dt = now() - t0;
+		if (reg)
+			objfs_gpu_buf_deregister(h, d + doff, len);
+		snprintf(what, sizeof(what), "%s%s fill of %zu bytes at file offset %lld into device "
+			 "offset %zu (%.1f ms, %.2f GB/s)", async ? "async" : "sync",
+			 reg ? " registered" : "", len, (long long)off, doff, dt * 1e3,
+			 len / dt / 1e9);
+		check(!err && n == (ssize_t)want, "%s: count %lld, want %lld", what, n,
+		      (long long)want);
+		if (err || n != (ssize_t)want)
+			continue;
+		check(gpu_sum(d + doff, want, (uint64_t)off, st, acc) == cpu_sum(sfd, off, want),
+		      "%s: GPU checksum equals the source's%lld%lld", what, 0, 0);
+		check(gpu_count_not(d, doff, 0xA5, acc) == 0 &&
+		      gpu_count_not(d + doff + want, max + 2 * guard + 64 - doff - want, 0xA5, acc) == 0,
+		      "%s: guard bytes untouched%lld%lld", what, 0, 0);
+	}
+	/* Short count at the end of the file, into device memory. */
+	{
+		ssize_t n = -7;
+		int err = objfs_gpu_read(h, d + 1, 4096, size - 100, &n);
+
+		check(!err && n == 100, "%s: %lld bytes, want %lld", "read across EOF", n, 100);
+		check(gpu_sum(d + 1, 100, (uint64_t)size - 100, st, acc) == cpu_sum(sfd, size - 100, 100),
+		      "%s: checksum%lld%lld", "read across EOF", 0, 0);
+	}
+	/* Pageable host memory, ordered on a stream (host function path). */
+	{
+		size_t len = (24u << 20) + 3;
+		unsigned char *hb = (unsigned char *)malloc(len), *want = (unsigned char *)malloc(len);
+		ssize_t n = -7;
+		int err = objfs_gpu_read_async(h, hb, len, 12345, &n, st);
+
+		if (!err)
+			CK(cudaStreamSynchronize(st));
+		check(!err && n == (ssize_t)len && pread(sfd, want, len, 12345) == (ssize_t)len &&
+		      memcmp(hb, want, len) == 0, "%s: %lld bytes (want %lld), equal to the source",
+		      "async read into pageable host memory", n, (long long)len);
+		free(hb);
+		free(want);
+	}
+	objfs_gpu_close(h);
+	CK(cudaFree(d));
+	return failures ? 1 : 0;
+}
+
+static int do_order(const char *mnt, const char *src)
+{
+	int64_t size;
+	struct objfs_gpu *h = open_h(mnt, &size);
+	int sfd = open(src, O_RDONLY);
+	size_t len = (96u << 20) + 7;
+	unsigned long long *acc, got = 0;
+	unsigned char *d;
+	cudaStream_t st;
+	ssize_t n = -7;
+	int err;
+
+	CK(cudaMalloc(&acc, sizeof(*acc)));
+	CK(cudaMalloc(&d, len));
+	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	for (int round = 0; round < 3; round++) {
+		int64_t off = 1 + round * 1000001;
+
+		CK(cudaStreamSynchronize(st));
+		/*
+		 * Writer kernel: spins 200 ms, then overwrites the buffer. If the
+		 * fill were not ordered after it, the fill's bytes would be
+		 * overwritten (or the reader would run first): wrong checksum.
+		 */
+		k_late_fill<<<1024, 256, 0, st>>>(d, len, 0xEE, 200000000LL);
+		err = objfs_gpu_read_async(h, d, len, off, &n, st);
+		if (err) {
+			check(0, "%s: %lld %lld", "enqueue", err, 0);
+			break;
+		}
+		CK(cudaMemsetAsync(acc, 0, sizeof(*acc), st));
+		k_sum<<<1024, 256, 0, st>>>(d, len, (uint64_t)off, acc);
+		CK(cudaMemcpyAsync(&got, acc, sizeof(got), cudaMemcpyDeviceToHost, st));
+		CK(cudaStreamSynchronize(st));
+		check(n == (ssize_t)len && got == cpu_sum(sfd, off, len),
+		      "%s: writer kernel, fill, reader kernel on one stream: count %lld (want %lld), "
+		      "checksum equal to the source", "stream order", n, (long long)len);
+	}
+	objfs_gpu_close(h);
+	return failures ? 1 : 0;
+}
+
+static int do_pool(const char *mnt, const char *src)
+{
+	int64_t size;
+	struct objfs_gpu *h = open_h(mnt, &size);
+	int sfd = open(src, O_RDONLY);
+	unsigned long long *acc;
+	cudaStream_t st;
+
+	CK(cudaMalloc(&acc, sizeof(*acc)));
+	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	for (int i = 0; i < 4; i++) {
+		size_t len = ((size_t)(i + 1) << 24) + 11;
+		int64_t off = 3 + i * 77777;
+		unsigned char *d;
+		ssize_t n = -7;
+		int err;
+
+		CK(cudaMallocAsync(&d, len + 5, st));
+		err = objfs_gpu_read_async(h, d + 5, len, off, &n, st);
+		check(!err, "%s %lld: enqueue into cudaMallocAsync memory: %lld", "pool", i, err);
+		int sum_ok = gpu_sum(d + 5, len, (uint64_t)off, st, acc) == cpu_sum(sfd, off, len);
+
+		check(sum_ok && n == (ssize_t)len, "%s %lld: count %lld and checksum right", "pool", i, n);
+		CK(cudaFreeAsync(d, st));
+	}
+	CK(cudaStreamSynchronize(st));
+	objfs_gpu_close(h);
+	return failures ? 1 : 0;
+}
+
+static int do_kill(const char *mnt)
+{
+	int64_t size;
+	struct objfs_gpu *h = open_h(mnt, &size);
+	size_t len = size > (1 << 30) ? (1u << 30) : (size_t)size;
+	volatile ssize_t n = 12345;
+	unsigned char *d;
+	cudaStream_t st;
+	struct timespec ts;
+	int err;
+
+	CK(cudaMalloc(&d, len));
+	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	err = objfs_gpu_read_async(h, d, len, 0, (ssize_t *)&n, st);
+	if (err) {
+		printf("enqueue failed: %s\n", objfs_strerror(err));
+		return 1;
+	}
+	printf("enqueued\n");
+	fflush(stdout);
+	for (double t0 = now(); now() - t0 < 120;) {
+		if (cudaStreamQuery(st) == cudaSuccess)
+			break;
+		usleep(1000);
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	printf("stream %s nread=%zd at %.3f\n",
+	       cudaStreamQuery(st) == cudaSuccess ? "completed" : "HUNG", (ssize_t)n,
+	       ts.tv_sec + ts.tv_nsec / 1e9);
+	fflush(stdout);
+	objfs_gpu_close(h);
+	return 0;
+}
+
+static void bench_read_copy(const char *mnt, int64_t size, int pinned, unsigned char *d)
+{
+	size_t chunk = 64u << 20;
+	unsigned char *hb;
+	double t0, dt;
+	int fd = open(mnt, O_RDONLY);
+
+	if (pinned)
+		CK(cudaMallocHost(&hb, chunk));
+	else
+		hb = (unsigned char *)malloc(chunk);
+	t0 = now();
+	for (int64_t off = 0; off < size;) {
+		ssize_t r = pread(fd, hb, chunk, off);
+
+		if (r <= 0)
+			break;
+		CK(cudaMemcpy(d + off, hb, (size_t)r, cudaMemcpyHostToDevice));
+		off += r;
+	}
+	dt = now() - t0;
+	printf("bench: read() into %s memory + cudaMemcpy: %.2f GB/s (%.2f s)\n",
+	       pinned ? "pinned" : "pageable", size / dt / 1e9, dt);
+	if (pinned)
+		cudaFreeHost(hb);
+	else
+		free(hb);
+	close(fd);
+}
+
+static int do_bench(const char *mnt)
+{
+	int64_t size;
+	struct objfs_gpu *h = open_h(mnt, &size);
+	unsigned char *d;
+
+	CK(cudaMalloc(&d, (size_t)size));
+	for (int i = 0; i < 3; i++) {
+		ssize_t n;
+		double t0 = now(), dt;
+		int err = objfs_gpu_read(h, d, (size_t)size, 0, &n);
+
+		dt = now() - t0;
+		printf("bench: objfs_gpu_read of %lld bytes (%s): %s %.2f GB/s (%.2f s)\n",
+		       (long long)size, i ? "daemon cache warm" : "first read, from nginx",
+		       err ? objfs_strerror(err) : "ok", size / dt / 1e9, dt);
+	}
+	bench_read_copy(mnt, size, 0, d);
+	bench_read_copy(mnt, size, 1, d);
+	objfs_gpu_close(h);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int n = 0;
+
+	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+		printf("no usable GPU\n");
+		return 77;
+	}
+	if (argc == 2 && !strcmp(argv[1], "probe"))
+		return 0;
+	if (argc >= 4 && !strcmp(argv[1], "sizes"))
+		return do_sizes(argv[2], argv[3], argc > 4 ? strtoull(argv[4], NULL, 0) : 1u << 30);
+	if (argc == 4 && !strcmp(argv[1], "order"))
+		return do_order(argv[2], argv[3]);
+	if (argc == 4 && !strcmp(argv[1], "pool"))
+		return do_pool(argv[2], argv[3]);
+	if (argc == 3 && !strcmp(argv[1], "kill"))
+		return do_kill(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "bench"))
+		return do_bench(argv[2]);
+	fprintf(stderr, "usage: see the header of tests/gpu/gpu_fill.cu\n");
+	return 2;
+}

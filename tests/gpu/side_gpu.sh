@@ -1,0 +1,94 @@
+#!/bin/bash
+# shellcheck source-path=SCRIPTDIR
+#
+# side_gpu.sh: the GPU side API into device memory, end to end: nginx, a
+# real mount, libobjfs, CUDA (tests/gpu/gpu_fill does the GPU work and
+# compares checksums on the GPU). Exits 77 without a usable GPU or FUSE.
+#
+#   OBJFS=/path/to/objfs tests/gpu/side_gpu.sh
+#
+# Environment: GPU_FILL (default: next to objfs, ../tests/gpu/gpu_fill),
+# SIDE_GPU_MAX (largest fill, default 1073741824), SIDE_GPU_BENCH=1 to add
+# the throughput run on a 1 GiB file.
+
+set -u
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../integration/lib.sh
+. "$HERE/../integration/lib.sh"
+
+skip_unless_fuse
+require_objfs
+FILL=${GPU_FILL:-$(dirname "$OBJFS")/../tests/gpu/gpu_fill}
+[ -x "$FILL" ] || { echo "ERROR: gpu_fill not found at $FILL" >&2; exit 99; }
+"$FILL" probe >/dev/null 2>&1
+case $? in
+0) ;;
+77) skip "no usable GPU" ;;
+*) echo "ERROR: $FILL probe failed" >&2; exit 99 ;;
+esac
+MAX=${SIDE_GPU_MAX:-1073741824}
+
+SRC=$TEST_TMP/src
+MNT=$TEST_TMP/mnt
+MNT_SLOW=$TEST_TMP/mnt-slow
+mkdir -p "$SRC"
+head -c $((MAX + 64 * 1024 * 1024 + 13)) /dev/urandom >"$SRC/big.bin"
+
+# run_fill LABEL ARGS...: run gpu_fill, pass if it exits 0, show its lines
+run_fill() {
+	local label=$1 out rc
+	shift
+	out=$(timeout 300 "$@" 2>&1)
+	rc=$?
+	printf '%s\n' "$out" | sed 's/^/    | /'
+	if [ "$rc" -eq 0 ]; then pass "$label"; else fail "$label (exit $rc)"; fi
+}
+
+nginx_start "$SRC" || exit 99
+URL=http://127.0.0.1:$NGINX_PORT
+mount_objfs "$URL/data/" "$MNT" "cache_size=4G" || exit 99
+
+run_fill "fills of 1 B to $MAX B at odd offsets into odd device offsets (stream memory operations)" \
+	"$FILL" sizes "$MNT/big.bin" "$SRC/big.bin" "$MAX"
+OBJFS_GPU_NO_MEMOPS=1 run_fill "fills up to 64 MiB through the host-function fallback" \
+	"$FILL" sizes "$MNT/big.bin" "$SRC/big.bin" $((65 * 1024 * 1024))
+run_fill "stream order: writer kernel, fill, reader kernel on one stream, no host sync" \
+	"$FILL" order "$MNT/big.bin" "$SRC/big.bin"
+run_fill "cudaMallocAsync pool memory" "$FILL" pool "$MNT/big.bin" "$SRC/big.bin"
+if [ "${SIDE_GPU_BENCH:-0}" = 1 ]; then
+	run_fill "benchmark" "$FILL" bench "$MNT/big.bin"
+fi
+if unmount_objfs "$MNT" && [ "$UNMOUNT_STATUS" = 0 ]; then
+	pass "unmount after the GPU tests: objfs exited 0"
+else
+	fail "expected a clean unmount, got how='$UNMOUNT_HOW' status='$UNMOUNT_STATUS'"
+fi
+
+# Daemon killed mid-fill: throttled mount, so the fill is surely in flight.
+mount_objfs "$URL/slow/" "$MNT_SLOW" "max_connections=2" || exit 99
+DAEMON=$OBJFS_PID
+"$FILL" kill "$MNT_SLOW/big.bin" >"$TEST_TMP/kill.out" 2>&1 &
+KPID=$!
+for ((i = 0; i < 300; i++)); do
+	grep -q enqueued "$TEST_TMP/kill.out" && break
+	sleep 0.1
+done
+sleep 1
+killed_at=$(date +%s.%N)
+kill -KILL "$DAEMON"
+wait "$KPID"
+line=$(grep '^stream' "$TEST_TMP/kill.out")
+echo "    | $line"
+done_at=${line##* at }
+case $line in
+"stream completed nread=-5 at "*)
+	if awk -v a="$killed_at" -v b="$done_at" 'BEGIN { exit !(b - a < 5) }'; then
+		pass "daemon killed mid-fill: the stream completed with -EIO $(awk -v a="$killed_at" -v b="$done_at" 'BEGIN { printf "%.3f", b - a }') s after the kill"
+	else
+		fail "daemon killed mid-fill: -EIO came, but $(awk -v a="$killed_at" -v b="$done_at" 'BEGIN { print b - a }') s after the kill (want < 5 s)"
+	fi
+	;;
+*) fail "daemon killed mid-fill: expected the stream to complete with nread=-5 (EIO), got '$line'" ;;
+esac
+summary
