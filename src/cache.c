@@ -34,6 +34,7 @@ struct objfs_block {
 	int hashed;
 	int prefetched; /* fetched ahead of any reader */
 	int touched;    /* a reader used it */
+	int behind;     /* a sequential reader has passed it: evict first */
 	struct objfs_block *hnext;
 	struct objfs_block *lprev, *lnext; /* LRU: refs 0 and not LOADING */
 	struct objfs_cache *cache;
@@ -178,19 +179,47 @@ static void block_free(struct objfs_cache *c, struct objfs_block *b)
 	free(b);
 }
 
+static void evict_one(struct objfs_cache *c, struct objfs_block *b)
+{
+	lru_remove(c, b);
+	unhash(c, b);
+	c->st.evictions++;
+	if (b->prefetched && !b->touched)
+		c->st.prefetch_unused++;
+	block_free(c, b);
+}
+
 /* Evicts unreferenced blocks until @need more bytes fit under the cap. */
 static void evict(struct objfs_cache *c, size_t need)
 {
-	while (c->bytes + need > c->cap && c->lru_tail) {
-		struct objfs_block *b = c->lru_tail;
+	while (c->bytes + need > c->cap && c->lru_tail)
+		evict_one(c, c->lru_tail);
+}
 
-		lru_remove(c, b);
-		unhash(c, b);
-		c->st.evictions++;
-		if (b->prefetched && !b->touched)
-			c->st.prefetch_unused++;
-		block_free(c, b);
-	}
+/*
+ * Makes room for one new block. A block a sequential reader has passed
+ * (drop-behind, at the LRU tail) gives up its warm buffer even under the
+ * cap: touching fresh pages costs more than the fetch itself on our VMs
+ * (58% of a cold sequential read was the kernel zeroing new pages), and the
+ * kernel page cache still holds what the reader passed.
+ */
+static void make_room(struct objfs_cache *c)
+{
+	if (c->lru_tail && c->lru_tail->behind)
+		evict_one(c, c->lru_tail);
+	evict(c, c->bsize);
+}
+
+/* LRU tail: the next to go. */
+static void lru_push_tail(struct objfs_cache *c, struct objfs_block *b)
+{
+	b->lnext = NULL;
+	b->lprev = c->lru_tail;
+	if (c->lru_tail)
+		c->lru_tail->lnext = b;
+	c->lru_tail = b;
+	if (!c->lru_head)
+		c->lru_head = b;
 }
 
 static void unref(struct objfs_cache *c, struct objfs_block *b)
@@ -199,6 +228,8 @@ static void unref(struct objfs_cache *c, struct objfs_block *b)
 		return;
 	if (!b->hashed)
 		block_free(c, b);
+	else if (b->behind)
+		lru_push_tail(c, b);
 	else
 		lru_push(c, b);
 }
@@ -338,7 +369,7 @@ int objfs_cache_pin(struct objfs_cache *c, const struct objfs_cache_obj *o, int6
 			else
 				c->st.hits++;
 		} else {
-			evict(c, c->bsize);
+			make_room(c);
 			b = block_new(c, o, idx, h);
 			if (!b) {
 				err = -ENOMEM;
@@ -439,7 +470,7 @@ size_t objfs_cache_prefetch(struct objfs_cache *c, const struct objfs_cache_obj 
 
 		if (b)
 			continue;
-		evict(c, c->bsize);
+		make_room(c);
 		if (c->bytes + c->bsize > c->cap)
 			break; /* no room: prefetching never pushes past the cap */
 		b = block_new(c, o, idx, h);
@@ -454,6 +485,27 @@ size_t objfs_cache_prefetch(struct objfs_cache *c, const struct objfs_cache_obj 
 	for (size_t i = 0; i < nstart; i++)
 		start_fetch(o, start[i]);
 	return bytes;
+}
+
+void objfs_cache_drop_behind(struct objfs_cache *c, const struct objfs_cache_obj *o,
+			     int64_t off)
+{
+	uint64_t idx = (uint64_t)off / c->bsize;
+	struct objfs_block *b;
+
+	if (off <= 0 || idx == 0)
+		return;
+	idx--;
+	pthread_mutex_lock(&c->lock);
+	b = find(c, o->id, idx, key_hash(o->id, idx));
+	if (b && b->state == B_READY && !b->behind) {
+		b->behind = 1;
+		if (b->refs == 0) {
+			lru_remove(c, b);
+			lru_push_tail(c, b);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
 }
 
 int objfs_cache_has(struct objfs_cache *c, const char *id, uint64_t idx)

@@ -96,6 +96,14 @@ void objfs_cache_unpin(struct objfs_cache *c, struct objfs_cache_pin *pin);
 size_t objfs_cache_prefetch(struct objfs_cache *c, const struct objfs_cache_obj *o,
 			    int64_t off, size_t len);
 
+/*
+ * Drop-behind: a sequential reader of @o is at @off, so the block before
+ * the one holding @off will likely not be read again through us. It moves
+ * to the LRU tail and its buffer is the first reused for a new block.
+ */
+void objfs_cache_drop_behind(struct objfs_cache *c, const struct objfs_cache_obj *o,
+			     int64_t off);
+
 /* Whether block @idx of @o is cached or being fetched. */
 int objfs_cache_has(struct objfs_cache *c, const char *id, uint64_t idx);
 

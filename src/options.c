@@ -73,7 +73,7 @@ void objfs_opts_init(struct objfs_opts *o)
 	o->retries = 3;
 	o->timeout = 30;
 	o->cache_size = 1ull << 30;
-	o->prefetch_max = 256u << 20;
+	o->prefetch_max = 64u << 20;
 	o->threads = 16;
 	o->engine_threads = 2;
 	o->side = 1;

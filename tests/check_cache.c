@@ -178,6 +178,46 @@ START_TEST(test_cap_and_eviction)
 }
 END_TEST
 
+/*
+ * Drop-behind: a block a sequential reader has passed is reused for the next
+ * new block even far under the cap, so a stream keeps a small, warm working
+ * set; blocks not passed stay cached.
+ */
+START_TEST(test_drop_behind)
+{
+	struct objfs_cache *c;
+	struct objfs_cache_obj o;
+	struct objfs_cache_stats st;
+	struct fake f = { .salt = 5 };
+	const size_t bs = 1 << 16;
+	char *buf = malloc(bs);
+
+	ck_assert_int_eq(objfs_cache_new(64 * bs, bs, &c), 0);
+	obj_init(&o, &f, "obj-behind", 32 * (int64_t)bs);
+	for (int64_t i = 0; i < 32; i++) {
+		ck_assert_int_eq(objfs_cache_read(c, &o, i * (int64_t)bs, bs, buf), 0);
+		check_bytes(&f, buf, i * (int64_t)bs, bs);
+		objfs_cache_drop_behind(c, &o, i * (int64_t)bs);
+	}
+	objfs_cache_get_stats(c, &st);
+	/* Under a cap of 64 blocks, only the newest two stay. */
+	ck_assert_uint_eq(st.evictions, 30);
+	ck_assert_uint_le(st.bytes, 2 * bs);
+	ck_assert_int_eq(objfs_cache_has(c, o.id, 31), 1);
+	ck_assert_int_eq(objfs_cache_has(c, o.id, 30), 1);
+	ck_assert_int_eq(objfs_cache_has(c, o.id, 5), 0);
+
+	/* Without drop-behind, blocks stay under the cap. */
+	obj_init(&o, &f, "obj-kept", 8 * (int64_t)bs);
+	for (int64_t i = 0; i < 8; i++)
+		ck_assert_int_eq(objfs_cache_read(c, &o, i * (int64_t)bs, bs, buf), 0);
+	for (uint64_t i = 0; i < 8; i++)
+		ck_assert_int_eq(objfs_cache_has(c, o.id, i), 1);
+	free(buf);
+	objfs_cache_free(c);
+}
+END_TEST
+
 START_TEST(test_prefetch_respects_cap)
 {
 	struct objfs_cache *c;
@@ -250,6 +290,7 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, test_contents_and_hits);
 	tcase_add_test(tc, test_single_flight);
 	tcase_add_test(tc, test_cap_and_eviction);
+	tcase_add_test(tc, test_drop_behind);
 	tcase_add_test(tc, test_prefetch_respects_cap);
 	tcase_add_test(tc, test_failure_not_cached);
 	tcase_add_test(tc, test_identity);
