@@ -27,6 +27,11 @@ pack() {
 	mkdir -p "$dev/fallback"
 	cp src/objfs tests/side_client tests/gpu/gpu_fill "$dev/"
 	strip "$dev/objfs" "$dev/side_client"
+	# A shared libobjfs for the Python binding (this build is static).
+	gcc -std=gnu11 -O2 -shared -fPIC -fvisibility=hidden -pthread -I. -I../include -I../src \
+		$(sed -n 's/^CUDA_CPPFLAGS = //p' Makefile) ../lib/objfs_client.c \
+		$(sed -n 's/^CUDA_LDFLAGS = //p' Makefile) $(sed -n 's/^CUDA_LIBS = //p' Makefile) \
+		-Wl,-soname,libobjfs.so.0 -o "$dev/libobjfs.so.0"
 	for l in $(ldd src/objfs tests/gpu/gpu_fill | awk '$3 ~ /^\// { print $3 }' | sort -u |
 		grep -v 'libc\.so\|libm\.so\|libresolv\|ld-linux\|libstdc\|libgcc_s'); do
 		cp -L "$l" "$dev/fallback/"
@@ -59,6 +64,7 @@ run() {
 		command -v python3 curl fusermount3 nginx
 	} 2>&1 | tee "$out/device.txt"
 	export OBJFS=$dev/objfs SIDE_CLIENT=$dev/side_client GPU_FILL=$dev/gpu_fill
+	export OBJFS_LIB=$dev/libobjfs.so.0
 	export NGINX=$root/usr/sbin/nginx
 	echo "== side_host.sh"
 	"$top/tests/integration/side_host.sh" 2>&1 | tee "$out/side_host.log"

@@ -56,6 +56,17 @@ OBJFS_GPU_NO_MEMOPS=1 run_fill "fills up to 64 MiB through the host-function fal
 run_fill "stream order: writer kernel, fill, reader kernel on one stream, no host sync" \
 	"$FILL" order "$MNT/big.bin" "$SRC/big.bin"
 run_fill "cudaMallocAsync pool memory" "$FILL" pool "$MNT/big.bin" "$SRC/big.bin"
+export OBJFS_LIB=${OBJFS_LIB:-$(dirname "$OBJFS")/../lib/.libs/libobjfs.so.0}
+if [ -e "$OBJFS_LIB" ] && command -v python3 >/dev/null; then
+	run_fill "Python binding: PyTorch / CuPy (where installed) and host buffers" \
+		python3 "$HERE/python_check.py" "$MNT/big.bin" "$SRC/big.bin"
+	if python3 -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null; then
+		PYTHONPATH=$HERE/../../contrib/python run_fill "example: load a shard into a torch tensor" \
+			python3 "$HERE/../../contrib/python/load_shard.py" "$MNT/big.bin"
+	fi
+else
+	note "no shared libobjfs at $OBJFS_LIB or no python3: Python binding not tested"
+fi
 if [ "${SIDE_GPU_BENCH:-0}" = 1 ]; then
 	run_fill "benchmark" "$FILL" bench "$MNT/big.bin"
 fi

@@ -79,6 +79,18 @@ else
 	fail "expected B's token to be refused for A; side_client said:"
 	printf '%s\n' "$out" | sed 's/^/    | /'
 fi
+# The Python binding (ctypes) into host buffers, when a shared libobjfs exists.
+export OBJFS_LIB=${OBJFS_LIB:-$(dirname "$OBJFS")/../lib/.libs/libobjfs.so.0}
+if [ -e "$OBJFS_LIB" ]; then
+	if out=$(timeout 120 python3 "$HERE/../gpu/python_check.py" "$MNT/big.bin" "$SRC/big.bin" 2>&1); then
+		pass "Python binding: read_into bytearrays at odd offsets (and GPU frameworks where installed)"
+	else
+		fail "expected the Python binding's reads to equal the source; it said:"
+	fi
+	printf '%s\n' "$out" | sed 's/^/    | /'
+else
+	note "no shared libobjfs at $OBJFS_LIB: Python binding not tested"
+fi
 out=$(timeout 30 "$CLIENT" open "$SRC/small.bin" 2>&1)
 case $out in
 "-25 "*) pass "objfs_gpu_open on a file outside the mount: -ENOTTY" ;;

@@ -1,0 +1,141 @@
+"""objfs: Python binding (ctypes) of libobjfs, the objfs GPU side API.
+
+Fill a CuPy array or a PyTorch tensor (on the GPU or on the host), or any
+writable buffer (bytearray, NumPy array), with bytes of a file on an objfs
+mount:
+
+    import torch, objfs
+    t = torch.empty(os.path.getsize(path), dtype=torch.uint8, device="cuda")
+    n = objfs.read_into(path, t)          # n bytes of the file, from offset 0
+
+Device arrays are filled on the framework's current stream (so the caching
+allocators' stream semantics hold) and the call waits for that stream
+before returning the byte count. Host buffers are filled directly.
+
+The library is found through $OBJFS_LIB, then ctypes.util.find_library
+("objfs"), then "libobjfs.so.0". Errors raise OSError with the errno and
+libobjfs's message; a short count means the file ended.
+"""
+
+import ctypes
+import ctypes.util
+import os
+
+__all__ = ["File", "read_into"]
+
+_lib = None
+
+
+def _load():
+    global _lib
+    if _lib is not None:
+        return _lib
+    name = os.environ.get("OBJFS_LIB") or ctypes.util.find_library("objfs") or "libobjfs.so.0"
+    lib = ctypes.CDLL(name)
+    vp, sz, ssz = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_ssize_t
+    lib.objfs_gpu_open.argtypes = [ctypes.c_int, ctypes.POINTER(vp)]
+    lib.objfs_gpu_read.argtypes = [vp, vp, sz, ctypes.c_int64, ctypes.POINTER(ssz)]
+    lib.objfs_gpu_read_async.argtypes = [vp, vp, sz, ctypes.c_int64, ctypes.POINTER(ssz), vp]
+    lib.objfs_gpu_buf_register.argtypes = [vp, vp, sz]
+    lib.objfs_gpu_buf_deregister.argtypes = [vp, vp, sz]
+    lib.objfs_gpu_close.argtypes = [vp]
+    lib.objfs_gpu_close.restype = None
+    lib.objfs_strerror.argtypes = [ctypes.c_int]
+    lib.objfs_strerror.restype = ctypes.c_char_p
+    for f in ("objfs_gpu_open", "objfs_gpu_read", "objfs_gpu_read_async",
+              "objfs_gpu_buf_register", "objfs_gpu_buf_deregister"):
+        getattr(lib, f).restype = ctypes.c_int
+    _lib = lib
+    return lib
+
+
+def _check(rc, what):
+    if rc < 0:
+        msg = _load().objfs_strerror(rc).decode()
+        raise OSError(-rc, "%s: %s" % (what, msg))
+    return rc
+
+
+def _describe(array):
+    """(pointer, bytes, stream handle or None, wait function or None, keepalive)."""
+    mod = type(array).__module__.split(".")[0]
+    if mod == "torch":
+        if not array.is_contiguous():
+            raise ValueError("the tensor must be contiguous")
+        nbytes = array.numel() * array.element_size()
+        if array.is_cuda:
+            import torch
+            st = torch.cuda.current_stream(array.device)
+            return array.data_ptr(), nbytes, st.cuda_stream, st.synchronize, None
+        return array.data_ptr(), nbytes, None, None, None
+    if mod == "cupy":
+        if not array.flags.c_contiguous:
+            raise ValueError("the array must be C-contiguous")
+        import cupy
+        st = cupy.cuda.get_current_stream()
+        return array.data.ptr, array.nbytes, st.ptr, st.synchronize, None
+    # anything writable with the buffer protocol: bytearray, NumPy, memoryview
+    mv = memoryview(array).cast("B")
+    if mv.readonly:
+        raise ValueError("the buffer is read-only")
+    buf = (ctypes.c_char * mv.nbytes).from_buffer(mv)
+    return ctypes.addressof(buf), mv.nbytes, None, None, (mv, buf)
+
+
+class File:
+    """A GPU side API handle for one file on an objfs mount."""
+
+    def __init__(self, path_or_fd):
+        lib = _load()
+        own = not isinstance(path_or_fd, int)
+        fd = os.open(path_or_fd, os.O_RDONLY) if own else path_or_fd
+        h = ctypes.c_void_p()
+        try:
+            _check(lib.objfs_gpu_open(fd, ctypes.byref(h)), "objfs_gpu_open(%r)" % (path_or_fd,))
+        finally:
+            if own:
+                os.close(fd)  # the handle does not need the descriptor
+        self._h = h
+
+    def read_into(self, array, offset=0):
+        """Fills @array from @offset of the file; returns the byte count."""
+        if self._h is None:
+            raise ValueError("closed")
+        lib = _load()
+        ptr, nbytes, stream, wait, keep = _describe(array)
+        n = ctypes.c_ssize_t(0)
+        if stream is None:
+            _check(lib.objfs_gpu_read(self._h, ptr, nbytes, offset, ctypes.byref(n)),
+                   "objfs_gpu_read")
+        else:
+            _check(lib.objfs_gpu_read_async(self._h, ptr, nbytes, offset, ctypes.byref(n),
+                                            stream), "objfs_gpu_read_async")
+            wait()  # n is written when the stream gets there
+            _check(n.value, "objfs_gpu_read_async")
+        del keep
+        return n.value
+
+    def close(self):
+        if self._h is not None:
+            _load().objfs_gpu_close(self._h)
+            self._h = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+
+def read_into(path_or_fd, array, offset=0):
+    """Fills @array (CuPy, PyTorch, or a writable buffer) with the bytes of
+    @path_or_fd (a path or a descriptor on an objfs mount) from @offset.
+    Returns the byte count (short only at the end of the file)."""
+    with File(path_or_fd) as f:
+        return f.read_into(array, offset)
