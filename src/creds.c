@@ -584,10 +584,16 @@ int objfs_creds_resolve(const char *profile, struct objfs_creds *out, char *err,
 		return rc;
 	if (from_imds(out) == 0)
 		return 0;
-	snprintf(err, errlen, "no AWS credentials found: set AWS_ACCESS_KEY_ID and "
-		 "AWS_SECRET_ACCESS_KEY, add profile '%s' to ~/.aws/credentials, run on an "
-		 "instance with a role, or use -o no_sign for a public bucket",
-		 profile_name(profile));
+	{
+		/* name the file actually looked at (AWS_SHARED_CREDENTIALS_FILE) */
+		char *crd = aws_file("AWS_SHARED_CREDENTIALS_FILE", "credentials");
+
+		snprintf(err, errlen, "no AWS credentials found: set AWS_ACCESS_KEY_ID and "
+			 "AWS_SECRET_ACCESS_KEY, add profile '%s' to %s, run on an instance "
+			 "with a role, or use -o no_sign for a public bucket",
+			 profile_name(profile), crd ? crd : "~/.aws/credentials");
+		free(crd);
+	}
 	return -ENOENT;
 }
 

@@ -716,6 +716,11 @@ int objfs_store_s3_new(const char *src, const struct objfs_opts *o,
 	}
 	objfs_info("s3: bucket '%s' prefix '%s' at %s (%s style, region %s)", s->bucket,
 		   s->prefix, s->origin, vhost ? "virtual-host" : "path", s->region);
+	/* A prefix is no object: nothing under it is not an error (it may be
+	 * filled later), but most often a typo, so say so. */
+	if (s->prefix[0] && f.n == 0 && d.n == 0)
+		objfs_warn("nothing to show under prefix '%s' of bucket '%s' (yet): the mount "
+			   "starts empty", s->prefix, s->bucket);
 	objfs_req_clear(&r);
 	free(page.next_token);
 	objfs_listing_clear(&f);

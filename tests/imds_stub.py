@@ -5,9 +5,15 @@ Prints its port on the first line of stdout. Serves the token, role and
 credential documents like the real service (401 without a token). The
 credentials expire EXPIRES_IN seconds after each fetch (argv[1], default
 3600); GET /count returns how many credential documents were served.
+
+For end-to-end tests against a real S3 server: IMDS_STUB_ACCESS_KEY and
+IMDS_STUB_SECRET_KEY (environment) replace the fake key pair, and the
+document then carries no session Token.
 """
 import datetime
 import http.server
+import json
+import os
 import sys
 
 TOKEN = "stub-token-123"
@@ -49,9 +55,16 @@ class Handler(http.server.BaseHTTPRequestHandler):
             served += 1
             exp = datetime.datetime.now(datetime.timezone.utc) + \
                 datetime.timedelta(seconds=EXPIRES_IN)
+            expires = exp.strftime("%Y-%m-%dT%H:%M:%SZ")
+            if os.environ.get("IMDS_STUB_ACCESS_KEY"):
+                doc = {"Code": "Success", "Expiration": expires,
+                       "AccessKeyId": os.environ["IMDS_STUB_ACCESS_KEY"],
+                       "SecretAccessKey": os.environ["IMDS_STUB_SECRET_KEY"]}
+                self.reply(200, json.dumps(doc))
+                return
             self.reply(200, '{"Code":"Success","AccessKeyId":"ASIAIMDSSTUB%d",'
                        '"SecretAccessKey":"imdsSecretValue","Token":"imdsTokenValue",'
-                       '"Expiration":"%s"}' % (served, exp.strftime("%Y-%m-%dT%H:%M:%SZ")))
+                       '"Expiration":"%s"}' % (served, expires))
         else:
             self.reply(404, "")
 

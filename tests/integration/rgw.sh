@@ -199,7 +199,8 @@ osd class update on start = false
 rgw frontends = beast endpoint=127.0.0.1:$rgw_port
 rgw data = $d/rgw
 rgw enable usage log = false
-rgw dns name = 127.0.0.1
+# virtual-host style: curl resolves BUCKET.localhost to loopback by itself
+rgw dns name = localhost
 rgw thread pool size = 64
 EOF
 }

@@ -379,7 +379,7 @@ t_s3_errors() {
 		"endpoint=http://127.0.0.1:$dead,retries=0,timeout=5"
 	expect_mount_msg "no_sign on a private bucket" "denied" s3://main "no_sign"
 	unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
-	expect_mount_msg "no credentials anywhere" "no AWS credentials found" s3://main
+	expect_mount_msg "no credentials anywhere" "no AWS credentials found.*$WORK/aws/no-credentials" s3://main
 	use_env_creds
 }
 
@@ -440,6 +440,87 @@ EOF
 		excerpt "$out"
 	fi
 	check_unmount "overwrite" "$MNT2"
+}
+
+# Credentials from (a loopback stand-in for) EC2 instance metadata, IMDSv2,
+# checked by the real server's signature verification.
+t_imds() {
+	local pid port i want got
+	IMDS_STUB_ACCESS_KEY=$RGW_ACCESS_KEY IMDS_STUB_SECRET_KEY=$RGW_SECRET_KEY \
+		python3 "$HERE/../imds_stub.py" >"$WORK/imds.port" 2>"$WORK/imds.err" &
+	pid=$!
+	for ((i = 0; i < 50; i++)); do
+		port=$(head -n 1 "$WORK/imds.port" 2>/dev/null)
+		[ -n "$port" ] && break
+		sleep 0.1
+	done
+	if [ -z "$port" ]; then
+		fail "imds: expected tests/imds_stub.py to start; stderr: $(head -c 300 "$WORK/imds.err")"
+		kill "$pid" 2>/dev/null
+		return
+	fi
+	unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_EC2_METADATA_DISABLED
+	export AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:$port
+	want=$(sha_file "$SRC/size4095.bin")
+	if mount_objfs "s3://main" "$MNT2" "$(s3opts log_level=info)"; then
+		got=$(sha_file "$MNT2/size4095.bin")
+		if [ "$got" = "$want" ] &&
+			grep -q "credentials: instance metadata role 'objfs-test-role'" "$OBJFS_LOG"; then
+			pass "imds: with no environment keys and no files, credentials come from IMDSv2 (loopback stand-in) and RGW accepts their signatures"
+		else
+			fail "imds: expected sha256 $want (got '$got') and a log line naming the instance role; log:"
+			excerpt "$OBJFS_LOG"
+		fi
+		check_unmount "imds" "$MNT2"
+	else
+		fail "imds: expected s3://main to mount with credentials from $AWS_EC2_METADATA_SERVICE_ENDPOINT"
+	fi
+	kill "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
+	unset AWS_EC2_METADATA_SERVICE_ENDPOINT
+	export AWS_EC2_METADATA_DISABLED=true
+	use_env_creds
+}
+
+# Virtual-host addressing (BUCKET.localhost; curl resolves *.localhost to
+# loopback and RGW's "rgw dns name" is localhost): Host is signed too.
+t_vhost() {
+	local f bad=0
+	if ! mount_objfs "s3://main" "$MNT2" \
+		"$(opts "endpoint=http://localhost:${RGW_ENDPOINT##*:},virtual_host,log_level=info")"; then
+		fail "virtual host: expected s3://main to mount with -o virtual_host"
+		return
+	fi
+	if grep -q "at http://main.localhost:${RGW_ENDPOINT##*:} (virtual-host style" "$OBJFS_LOG"; then
+		pass "virtual host: requests go to http://main.localhost:${RGW_ENDPOINT##*:}"
+	else
+		fail "virtual host: expected the log to say virtual-host style at main.localhost; log:"
+		excerpt "$OBJFS_LOG"
+	fi
+	for f in "q?mark=1&x=y.txt" "d1/d2/d3/file" "$DEEP" "1MiB+1.bin"; do
+		if [ "$(sha_file "$MNT2/$f")" != "$(sha_file "$SRC/$f")" ]; then
+			fail "virtual host: expected '$f' to read as the source"
+			bad=1
+		fi
+	done
+	[ "$bad" -eq 0 ] && pass "virtual host: 4 files (special name, deep, 1 MiB+1) read correctly"
+	check_unmount "virtual host" "$MNT2"
+}
+
+# A prefix with nothing under it mounts empty, with a warning.
+t_empty_prefix() {
+	if ! mount_objfs "s3://main/no/such/prefix" "$MNT2" "$(s3opts)"; then
+		fail "empty prefix: expected s3://main/no/such/prefix to mount (empty)"
+		return
+	fi
+	if [ -z "$(timeout "$SHORT_TO" ls -A "$MNT2" 2>&1)" ] &&
+		grep -q "nothing to show under prefix 'no/such/prefix/' of bucket 'main'" "$OBJFS_LOG"; then
+		pass "empty prefix: s3://main/no/such/prefix mounts empty and warns 'nothing to show under prefix'"
+	else
+		fail "empty prefix: expected an empty mount and a warning; ls: '$(ls -A "$MNT2" 2>&1)'; log:"
+		excerpt "$OBJFS_LOG"
+	fi
+	check_unmount "empty prefix" "$MNT2"
 }
 
 # The secret key must not be in any output of objfs, at any log level.
@@ -513,7 +594,10 @@ t_prefix_mount d1 d1
 t_prefix_mount "d1/d2/" d1/d2
 t_prefix_mount "dir with space" "dir with space"
 t_prefix_mount "dir?x #y" "dir?x #y"
+t_empty_prefix
+t_vhost
 t_profile
+t_imds
 t_s3_errors
 t_overwrite
 
