@@ -45,8 +45,10 @@ static void usage(FILE *f, const char *prog)
 	fprintf(f,
 "usage: %s [options] SOURCE MOUNTPOINT\n"
 "\n"
-"Mount an HTTP(S) object store read-only as a directory tree.\n"
-"SOURCE is http://host[:port]/path/ (a directory index) or the URL of one file.\n"
+"Mount an HTTP(S) object store or an S3 bucket read-only as a directory tree.\n"
+"SOURCE is http://host[:port]/path/ (a directory index), the URL of one file,\n"
+"or s3://BUCKET[/PREFIX] (credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY,\n"
+"~/.aws/credentials and config, EC2 instance metadata; see objfs(1)).\n"
 "\n"
 "  -f                 stay in the foreground\n"
 "  -d                 debug: foreground, log_level=debug, FUSE request trace\n"
@@ -71,7 +73,15 @@ static void usage(FILE *f, const char *prog)
 "  log_level=LEVEL        error, warn (default), info or debug\n"
 "  side=on|off            GPU side API server for libobjfs (default on)\n"
 "  ring_slots=N           GPU side API ring slots per session (default 8)\n"
-"  ring_slot_size=SIZE    GPU side API ring slot size (default 8M)\n", prog);
+"  ring_slot_size=SIZE    GPU side API ring slot size (default 8M)\n"
+"\n"
+"S3 options:\n"
+"  endpoint=URL           S3-compatible server (default: AWS, or AWS_ENDPOINT_URL)\n"
+"  region=R               signing region (default: AWS_REGION, profile, us-east-1)\n"
+"  profile=P              profile in ~/.aws/credentials and config (default: AWS_PROFILE)\n"
+"  path_style             HOST/BUCKET/KEY requests (default with endpoint=)\n"
+"  virtual_host           BUCKET.HOST/KEY requests (default on AWS)\n"
+"  no_sign                anonymous requests, for public buckets\n", prog);
 }
 
 static int parse_cli(int argc, char **argv, struct cli *c)
