@@ -29,6 +29,7 @@
 #include "engine.h"
 #include "log.h"
 #include "range.h"
+#include "stats.h"
 
 #define ERR_BODY_MAX (16u << 10)
 #define EASY_POOL_MAX 64
@@ -603,10 +604,13 @@ static void inflight_remove(struct engine_thread *th, struct objfs_req *r)
 static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
 {
 	struct objfs_req *r;
+	curl_off_t ttfb;
 	int err, retry = 0;
 
 	curl_easy_getinfo(h, CURLINFO_PRIVATE, (char **)&r);
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
+	if (curl_easy_getinfo(h, CURLINFO_STARTTRANSFER_TIME_T, &ttfb) != CURLE_OK || !r->status)
+		ttfb = -1;
 	inflight_remove(th, r);
 	easy_put(th, h);
 
@@ -650,6 +654,7 @@ static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
 		schedule_retry(th, r);
 		return;
 	}
+	objfs_stats_request(r->attempts, r->got, err, (int64_t)ttfb);
 	finish(th, r, err);
 }
 

@@ -28,10 +28,21 @@
 #include "log.h"
 #include "prefetch.h"
 #include "range.h"
+#include "stats.h"
 #include "side.h"
 
 #define MAX_READ (1u << 20)
 #define READAHEAD_KB 4096 /* kernel readahead: four MAX_READ requests in flight */
+
+/*
+ * The counters while mounted: `cat MOUNT/.objfs-stats` (as JuiceFS's
+ * `.stats`). The file is not listed by readdir, so find, cp -r and ls -a
+ * never see it; an object of that name at the root is shadowed. An xattr
+ * was measured first and dropped: implementing getxattr makes the kernel
+ * send two GETXATTR requests per file to every `ls -l`.
+ */
+#define STATS_NAME ".objfs-stats"
+#define STATS_INO ((fuse_ino_t)1 << 62) /* inode.c numbers never get here */
 
 /* An open file: one pinned object version and its access pattern. */
 struct fh {
@@ -40,6 +51,8 @@ struct fh {
 	struct objfs_cache_obj cobj; /* id owned here */
 	pthread_mutex_t lock;        /* guards pf */
 	struct objfs_prefetch pf;
+	char *text;                  /* the stats file: snapshot taken at open */
+	size_t text_len;
 };
 
 static void fh_free(struct fh *h)
@@ -47,6 +60,7 @@ static void fh_free(struct fh *h)
 	if (!h)
 		return;
 	free((char *)h->cobj.id);
+	free(h->text);
 	pthread_mutex_destroy(&h->lock);
 	free(h);
 }
@@ -90,12 +104,27 @@ static void fill_entry(const struct objfs_fs *fs, const struct objfs_attr *a,
 	e->entry_timeout = fs->opts->entry_timeout;
 }
 
+static void stats_entry(const struct objfs_fs *fs, struct fuse_entry_param *e)
+{
+	const struct objfs_attr a = { .ino = STATS_INO, .size = 0, .mtime = -1 };
+
+	fill_entry(fs, &a, e);
+	e->attr_timeout = 0;
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct objfs_fs *fs = fs_of(req);
 	struct fuse_entry_param e;
 	struct objfs_attr a;
-	int err = objfs_inode_lookup(fs->inodes, parent, name, &a);
+	int err;
+
+	if (parent == OBJFS_ROOT_INO && strcmp(name, STATS_NAME) == 0) {
+		stats_entry(fs, &e);
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	err = objfs_inode_lookup(fs->inodes, parent, name, &a);
 
 	if (err == -ENOENT) {
 		/* Negative entry: the kernel caches the miss for entry_timeout. */
@@ -114,14 +143,16 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	objfs_inode_forget(fs_of(req)->inodes, ino, nlookup);
+	if (ino != STATS_INO)
+		objfs_inode_forget(fs_of(req)->inodes, ino, nlookup);
 	fuse_reply_none(req);
 }
 
 static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *f)
 {
 	for (size_t i = 0; i < count; i++)
-		objfs_inode_forget(fs_of(req)->inodes, f[i].ino, f[i].nlookup);
+		if (f[i].ino != STATS_INO)
+			objfs_inode_forget(fs_of(req)->inodes, f[i].ino, f[i].nlookup);
 	fuse_reply_none(req);
 }
 
@@ -133,6 +164,13 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	int err;
 
 	(void)fi;
+	if (ino == STATS_INO) {
+		struct fuse_entry_param e;
+
+		stats_entry(fs, &e);
+		fuse_reply_attr(req, &e.attr, 0);
+		return;
+	}
 	err = objfs_inode_getattr(fs->inodes, ino, &a);
 	if (err) {
 		fuse_reply_err(req, -err);
@@ -152,6 +190,34 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 	fuse_reply_err(req, EROFS);
 }
 
+/* Opens the stats file: a snapshot of the counters, read with direct I/O
+ * since its size (0 to the kernel) is not its length. */
+static void stats_open(fuse_req_t req, struct objfs_fs *fs, struct fuse_file_info *fi)
+{
+	struct objfs_stats s;
+	struct objfs_cache_stats cs;
+	struct fh *h = calloc(1, sizeof(*h));
+	size_t cap = 4096;
+
+	if (h)
+		h->text = malloc(cap);
+	if (!h || !h->text) {
+		free(h);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	objfs_stats_get(&s);
+	objfs_cache_get_stats(fs->cache, &cs);
+	h->text_len = objfs_stats_format(h->text, cap, &s, &cs);
+	if (h->text_len >= cap)
+		h->text_len = cap - 1;
+	pthread_mutex_init(&h->lock, NULL);
+	fi->fh = (uint64_t)(uintptr_t)h;
+	fi->direct_io = 1;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		fh_free(h);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct objfs_fs *fs = fs_of(req);
@@ -162,6 +228,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
 		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (ino == STATS_INO) {
+		stats_open(req, fs, fi);
 		return;
 	}
 	err = objfs_inode_open(fs->inodes, ino, &a, &keep, &path);
@@ -237,6 +307,13 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	int err;
 
 	(void)ino;
+	if (h->text) {
+		size_t from = (uint64_t)off < h->text_len ? (size_t)off : h->text_len;
+
+		fuse_reply_buf(req, h->text + from,
+			       size < h->text_len - from ? size : h->text_len - from);
+		return;
+	}
 	if (n == 0) {
 		fuse_reply_buf(req, NULL, 0);
 		return;
@@ -455,6 +532,10 @@ static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg
 	(void)in_buf;
 	(void)in_bufsz;
 	if (cmd != OBJFS_IOC_GPU_CAP || (flags & FUSE_IOCTL_DIR)) {
+		fuse_reply_err(req, ENOTTY);
+		return;
+	}
+	if (h->text) {
 		fuse_reply_err(req, ENOTTY);
 		return;
 	}

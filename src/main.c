@@ -28,6 +28,7 @@
 #include "listing.h"
 #include "log.h"
 #include "options.h"
+#include "stats.h"
 #include "side.h"
 #include "store.h"
 
@@ -257,16 +258,20 @@ static int serve(struct cli *c, char *argv0)
 		fargv[fargc++] = "-d";
 	ret = objfs_fs_run(&fs, fargc, fargv, c->mountpoint, on_ready, c);
 	if (c->opts.stats) {
-		struct objfs_cache_stats st;
+		struct objfs_stats s;
+		struct objfs_cache_stats cs;
+		char text[4096];
+		size_t n;
 
-		objfs_cache_get_stats(cache, &st);
-		objfs_log(OBJFS_LOG_ERR, "stats: cache hits %llu misses %llu waits %llu; fetches %llu (%llu bytes, "
-			  "%llu errors); prefetched %llu blocks, %llu evicted unread; evictions %llu",
-			  (unsigned long long)st.hits, (unsigned long long)st.misses,
-			  (unsigned long long)st.waits, (unsigned long long)st.fetches,
-			  (unsigned long long)st.fetch_bytes, (unsigned long long)st.fetch_errors,
-			  (unsigned long long)st.prefetched, (unsigned long long)st.prefetch_unused,
-			  (unsigned long long)st.evictions);
+		objfs_stats_get(&s);
+		objfs_cache_get_stats(cache, &cs);
+		n = objfs_stats_format(text, sizeof(text), &s, &cs);
+		for (size_t i = 0; i + 1 < n && i < sizeof(text); i++)
+			if (text[i] == '\n')
+				text[i] = ',';
+		if (n && n <= sizeof(text))
+			text[n - 1] = '\0';
+		objfs_log(OBJFS_LOG_ERR, "stats: %s", text);
 	}
 out:
 	objfs_side_free(side);   /* ends sessions; before the cache, store and nodes */

@@ -114,6 +114,24 @@ t_errors() {
 # is in flight: the reader must
 # get EIO (never short or wrong data); after a restart the same mount serves
 # the file correctly again.
+# The counters file: readable while mounted, counts what the tests above
+# fetched, and never listed (find, cp -r and ls -a must not see it).
+t_stats_file() {
+	local text req
+	text=$(timeout "$SHORT_TO" cat "$MNT/.objfs-stats" 2>&1)
+	req=$(printf '%s\n' "$text" | sed -n 's/^requests \([0-9]*\)$/\1/p')
+	if [ "${req:-0}" -gt 0 ] && printf '%s\n' "$text" | grep -q '^cache_hits [0-9]*$'; then
+		pass "stats: .objfs-stats shows $req requests and the cache counters"
+	else
+		fail "stats: expected 'requests N' (N > 0) and 'cache_hits N' in $MNT/.objfs-stats, got: $(printf '%s' "$text" | head -c 300)"
+	fi
+	if timeout "$SHORT_TO" ls -a "$MNT" | grep -qx '.objfs-stats'; then
+		fail "stats: expected .objfs-stats to stay out of directory listings, but ls -a shows it"
+	else
+		pass "stats: .objfs-stats is not listed by ls -a"
+	fi
+}
+
 t_server_stop() {
 	local want rc=0 prog i res
 	want=$(sha_file "$SRC/$BIG")
@@ -226,6 +244,7 @@ if mount_objfs "http://127.0.0.1:$NGINX_PORT/data/" "$MNT" "$(opts)"; then
 	t_tar
 	t_find_count
 	t_read_only
+	t_stats_file
 else
 	fail "expected http://127.0.0.1:$NGINX_PORT/data/ to mount at $MNT; skipping the tests that need it"
 fi

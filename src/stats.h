@@ -1,0 +1,56 @@
+/*
+ * stats: process-wide request counters and a time-to-first-byte histogram.
+ *
+ * The engine records every finished request (objfs_stats_request); the
+ * block cache keeps its own counters. objfs_stats_format() renders both as
+ * "key value" lines, which the mount shows while it runs (the hidden file
+ * .objfs-stats at the mount's root) and prints at unmount with -o stats.
+ *
+ * Counters are relaxed atomics: no lock on the request path, and a reader
+ * sees each counter exact but the set not necessarily from one instant.
+ * Time to first byte goes into buckets of powers of two microseconds
+ * (bucket i holds [2^i, 2^(i+1)) us), so percentiles are reported as the
+ * upper bound of the bucket they fall in: coarse (within 2x) but cheap and
+ * bounded in memory.
+ */
+#ifndef OBJFS_STATS_H
+#define OBJFS_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache.h"
+
+#define OBJFS_STATS_BUCKETS 32
+
+struct objfs_stats {
+	uint64_t requests;      /* finished requests, successful or not */
+	uint64_t errors;        /* finished with an error after retries */
+	uint64_t retries;       /* extra attempts */
+	uint64_t bytes;         /* body bytes delivered */
+	uint64_t ttfb[OBJFS_STATS_BUCKETS];
+};
+
+/* Records one finished request: attempts made, bytes, error, time to first
+ * byte of the last attempt in microseconds (< 0: none arrived). */
+void objfs_stats_request(unsigned attempts, size_t bytes, int err, int64_t ttfb_us);
+
+/* Copies the current counters into @out. */
+void objfs_stats_get(struct objfs_stats *out);
+
+/* Resets every counter (tests). */
+void objfs_stats_reset(void);
+
+/* Upper bound in microseconds of the bucket holding percentile @p (0-100)
+ * of @h; 0 when empty. */
+uint64_t objfs_stats_percentile(const uint64_t h[OBJFS_STATS_BUCKETS], double p);
+
+/*
+ * Writes the engine counters of @s and, when @c is not NULL, the cache
+ * counters of @c as "key value\n" lines into @buf (always NUL-terminated
+ * when @cap > 0). Returns the length the full text needs, like snprintf.
+ */
+size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
+			  const struct objfs_cache_stats *c);
+
+#endif

@@ -1,0 +1,106 @@
+/*
+ * Unit tests of src/stats.c: request counters, the time-to-first-byte
+ * histogram and its percentiles, and the text format (truncation behaves
+ * like snprintf).
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stats.h"
+
+START_TEST(test_counters)
+{
+	struct objfs_stats s;
+
+	objfs_stats_reset();
+	objfs_stats_request(1, 100, 0, 1000);
+	objfs_stats_request(3, 50, 0, 3000);
+	objfs_stats_request(4, 0, -EIO, -1);
+	objfs_stats_get(&s);
+	ck_assert_uint_eq(s.requests, 3);
+	ck_assert_uint_eq(s.errors, 1);
+	ck_assert_uint_eq(s.retries, 5);
+	ck_assert_uint_eq(s.bytes, 150);
+	/* 1000 us is in [512, 1024), 3000 us in [2048, 4096); -1: no sample */
+	ck_assert_uint_eq(s.ttfb[9], 1);
+	ck_assert_uint_eq(s.ttfb[11], 1);
+	uint64_t n = 0;
+	for (int i = 0; i < OBJFS_STATS_BUCKETS; i++)
+		n += s.ttfb[i];
+	ck_assert_uint_eq(n, 2);
+}
+END_TEST
+
+START_TEST(test_percentiles)
+{
+	uint64_t h[OBJFS_STATS_BUCKETS] = { 0 };
+
+	ck_assert_uint_eq(objfs_stats_percentile(h, 50), 0);
+	h[4] = 90; /* [16, 32) us */
+	h[10] = 9; /* [1024, 2048) us */
+	h[20] = 1; /* [1 s, 2 s) */
+	ck_assert_uint_eq(objfs_stats_percentile(h, 50), 32);
+	ck_assert_uint_eq(objfs_stats_percentile(h, 90), 32);
+	ck_assert_uint_eq(objfs_stats_percentile(h, 91), 2048);
+	ck_assert_uint_eq(objfs_stats_percentile(h, 99), 2048);
+	ck_assert_uint_eq(objfs_stats_percentile(h, 100), 2u << 20);
+	ck_assert_uint_eq(objfs_stats_percentile(h, 0), 32);
+}
+END_TEST
+
+START_TEST(test_format)
+{
+	struct objfs_stats s = { .requests = 7, .errors = 1, .retries = 2, .bytes = 12345 };
+	struct objfs_cache_stats c = { .hits = 5, .misses = 6, .bytes = 4096, .cap = 8192 };
+	char buf[2048], small[16];
+	size_t n;
+
+	s.ttfb[3] = 1;
+	n = objfs_stats_format(buf, sizeof(buf), &s, &c);
+	ck_assert_uint_eq(n, strlen(buf));
+	ck_assert_ptr_nonnull(strstr(buf, "requests 7\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "request_errors 1\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "retries 2\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "bytes 12345\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "ttfb_p50_us 16\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "cache_hits 5\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "cache_misses 6\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "cache_cap 8192\n"));
+	ck_assert(buf[n - 1] == '\n');
+	/* Without cache counters: only the engine's lines. */
+	ck_assert_uint_lt(objfs_stats_format(buf, sizeof(buf), &s, NULL), n);
+	ck_assert_ptr_null(strstr(buf, "cache_"));
+	/* Truncated: NUL-terminated, returns the length needed. */
+	ck_assert_uint_eq(objfs_stats_format(small, sizeof(small), &s, &c), n);
+	ck_assert_uint_eq(strlen(small), sizeof(small) - 1);
+	ck_assert_int_eq(strncmp(small, "requests 7\nrequ", sizeof(small) - 1), 0);
+	ck_assert_uint_eq(objfs_stats_format(NULL, 0, &s, &c), n);
+}
+END_TEST
+
+static Suite *stats_suite(void)
+{
+	Suite *s = suite_create("stats");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_test(tc, test_counters);
+	tcase_add_test(tc, test_percentiles);
+	tcase_add_test(tc, test_format);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(stats_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
