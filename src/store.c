@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "range.h"
@@ -84,6 +85,7 @@ static int read_errno(int err)
 
 struct fetch_op {
 	struct objfs_req r;
+	char etag[192];  /* ours: the opener's handle may be released mid-fetch */
 	struct objfs_store *s;
 	void *cookie;
 	void (*done)(void *arg, int err);
@@ -112,7 +114,9 @@ void objfs_store_fetch(void *ctx, int64_t off, size_t len, char *dst,
 		done(arg, -ENOMEM);
 		return;
 	}
-	err = prep_get(o->store, o->path, o->etag, o->size, off, len, dst, &op->r, &op->cookie);
+	if (o->etag)
+		snprintf(op->etag, sizeof(op->etag), "%s", o->etag);
+	err = prep_get(o->store, o->path, op->etag, o->size, off, len, dst, &op->r, &op->cookie);
 	if (err) {
 		free(op);
 		done(arg, read_errno(err));

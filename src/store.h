@@ -70,7 +70,8 @@ struct objfs_store_obj {
 
 /*
  * Asynchronous ranged fetch of [off, off+len) of the object @ctx (a struct
- * objfs_store_obj, borrowed until done runs) into @dst; calls done(arg, err)
+ * objfs_store_obj, read only during this call: its ETag is copied, its path
+ * must live until done runs, as node paths do) into @dst; calls done(arg, err)
  * once, on an engine thread (or at once on a set-up error). Matches
  * objfs_fetch_fn so the block cache can use it.
  */
