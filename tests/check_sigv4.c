@@ -70,6 +70,22 @@ static const struct vec vecs[] = {
 	    "X-Amz-Security-Token:6e86291e8372ff2a2260956d9b8aae1d763fbf315fa00fa31553b73ebf194267" },
 	  NULL, 0, "host;x-amz-date;x-amz-security-token",
 	  "07ec1639c89043aa0e3e2de82b96708f198cceab042d4a97044c66dd9f74e7f8" },
+	{ "get-vanilla-query-unreserved", "GET", "/",
+	  "-._~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz="
+	  "-._~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+	  { SUITE_HOST, "x-amz-date:" SUITE_DATE }, NULL, 0, "host;x-amz-date",
+	  "9c3e54bfcdf0b19771a7f523ee5669cdf59bc7cc0884027167c21bb143a40197" },
+	/* post-sts-token/post-sts-header-before: the token is a signed header
+	 * (objfs always signs it, so post-sts-header-after does not apply) */
+	{ "post-sts-header-before", "POST", "/", "",
+	  { SUITE_HOST, "x-amz-date:" SUITE_DATE,
+	    "X-Amz-Security-Token:AQoDYXdzEPT//////////wEXAMPLEtc764bNrC9SAPBSM22wDOk4x4HIZ8j4"
+	    "FZTwdQWLWsKWHGBuFqwAeMicRXmxfpSPfIeoIYRqTflfKD8YUuwthAx7mSEI/qkPpKPi/kMcGdQrmGdeehM"
+	    "4IC1NtBmUpp2wUE8phUZampKsburEDy0KPkyQDYwT7WZ0wq5VSXDvp75YU9HFvlRd8Tx6q6fE8YQcHNVXAk"
+	    "iY9q6d+xo0rKwT38xVqr7ZD0u0iPPkUL64lIZbqBAz+scqKmlzm8FDrypNC9Yjc8fPOLn9FX9KSYvKTr4rvx"
+	    "3iSIlTJabIQwj2ICCR/oLxBA==" },
+	  NULL, 0, "host;x-amz-date;x-amz-security-token",
+	  "85d96828115b5dc0cfc3bd16ad9e210dd772bbebba041836c64533a82be05ead" },
 	/* S3 API reference examples. */
 	{ "s3-get-object-range", "GET", "/test.txt", "",
 	  { S3_HOST, "range:bytes=0-9", "x-amz-content-sha256:" OBJFS_SHA256_EMPTY,
