@@ -55,6 +55,23 @@ check_unmount() {
 	fi
 }
 
+# files_match ROOT LABEL FILE...: each FILE under ROOT has the size and the
+# sha256 of the same FILE under $SRC; one fail line per mismatch.  Returns
+# 0 when all match.
+files_match() {
+	local root=$1 label=$2 f want got bad=0
+	shift 2
+	for f in "$@"; do
+		want="$(stat -c %s -- "$SRC/$f") $(sha_file "$SRC/$f")"
+		got="$(timeout "$SHORT_TO" stat -c %s -- "$root/$f" 2>&1) $(sha_file "$root/$f" 2>&1)"
+		if [ "$got" != "$want" ]; then
+			fail "$label: expected size+sha256 of '$f' to be '$want', got '$got'"
+			bad=1
+		fi
+	done
+	return "$bad"
+}
+
 # ---------------------------------------------------------------- test data
 
 make_tree() {

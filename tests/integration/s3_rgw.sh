@@ -134,28 +134,16 @@ seed() {
 # Each special name: a fresh lookup (no readdir before) finds it with the
 # right size and content.
 t_special_keys() {
-	local f bad=0 want got
 	if ! mount_objfs "s3://main" "$MNT2" "$(s3opts)"; then
 		fail "special keys: expected s3://main to mount at $MNT2"
 		return
 	fi
-	for f in "${SPECIAL[@]}" "a+b.txt" "100% done.txt" "hash#tag.txt" "this&that.txt" \
-		"naïve café.txt" "日本語.bin" "with space.txt" "dir with space/inner file.txt"; do
-		want="$(stat -c %s -- "$SRC/$f") $(sha_file "$SRC/$f")"
-		got="$(timeout "$SHORT_TO" stat -c %s -- "$MNT2/$f" 2>&1) $(sha_file "$MNT2/$f" 2>&1)"
-		if [ "$got" != "$want" ]; then
-			fail "special keys: expected size+sha256 of '$f' to be '$want', got '$got'"
-			bad=$((bad + 1))
-		fi
-	done
-	[ "$bad" -eq 0 ] && pass "special keys: ${#SPECIAL[@]} names with ?=&~*'%+;,@!\$[]#, spaces, unicode (and 8 more) found by direct lookup with the right size and sha256"
-	want="$(stat -c %s -- "$SRC/$DEEP") $(sha_file "$SRC/$DEEP")"
-	got="$(timeout "$SHORT_TO" stat -c %s -- "$MNT2/$DEEP" 2>&1) $(sha_file "$MNT2/$DEEP" 2>&1)"
-	if [ "$got" = "$want" ]; then
+	files_match "$MNT2" "special keys" "${SPECIAL[@]}" "a+b.txt" "100% done.txt" "hash#tag.txt" \
+		"this&that.txt" "naïve café.txt" "日本語.bin" "with space.txt" \
+		"dir with space/inner file.txt" &&
+		pass "special keys: ${#SPECIAL[@]} names with ?=&~*'%+;,@!\$[]#, spaces, unicode (and 8 more) found by direct lookup with the right size and sha256"
+	files_match "$MNT2" "deep prefix" "$DEEP" &&
 		pass "deep prefix: 17 levels down, '$DEEP' found by direct lookup with the right size and sha256"
-	else
-		fail "deep prefix: expected size+sha256 '$want' for $DEEP, got '$got'"
-	fi
 	check_unmount "special keys" "$MNT2"
 }
 
@@ -531,7 +519,6 @@ t_imds() {
 # Virtual-host addressing (BUCKET.localhost; curl resolves *.localhost to
 # loopback and RGW's "rgw dns name" is localhost): Host is signed too.
 t_vhost() {
-	local f bad=0
 	if ! mount_objfs "s3://main" "$MNT2" \
 		"$(opts "endpoint=http://localhost:${RGW_ENDPOINT##*:},virtual_host,log_level=info")"; then
 		fail "virtual host: expected s3://main to mount with -o virtual_host"
@@ -543,13 +530,8 @@ t_vhost() {
 		fail "virtual host: expected the log to say virtual-host style at main.localhost; log:"
 		excerpt "$OBJFS_LOG"
 	fi
-	for f in "q?mark=1&x=y.txt" "d1/d2/d3/file" "$DEEP" "1MiB+1.bin"; do
-		if [ "$(sha_file "$MNT2/$f")" != "$(sha_file "$SRC/$f")" ]; then
-			fail "virtual host: expected '$f' to read as the source"
-			bad=1
-		fi
-	done
-	[ "$bad" -eq 0 ] && pass "virtual host: 4 files (special name, deep, 1 MiB+1) read correctly"
+	files_match "$MNT2" "virtual host" "q?mark=1&x=y.txt" "d1/d2/d3/file" "$DEEP" "1MiB+1.bin" &&
+		pass "virtual host: 4 files (special name, deep, 1 MiB+1) have the right size and sha256"
 	check_unmount "virtual host" "$MNT2"
 }
 
