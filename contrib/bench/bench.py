@@ -177,6 +177,8 @@ class Mount:
 
     def __init__(self, name, cmd, mnt, env=None):
         self.name, self.mnt = name, mnt
+        # a daemon that died leaves a dead mount (ENOTCONN) behind: clear it
+        subprocess.run(["umount", "-l", mnt], stderr=subprocess.DEVNULL)
         os.makedirs(mnt, exist_ok=True)
         self.logf = open(mnt.rstrip("/") + ".log", "ab")
         self.p = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT,
@@ -205,9 +207,11 @@ class Mount:
     def umount(self):
         for cmd in (["fusermount3", "-u", self.mnt], ["fusermount", "-u", self.mnt],
                     ["umount", self.mnt], ["umount", "-l", self.mnt]):
-            if not os.path.ismount(self.mnt):
+            if not os.path.ismount(self.mnt) and self.p.poll() is not None:
                 break
             subprocess.run(cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        # a crashed daemon's mount fails ismount (ENOTCONN) but still stands
+        subprocess.run(["umount", "-l", self.mnt], stderr=subprocess.DEVNULL)
         try:
             self.p.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -229,7 +233,8 @@ def peers_for(source, ctx):
             "rclone", "mount", "--read-only", "--config", "/dev/null", "--http-url",
             html, ":http:", m], m)))
         out.append(("httpdirfs", lambda m: Mount("httpdirfs", [
-            "httpdirfs", "-f", html, m], m)))
+            # --no-range-check: httpdirfs 1.2.5 misjudges nginx (httpdirfs issue #188)
+            "httpdirfs", "-f", "--no-range-check", html, m], m)))
     else:
         ep = source["endpoint"]
         b = source["bucket"]
