@@ -8,8 +8,8 @@
  * up to `max_window`; the caller then prefetches the window past the read.
  * Two reads in a row far from the expected offset switch the handle to
  * random mode: no prefetch, and misses are fetched at the size of the read
- * itself instead of whole cache blocks. One sequential read after that
- * starts growing again.
+ * itself instead of whole cache blocks. Two sequential reads in a row after
+ * that start growing again (one alone is chance).
  *
  * Pure state machine (no I/O, no locks): the caller serialises calls per
  * handle. Unit-tested in tests/check_prefetch.c.

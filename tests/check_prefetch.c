@@ -60,11 +60,25 @@ START_TEST(test_random_stops_prefetch)
 		}
 	}
 	ck_assert(p.random);
-	/* A sequential read after the last one starts over with the small window. */
+	/* One read right after the last one is chance: still random. */
 	objfs_prefetch_on_read(&p, 10 * MiB + 4096, 4096, GiB, &pl);
+	ck_assert(!pl.sequential);
+	ck_assert(p.random);
+	ck_assert_uint_eq(pl.len, 0);
+	/* A second one in a row starts over with the small window. */
+	objfs_prefetch_on_read(&p, 10 * MiB + 8192, 4096, GiB, &pl);
 	ck_assert(pl.sequential);
 	ck_assert_uint_eq(p.window, 1 * MiB);
 	ck_assert_uint_gt(pl.len, 0);
+	/* Random again, then a near read followed by a far one stays random. */
+	objfs_prefetch_on_read(&p, 500 * MiB, 4096, GiB, &pl);
+	objfs_prefetch_on_read(&p, 100 * MiB, 4096, GiB, &pl);
+	ck_assert(p.random);
+	objfs_prefetch_on_read(&p, 100 * MiB + 4096, 4096, GiB, &pl);
+	ck_assert(!pl.sequential);
+	objfs_prefetch_on_read(&p, 300 * MiB, 4096, GiB, &pl);
+	ck_assert(!pl.sequential);
+	ck_assert(p.random);
 }
 END_TEST
 
