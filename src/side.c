@@ -1,13 +1,20 @@
 /*
  * side: see side.h for the design and side_proto.h for the protocol.
  *
- * Threads: one accept thread, one thread per session. A session thread is
- * the only one that touches its session's socket and ring after HELLO, so
- * a session needs no lock of its own; pieces are filled and published in
- * order by that one thread, which is what makes err_piece meaningful.
- * Parallelism across engine threads comes from the block cache: a fill
- * prefetches its readahead window, and objfs_cache_read fetches the blocks
- * of one slot in parallel.
+ * Threads: one accept thread, one thread per session, and a pool of fill
+ * workers. The session thread reads the socket, waits for slot releases
+ * and dispatches pieces (struct job, one per slot: a slot holds at most one
+ * piece between dispatch and publication); workers copy pieces from the
+ * block cache into their slots in parallel, several per session. Pieces
+ * are published strictly in order all the same, which is what makes
+ * err_piece meaningful: the worker that ends a job publishes every
+ * consecutive finished piece from ss->pub_piece on (publish_locked), so a
+ * piece never becomes visible before the ones below it, and a failed piece
+ * poisons the ring with everything below it published and intact. DONE
+ * messages go out from the worker that published a request's last piece
+ * (sends on a SEQPACKET socket are atomic, so workers and the session
+ * thread may send concurrently). The session thread unmaps the ring and
+ * closes the socket only after its last job ended (ss->inflight == 0).
  *
  * Waiting: the daemon waits only when a slot is still in use (ring
  * wrap-around). A CPU consumer wakes it with FUTEX_WAKE on the rel word; a
@@ -18,7 +25,9 @@
  *
  * Locking: side->lock guards the capability list, the session list and the
  * counters; cap->inflight is counted under it and side->cond signals its
- * changes. Capability records are freed only with no session using them
+ * changes. ss->lock guards a session's request queue, job states and
+ * publication cursor (order: ss->lock, then side->lock); side->jlock the
+ * workers' job queue and is never held with another lock. Capability records are freed only with no session using them
  * and no fetch in flight on their behalf (a cache prefetch borrows the
  * record as its fetch context until the fetch completes).
  */
@@ -72,7 +81,22 @@ struct req {
 	uint64_t id;
 	int64_t off;
 	uint64_t len;
-	uint64_t done;
+	uint64_t done;               /* bytes handed to fill workers */
+	uint64_t last_piece;         /* DONE goes out once this one is published */
+};
+
+/* A slot's piece between dispatch and publication (ss->lock). */
+enum job_state { J_FREE, J_RUNNING, J_DONE, J_FAILED };
+
+struct job {
+	struct session *ss;
+	uint64_t piece;
+	int64_t off;
+	size_t len;
+	uint32_t slot;
+	enum job_state state;
+	int err;                     /* positive errno with J_FAILED */
+	struct job *next;            /* side->jobs queue */
 };
 
 struct session {
@@ -89,9 +113,17 @@ struct session {
 	uint32_t slots, slot_size;   /* from the validated HELLO */
 	char *data;                  /* slot 0 */
 	uint64_t next_piece;         /* first piece of the next FILL */
-	uint64_t fill_piece;         /* next piece to fill */
-	struct req q[OBJFS_SESSION_QUEUE];
+	uint64_t fill_piece;         /* next piece to dispatch (written under ss->lock) */
+	pthread_mutex_t lock;        /* guards what follows, up to finished */
+	pthread_cond_t cond;         /* a job of this session ended */
+	struct req q[OBJFS_SESSION_QUEUE]; /* FILLs until their DONE is sent */
 	unsigned qhead, qlen;
+	unsigned qdisp;              /* q[qhead + qdisp] is the one being dispatched */
+	uint64_t pub_piece;          /* pieces below are published */
+	unsigned inflight;           /* jobs queued or running */
+	int failed;                  /* positive errno: nothing more is published */
+	int ending;                  /* the session is over: jobs skip their copy */
+	struct job jobs[OBJFS_RING_MAX_SLOTS]; /* by slot */
 	int finished;                /* side->lock: the thread has ended */
 	struct session *next;
 };
@@ -111,6 +143,13 @@ struct objfs_side {
 	struct session *sessions;
 	uint64_t next_session;
 	struct objfs_side_stats st;
+	/* Fill workers: jobs (one piece each) from every session. */
+	pthread_mutex_t jlock;
+	pthread_cond_t jcond;
+	struct job *jhead, *jtail;   /* jlock */
+	int jstop;                   /* jlock */
+	pthread_t *workers;
+	unsigned nworkers;
 };
 
 static double now_mono(void)
@@ -484,13 +523,18 @@ static int do_fill(struct session *ss, const struct objfs_msg_fill *m)
 	last_gen = (ss->next_piece + pieces - 1) / ss->slots + 1;
 	if (last_gen >= OBJFS_RING_GEN_MAX)
 		return -EOVERFLOW;
-	if (ss->qlen == OBJFS_SESSION_QUEUE)
+	pthread_mutex_lock(&ss->lock);
+	if (ss->qlen == OBJFS_SESSION_QUEUE) {
+		pthread_mutex_unlock(&ss->lock);
 		return -EAGAIN;
+	}
 	r = &ss->q[(ss->qhead + ss->qlen++) % OBJFS_SESSION_QUEUE];
 	r->id = m->req_id;
 	r->off = m->off;
 	r->len = m->len;
 	r->done = 0;
+	r->last_piece = ss->next_piece + pieces - 1;
+	pthread_mutex_unlock(&ss->lock);
 	ss->next_piece += pieces;
 	return 0;
 }
@@ -548,6 +592,8 @@ static int wait_release(struct session *ss, uint32_t slot, uint32_t g)
 
 		if (v >= g - 1 && v < OBJFS_RING_GEN_MAX)
 			return 0;
+		if (__atomic_load_n(&ss->failed, __ATOMIC_RELAXED))
+			return 0; /* the dispatcher sees it next */
 		if (i % SOCK_POLL_EVERY == 0) {
 			err = pump(ss, 0);
 			if (err)
@@ -557,74 +603,217 @@ static int wait_release(struct session *ss, uint32_t slot, uint32_t g)
 	}
 }
 
-static void send_done(struct session *ss, const struct req *r, int err)
+static void send_done(struct session *ss, uint64_t id, uint64_t bytes, int err)
 {
 	struct objfs_msg_done d = { 0 };
 
 	objfs_msg_init(&d.h, OBJFS_MSG_DONE, sizeof(d));
-	d.req_id = r->id;
+	d.req_id = id;
 	d.err = err;
-	d.bytes = r->done;
+	d.bytes = bytes;
 	(void)send_msg(ss->fd, &d, sizeof(d));
 }
 
-/* Fills the next piece of the oldest request. 0, or -errno to end. */
-static int fill_one(struct session *ss)
+/* DONE messages a publisher owes, sent after ss->lock is dropped. */
+struct dones {
+	unsigned n;
+	int err;                /* with the last one: the fill failed */
+	uint64_t id[64], bytes[64];
+};
+
+/*
+ * Publishes, in piece order, every finished piece from ss->pub_piece on,
+ * and collects the DONEs of requests whose last piece is now published.
+ * Stops at a running piece, at @d full, or at a failed one: that piece
+ * poisons the ring (err_piece = it: every piece below is published and
+ * intact), its request gets an error DONE and the session is failed.
+ * Called with ss->lock held, by the fill worker that just ended a job.
+ */
+static void publish_locked(struct session *ss, struct dones *d)
 {
 	struct objfs_side *s = ss->side;
-	struct req *r = &ss->q[ss->qhead];
+
+	while (!ss->failed && !ss->ending && ss->pub_piece < ss->fill_piece &&
+	       d->n < sizeof(d->id) / sizeof(d->id[0])) {
+		uint64_t p = ss->pub_piece;
+		uint32_t slot = (uint32_t)(p % ss->slots), g = (uint32_t)(p / ss->slots + 1), prev;
+		struct job *j = &ss->jobs[slot];
+		struct req *r = &ss->q[ss->qhead];
+
+		if (j->state == J_RUNNING || j->state == J_FREE || j->piece != p)
+			break;
+		if (j->state == J_FAILED) {
+			objfs_info("side: session %llu: fill of ino %llu at %lld+%zu failed: %s",
+				   (unsigned long long)ss->id, (unsigned long long)ss->cap->ino,
+				   (long long)j->off, j->len, strerror(j->err));
+			poison(ss, p, j->err);
+			ss->failed = j->err;
+			d->id[d->n] = r->id;
+			d->bytes[d->n++] = 0;
+			d->err = j->err;
+			pthread_mutex_lock(&s->lock);
+			s->st.fill_errors++;
+			pthread_mutex_unlock(&s->lock);
+			break;
+		}
+		__atomic_store_n(&ss->ring->ctl[slot].len, (uint32_t)j->len, __ATOMIC_RELAXED);
+		/*
+		 * OBJFS_SEQ_ERROR is sticky: if the client's watchdog poisoned the ring
+		 * meanwhile, publishing over it would strand its waiters on this slot.
+		 */
+		prev = g - 1;
+		if (!__atomic_compare_exchange_n(&ss->ring->ctl[slot].seq, &prev, g, 0,
+						 __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
+			ss->failed = ECANCELED;
+			break;
+		}
+		futex_wake_all(&ss->ring->ctl[slot].seq);
+		j->state = J_FREE;
+		ss->pub_piece++;
+		if (p == r->last_piece) {
+			d->id[d->n] = r->id;
+			d->bytes[d->n++] = r->len;
+			pthread_mutex_lock(&s->lock);
+			s->st.fills++;
+			s->st.fill_bytes += r->len;
+			pthread_mutex_unlock(&s->lock);
+			ss->qhead = (ss->qhead + 1) % OBJFS_SESSION_QUEUE;
+			ss->qlen--;
+			ss->qdisp--;
+		}
+	}
+	pthread_cond_broadcast(&ss->cond);
+}
+
+/* Runs one job on a fill worker: copy from the block cache, then publish. */
+static void job_run(struct job *j)
+{
+	struct session *ss = j->ss;
+	struct objfs_side *s = ss->side;
+	struct dones d;
+	int err = -ECANCELED;
+
+	if (!__atomic_load_n(&ss->ending, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&ss->failed, __ATOMIC_RELAXED))
+		err = objfs_cache_read(s->cache, &ss->cap->cobj, j->off, j->len,
+				       ss->data + (size_t)j->slot * ss->slot_size);
+	pthread_mutex_lock(&ss->lock);
+	j->state = err ? J_FAILED : J_DONE;
+	j->err = -err;
+	do {
+		d.n = 0;
+		d.err = 0;
+		publish_locked(ss, &d);
+		pthread_mutex_unlock(&ss->lock);
+		for (unsigned i = 0; i < d.n; i++)
+			send_done(ss, d.id[i], d.bytes[i], i + 1 == d.n ? d.err : 0);
+		pthread_mutex_lock(&ss->lock);
+	} while (d.n == sizeof(d.id) / sizeof(d.id[0]));
+	/* Last: once inflight drops, the session may unmap the ring and close. */
+	ss->inflight--;
+	pthread_cond_broadcast(&ss->cond);
+	pthread_mutex_unlock(&ss->lock);
+}
+
+static void *worker_main(void *arg)
+{
+	struct objfs_side *s = arg;
+
+	for (;;) {
+		struct job *j;
+
+		pthread_mutex_lock(&s->jlock);
+		while (!s->jhead && !s->jstop)
+			pthread_cond_wait(&s->jcond, &s->jlock);
+		j = s->jhead;
+		if (!j) {
+			pthread_mutex_unlock(&s->jlock);
+			return NULL; /* stopping, and nothing left */
+		}
+		s->jhead = j->next;
+		if (!s->jhead)
+			s->jtail = NULL;
+		pthread_mutex_unlock(&s->jlock);
+		job_run(j);
+	}
+}
+
+/*
+ * Hands the next piece of the oldest undispatched request to the fill
+ * workers, once its slot is free (wrap-around: the only wait). Session
+ * thread only. 0, or -errno to end the session.
+ */
+static int dispatch_one(struct session *ss)
+{
+	struct objfs_side *s = ss->side;
 	uint64_t p = ss->fill_piece;
 	uint32_t slot = (uint32_t)(p % ss->slots);
 	uint32_t g = (uint32_t)(p / ss->slots + 1);
-	int64_t off = r->off + (int64_t)r->done;
-	size_t len = r->len - r->done < ss->slot_size ? (size_t)(r->len - r->done) : ss->slot_size;
-	uint64_t ahead = r->len - r->done;
-	uint32_t prev;
+	struct job *j = &ss->jobs[slot];
+	uint64_t window = s->cfg.prefetch, ahead;
+	struct req *r;
+	int64_t off;
+	size_t len;
 	int err;
 
 	err = wait_release(ss, slot, g);
 	if (err)
 		return err;
-	if (ahead > s->cfg.prefetch)
-		ahead = s->cfg.prefetch;
+	pthread_mutex_lock(&ss->lock);
+	/* A client that lies about rel must not make us reuse a busy slot. */
+	while (j->state != J_FREE && !ss->failed)
+		pthread_cond_wait(&ss->cond, &ss->lock);
+	if (ss->failed) {
+		pthread_mutex_unlock(&ss->lock);
+		return 0;
+	}
+	r = &ss->q[(ss->qhead + ss->qdisp) % OBJFS_SESSION_QUEUE];
+	off = r->off + (int64_t)r->done;
+	len = r->len - r->done < ss->slot_size ? (size_t)(r->len - r->done) : ss->slot_size;
+	ahead = r->len - r->done;
+	j->ss = ss;
+	j->piece = p;
+	j->off = off;
+	j->len = len;
+	j->slot = slot;
+	j->state = J_RUNNING;
+	j->err = 0;
+	j->next = NULL;
+	r->done += len;
+	if (r->done == r->len)
+		ss->qdisp++;
+	ss->inflight++;
+	ss->fill_piece++;
+	pthread_mutex_unlock(&ss->lock);
+
+	/* Readahead: at least twice the ring, so fetches run while it is full. */
+	if (window < 2ull * ss->slots * ss->slot_size)
+		window = 2ull * ss->slots * ss->slot_size;
+	if (ahead > window)
+		ahead = window;
 	if (ahead > len)
 		objfs_cache_prefetch(s->cache, &ss->cap->cobj, off + (int64_t)len,
 				     (size_t)(ahead - len));
-	err = objfs_cache_read(s->cache, &ss->cap->cobj, off, len,
-			       ss->data + (size_t)slot * ss->slot_size);
-	if (err) {
-		objfs_info("side: session %llu: fill of ino %llu at %lld+%zu failed: %s",
-			   (unsigned long long)ss->id, (unsigned long long)ss->cap->ino,
-			   (long long)off, len, strerror(-err));
-		poison(ss, p, -err);
-		send_done(ss, r, -err);
-		pthread_mutex_lock(&s->lock);
-		s->st.fill_errors++;
-		pthread_mutex_unlock(&s->lock);
-		return err;
-	}
-	__atomic_store_n(&ss->ring->ctl[slot].len, (uint32_t)len, __ATOMIC_RELAXED);
-	/*
-	 * OBJFS_SEQ_ERROR is sticky: if the client's watchdog poisoned the ring
-	 * meanwhile, publishing over it would strand its waiters on this slot.
-	 */
-	prev = g - 1;
-	if (!__atomic_compare_exchange_n(&ss->ring->ctl[slot].seq, &prev, g, 0, __ATOMIC_RELEASE,
-					 __ATOMIC_RELAXED))
-		return -ECANCELED;
-	futex_wake_all(&ss->ring->ctl[slot].seq);
-	ss->fill_piece++;
-	r->done += len;
-	if (r->done == r->len) {
-		send_done(ss, r, 0);
-		pthread_mutex_lock(&s->lock);
-		s->st.fills++;
-		s->st.fill_bytes += r->len;
-		pthread_mutex_unlock(&s->lock);
-		ss->qhead = (ss->qhead + 1) % OBJFS_SESSION_QUEUE;
-		ss->qlen--;
-	}
+	pthread_mutex_lock(&s->jlock);
+	if (s->jtail)
+		s->jtail->next = j;
+	else
+		s->jhead = j;
+	s->jtail = j;
+	pthread_cond_signal(&s->jcond);
+	pthread_mutex_unlock(&s->jlock);
 	return 0;
+}
+
+/* Whether a request has pieces left to dispatch. Session thread. */
+static int has_work(struct session *ss)
+{
+	int w;
+
+	pthread_mutex_lock(&ss->lock);
+	w = ss->qdisp < ss->qlen;
+	pthread_mutex_unlock(&ss->lock);
+	return w;
 }
 
 static void *session_main(void *arg)
@@ -656,10 +845,22 @@ static void *session_main(void *arg)
 		goto out;
 	sess_state(ss, S_SERVING, NULL);
 	while (!s->stopping) {
-		err = ss->qlen ? fill_one(ss) : pump(ss, 200);
+		int failed = __atomic_load_n(&ss->failed, __ATOMIC_RELAXED);
+
+		if (failed) {
+			err = -failed;
+			break;
+		}
+		err = has_work(ss) ? dispatch_one(ss) : pump(ss, 200);
 		if (err)
 			break;
 	}
+	/* Jobs of ours still queued or copying into the ring: let them end. */
+	pthread_mutex_lock(&ss->lock);
+	ss->ending = 1;
+	while (ss->inflight)
+		pthread_cond_wait(&ss->cond, &ss->lock);
+	pthread_mutex_unlock(&ss->lock);
 out:
 	if (err && err != -ECONNRESET && err != -ESHUTDOWN && err != -ECANCELED) {
 		objfs_info("side: session %llu (pid %d uid %u) ends: %s",
@@ -693,6 +894,8 @@ static void sessions_reap(struct objfs_side *s, int all)
 			*pp = ss->next;
 			pthread_mutex_unlock(&s->lock);
 			pthread_join(ss->thread, NULL);
+			pthread_cond_destroy(&ss->cond);
+			pthread_mutex_destroy(&ss->lock);
 			free(ss);
 			pthread_mutex_lock(&s->lock);
 			pp = &s->sessions; /* the list may have changed meanwhile */
@@ -738,15 +941,20 @@ static void accept_one(struct objfs_side *s)
 	ss->pid = cred.pid;
 	ss->id = ++s->next_session;
 	ss->state = S_HELLO;
+	pthread_mutex_init(&ss->lock, NULL);
+	pthread_cond_init(&ss->cond, NULL);
 	err = pthread_create(&ss->thread, NULL, session_main, ss);
 	if (err) {
 		pthread_mutex_unlock(&s->lock);
 		objfs_warn("side: cannot start a session thread: %s", strerror(err));
 		send_err(fd, EAGAIN);
 		close(fd);
+		pthread_cond_destroy(&ss->cond);
+		pthread_mutex_destroy(&ss->lock);
 		free(ss);
 		return;
 	}
+	pthread_setname_np(ss->thread, "objfs-session");
 	ss->next = s->sessions;
 	s->sessions = ss;
 	s->st.sessions_open++;
@@ -771,6 +979,32 @@ static void *accept_main(void *arg)
 }
 
 /* ---------------------------------------------------------- server */
+
+/*
+ * Fill workers by default: half the cores, 4 to 16. Measured on the H100
+ * machine (16 cores): one copier held a 4 GiB fill to ~6 GB/s whatever the
+ * connections; memcpy there scales ~11 GB/s (1 thread) to ~50 GB/s (8).
+ */
+static unsigned default_workers(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN) / 2;
+
+	return n < 4 ? 4 : n > 16 ? 16 : (unsigned)n;
+}
+
+/* Ends the fill workers once their queue is empty; frees the array. */
+static void workers_stop(struct objfs_side *s)
+{
+	pthread_mutex_lock(&s->jlock);
+	s->jstop = 1;
+	pthread_cond_broadcast(&s->jcond);
+	pthread_mutex_unlock(&s->jlock);
+	for (unsigned i = 0; i < s->nworkers; i++)
+		pthread_join(s->workers[i], NULL);
+	free(s->workers);
+	s->workers = NULL;
+	s->nworkers = 0;
+}
 
 static int make_name(struct objfs_side *s, struct sockaddr_un *sa, socklen_t *salen)
 {
@@ -822,6 +1056,8 @@ int objfs_side_new(const struct objfs_side_cfg *cfg, struct objfs_cache *cache,
 	s->wakefd = -1;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
+	pthread_mutex_init(&s->jlock, NULL);
+	pthread_cond_init(&s->jcond, NULL);
 	s->cfg.sock_name = cfg->sock_name;
 	err = make_name(s, &sa, &salen);
 	s->cfg.sock_name = NULL; /* not kept: the caller's string */
@@ -843,14 +1079,30 @@ int objfs_side_new(const struct objfs_side_cfg *cfg, struct objfs_cache *cache,
 		err = -errno;
 		goto out_sock;
 	}
+	s->nworkers = cfg->fill_threads ? cfg->fill_threads : default_workers();
+	s->workers = calloc(s->nworkers, sizeof(*s->workers));
+	if (!s->workers) {
+		err = -ENOMEM;
+		goto out_wake;
+	}
+	for (unsigned i = 0; i < s->nworkers; i++) {
+		err = -pthread_create(&s->workers[i], NULL, worker_main, s);
+		if (err) {
+			s->nworkers = i;
+			goto out_workers;
+		}
+		pthread_setname_np(s->workers[i], "objfs-fill");
+	}
 	err = -pthread_create(&s->acceptor, NULL, accept_main, s);
 	if (err)
-		goto out_wake;
+		goto out_workers;
 	s->acceptor_started = 1;
-	objfs_info("side: GPU side API listening on %s (ring %u x %u bytes)", s->sock,
-		   cfg->ring_slots, cfg->ring_slot_size);
+	objfs_info("side: GPU side API listening on %s (ring %u x %u bytes, %u fill workers)",
+		   s->sock, cfg->ring_slots, cfg->ring_slot_size, s->nworkers);
 	*out = s;
 	return 0;
+out_workers:
+	workers_stop(s);
 out_wake:
 	close(s->wakefd);
 out_sock:
@@ -858,6 +1110,8 @@ out_sock:
 	if (s->sock[0] != '@')
 		unlink(s->sock);
 out_side:
+	pthread_cond_destroy(&s->jcond);
+	pthread_mutex_destroy(&s->jlock);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -899,10 +1153,13 @@ void objfs_side_free(struct objfs_side *s)
 	}
 	caps_purge(s, 1);
 	pthread_mutex_unlock(&s->lock);
+	workers_stop(s); /* every session has ended: no job is left */
 	close(s->lfd);
 	close(s->wakefd);
 	if (s->sock[0] != '@')
 		unlink(s->sock);
+	pthread_cond_destroy(&s->jcond);
+	pthread_mutex_destroy(&s->jlock);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
 	free(s);

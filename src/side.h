@@ -11,13 +11,19 @@
  * Clients connect to one SOCK_SEQPACKET unix socket. An accept thread
  * starts one thread per session (at most max_sessions); a session thread
  * validates HELLO (token, SO_PEERCRED uid, inode, ring memfd size and
- * seals), maps the ring, then serves FILL requests strictly in order: for
- * each piece it waits for the slot's release word (wrap-around), copies
- * from the shared block cache (objfs_cache_read: the same blocks that serve
- * FUSE reads; misses fetched in parallel through the engine, with
- * readahead through objfs_cache_prefetch), and publishes the slot's
- * sequence word. A peer that vanishes (EOF on the socket) ends its session:
- * the ring is unmapped and the memfd closed; nothing else is affected.
+ * seals), maps the ring, then dispatches FILL requests in order: for each
+ * piece it waits for the slot's release word (wrap-around), starts the
+ * readahead (objfs_cache_prefetch) and hands the piece to a pool of fill
+ * workers shared by all sessions. Workers copy from the shared block cache
+ * (objfs_cache_read: the same blocks that serve FUSE reads; misses fetched
+ * in parallel through the engine) into the slot, up to one piece per slot
+ * at once; whoever finishes publishes the sequence words of the finished
+ * pieces strictly in piece order. Why workers: on the H100 machine one
+ * session thread doing the copies held a cold 4 GiB fill to ~6 GB/s at 8
+ * and at 16 connections while curl moved 17-21 GB/s (docs/benchmarks.md).
+ * A peer that vanishes (EOF on the socket) ends its session: its jobs
+ * finish, then the ring is unmapped and the memfd closed; nothing else is
+ * affected.
  *
  * Ownership: the side server borrows the cache and, through granted
  * records, the store and node paths: objfs_side_free() must run before
@@ -42,7 +48,9 @@ struct objfs_side_cfg {
 	unsigned max_sessions;   /* concurrent sessions; more are refused */
 	unsigned max_caps;       /* capability records kept */
 	double cap_ttl;          /* seconds an unused capability stays valid */
-	size_t prefetch;         /* readahead window of a fill, bytes */
+	size_t prefetch;         /* readahead window of a fill, bytes (at least
+				    twice the session's ring is used) */
+	unsigned fill_threads;   /* fill workers; 0: half the cores, 4 to 16 */
 	const char *sock_name;   /* NULL: "@objfs.<pid>.<random>"; copied */
 };
 

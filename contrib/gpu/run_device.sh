@@ -8,6 +8,7 @@
 #   contrib/gpu/run_device.sh pack      # builds build-gpu/ and build-gpu/dev/
 # Then on the device (through the device tool, carry [".debs", "build-gpu/dev"]):
 #   contrib/gpu/run_device.sh run       # results and logs under $OUT (or ./device-out)
+#   contrib/gpu/run_device.sh bench     # contrib/gpu/bench_gpu.sh, ~3 minutes
 #
 # "run" unpacks the .debs into /tmp/root, adds any shared library the
 # device lacks from build-gpu/dev/fallback (copied from the build machine),
@@ -39,8 +40,9 @@ pack() {
 	du -sh "$dev"
 }
 
-run() {
-	local out=${OUT:-$top/device-out} root=/tmp/root d missing rc=0
+# setup: unpacks the .debs, finds missing libraries, exports OBJFS & co.
+setup() {
+	local out=${OUT:-$top/device-out} root=/tmp/root d missing
 	mkdir -p "$out" "$root" /var/lib/nginx
 	for d in "$top"/.debs/*.deb; do dpkg -x "$d" "$root"; done
 	export PATH=$root/usr/bin:$root/usr/sbin:$root/bin:$PATH
@@ -63,9 +65,15 @@ run() {
 		ldd "$dev/objfs" "$dev/gpu_fill" | grep 'not found' || echo "(none missing)"
 		command -v python3 curl fusermount3 nginx
 	} 2>&1 | tee "$out/device.txt"
-	export OBJFS=$dev/objfs SIDE_CLIENT=$dev/side_client GPU_FILL=$dev/gpu_fill
+	# OBJFS may name another daemon binary (bench: compare builds).
+	export OBJFS=${OBJFS:-$dev/objfs} SIDE_CLIENT=$dev/side_client GPU_FILL=$dev/gpu_fill
 	export OBJFS_LIB=$dev/libobjfs.so.0
 	export NGINX=$root/usr/sbin/nginx
+}
+
+run() {
+	local out=${OUT:-$top/device-out} rc=0
+	setup
 	echo "== side_host.sh"
 	"$top/tests/integration/side_host.sh" 2>&1 | tee "$out/side_host.log"
 	[ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
@@ -75,8 +83,15 @@ run() {
 	return "$rc"
 }
 
+# bench: contrib/gpu/bench_gpu.sh (see its header; BENCH_* in the environment).
+bench() {
+	setup
+	"$top/contrib/gpu/bench_gpu.sh"
+}
+
 case ${1:-} in
 pack) pack ;;
 run) run ;;
-*) echo "usage: $0 pack|run" >&2; exit 2 ;;
+bench) bench ;;
+*) echo "usage: $0 pack|run|bench" >&2; exit 2 ;;
 esac

@@ -16,6 +16,16 @@
  *                                      then report when the stream completes
  *   gpu_fill bench MNTFILE             read()+cudaMemcpy (pageable, pinned) and
  *                                      objfs_gpu_read, GB/s
+ *   gpu_fill bench1 MODE MNTFILE       one timed pass over the whole file into
+ *                                      device memory, MODE pageable (read() into
+ *                                      malloc'd memory + cudaMemcpy), pinned
+ *                                      (read() into cudaMallocHost memory +
+ *                                      cudaMemcpy) or gpu (one objfs_gpu_read);
+ *                                      prints "bench1 MODE GBPS SECONDS BYTES
+ *                                      open SECONDS" (objfs_gpu_open, untimed);
+ *                                      gpu runs $BENCH_SNAP_CMD (if set) with
+ *                                      system() right before and after the read
+ *                                      (contrib/gpu/bench_gpu.sh)
  *
  * Exit 0 when every check held, 1 otherwise, 77 without a GPU.
  */
@@ -423,6 +433,96 @@ static int do_bench(const char *mnt)
 	return 0;
 }
 
+/*
+ * One pass for contrib/gpu/bench_gpu.sh. The read()+copy modes use 64 MiB
+ * reads and synchronous copies, the plain way a program does it; the timer
+ * covers open to last byte on the device (device buffer allocated before).
+ */
+static int do_bench1(const char *mode, const char *mnt)
+{
+	size_t chunk = 64u << 20;
+	struct stat st;
+	unsigned char *d, *hb = NULL;
+	double t0, dt, topen = 0;
+	int64_t size, got = 0;
+	struct objfs_gpu *h = NULL;
+	int fd, pinned = !strcmp(mode, "pinned"), gpu = !strcmp(mode, "gpu");
+	const char *snap = getenv("BENCH_SNAP_CMD");
+
+	if (!gpu && !pinned && strcmp(mode, "pageable")) {
+		fprintf(stderr, "bench1: unknown mode %s\n", mode);
+		return 2;
+	}
+	if (stat(mnt, &st)) {
+		perror(mnt);
+		return 1;
+	}
+	size = st.st_size;
+	CK(cudaMalloc(&d, (size_t)size));
+	CK(cudaMemset(d, 0, (size_t)size));
+	if (pinned)
+		CK(cudaMallocHost(&hb, chunk));
+	else if (!gpu && !(hb = (unsigned char *)malloc(chunk)))
+		return 1;
+	CK(cudaDeviceSynchronize());
+	t0 = now();
+	fd = open(mnt, O_RDONLY);
+	if (fd < 0) {
+		perror(mnt);
+		return 1;
+	}
+	if (gpu) {
+		ssize_t n = 0;
+		int err = objfs_gpu_open(fd, &h);
+
+		/* Opening (ioctl, session, ring registration) is once per file: not timed. */
+		topen = now() - t0;
+		if (snap)
+			(void)!system(snap); /* bench_gpu.sh: the daemon's CPU, before */
+		t0 = now();
+		if (!err)
+			err = objfs_gpu_read(h, d, (size_t)size, 0, &n);
+		dt = now() - t0;
+		if (snap)
+			(void)!system(snap); /* and after */
+		if (err) {
+			printf("bench1 %s failed: %s\n", mode, objfs_strerror(err));
+			return 1;
+		}
+		got = n;
+		objfs_gpu_close(h);
+	} else {
+		for (;;) {
+			ssize_t r = read(fd, hb, chunk);
+
+			if (r < 0) {
+				perror("read");
+				return 1;
+			}
+			if (r == 0)
+				break;
+			CK(cudaMemcpy(d + got, hb, (size_t)r, cudaMemcpyHostToDevice));
+			got += r;
+		}
+	}
+	if (!gpu)
+		dt = now() - t0;
+	close(fd);
+	if (got != size) {
+		printf("bench1 %s: short read, %lld of %lld bytes\n", mode, (long long)got,
+		       (long long)size);
+		return 1;
+	}
+	printf("bench1 %s %.3f %.3f %lld open %.4f\n", mode, size / dt / 1e9, dt, (long long)size,
+	       topen);
+	if (pinned)
+		cudaFreeHost(hb);
+	else
+		free(hb);
+	cudaFree(d);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int n = 0;
@@ -443,6 +543,8 @@ int main(int argc, char **argv)
 		return do_kill(argv[2]);
 	if (argc == 3 && !strcmp(argv[1], "bench"))
 		return do_bench(argv[2]);
+	if (argc == 4 && !strcmp(argv[1], "bench1"))
+		return do_bench1(argv[2], argv[3]);
 	fprintf(stderr, "usage: see the header of tests/gpu/gpu_fill.cu\n");
 	return 2;
 }
