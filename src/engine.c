@@ -784,6 +784,7 @@ int objfs_engine_new(const struct objfs_engine_cfg *cfg, struct objfs_engine **o
 			goto err_free;
 		}
 		th->started = 1;
+		pthread_setname_np(th->tid, "objfs-engine"); /* per-thread CPU in /proc */
 	}
 	*out = e;
 	return 0;
