@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 
 #include "cache.h"
+#include "diskcache.h"
 #include "log.h"
 
 enum bstate { B_LOADING, B_READY, B_FAILED };
@@ -51,6 +52,7 @@ struct objfs_cache {
 	struct objfs_cache_stats st;
 	void *spare[8];            /* full-size block buffers kept for reuse */
 	unsigned nspare;
+	struct objfs_diskcache *disk; /* optional tier below; set before use */
 };
 
 #define HUGE_PAGE (2u << 20)
@@ -325,10 +327,21 @@ static void fetch_done(void *arg, int err)
 
 static void start_fetch(const struct objfs_cache_obj *o, struct objfs_block *b)
 {
-	o->fetch(o->ctx, (int64_t)(b->idx * b->cache->bsize), b->len, b->data, fetch_done, b);
+	int64_t off = (int64_t)(b->idx * b->cache->bsize);
+
+	if (b->cache->disk)
+		objfs_diskcache_fetch(b->cache->disk, b->id, b->idx, o->fetch, o->ctx, off, b->len,
+				      b->data, fetch_done, b);
+	else
+		o->fetch(o->ctx, off, b->len, b->data, fetch_done, b);
 }
 
-int objfs_cache_pin(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
+void objfs_cache_set_disk(struct objfs_cache *c, struct objfs_diskcache *dc)
+{
+	c->disk = dc;
+}
+
+static int pin_once(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
 		    size_t len, struct objfs_cache_pin *pin)
 {
 	uint64_t first, last, n;
@@ -420,6 +433,22 @@ int objfs_cache_pin(struct objfs_cache *c, const struct objfs_cache_obj *o, int6
 	pin->blocks = bl;
 	pin->iov = iov;
 	return 0;
+}
+
+/*
+ * A disk cache copy that failed verification ends its block's fetch with
+ * OBJFS_DISKCACHE_RETRY after dropping the copy: the reader, who still holds
+ * @o, pins again and the block comes from the network. Bounded, in case a
+ * bad copy is written again in between.
+ */
+int objfs_cache_pin(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
+		    size_t len, struct objfs_cache_pin *pin)
+{
+	int err = OBJFS_DISKCACHE_RETRY;
+
+	for (int tries = 0; err == OBJFS_DISKCACHE_RETRY && tries < 4; tries++)
+		err = pin_once(c, o, off, len, pin);
+	return err == OBJFS_DISKCACHE_RETRY ? -EIO : err;
 }
 
 void objfs_cache_unpin(struct objfs_cache *c, struct objfs_cache_pin *pin)

@@ -104,6 +104,14 @@ size_t objfs_cache_prefetch(struct objfs_cache *c, const struct objfs_cache_obj 
 void objfs_cache_drop_behind(struct objfs_cache *c, const struct objfs_cache_obj *o,
 			     int64_t off);
 
+/*
+ * Puts the disk cache @dc (borrowed; freed after the cache) under the cache:
+ * every block fetch then goes through objfs_diskcache_fetch(). Call before
+ * the first read.
+ */
+struct objfs_diskcache;
+void objfs_cache_set_disk(struct objfs_cache *c, struct objfs_diskcache *dc);
+
 /* Whether block @idx of @o is cached or being fetched. */
 int objfs_cache_has(struct objfs_cache *c, const char *id, uint64_t idx);
 

@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "diskcache.h"
 #include "engine.h"
 #include "fs.h"
 #include "inode.h"
@@ -75,6 +76,8 @@ static void usage(FILE *f, const char *prog)
 "  side=on|off            GPU side API server for libobjfs (default on)\n"
 "  ring_slots=N           GPU side API ring slots per session (default 8)\n"
 "  ring_slot_size=SIZE    GPU side API ring slot size (default 8M)\n"
+"  cache_dir=PATH         persistent chunk cache on local disk (default: none)\n"
+"  cache_dir_size=SIZE    disk cache cap, LRU evicted (default 10G)\n"
 "\n"
 "S3 options:\n"
 "  endpoint=URL           S3-compatible server (default: AWS, or AWS_ENDPOINT_URL)\n"
@@ -183,6 +186,7 @@ static int serve(struct cli *c, char *argv0)
 	struct objfs_store *store = NULL;
 	struct objfs_inodes *inodes = NULL;
 	struct objfs_cache *cache = NULL;
+	struct objfs_diskcache *disk = NULL;
 	struct objfs_side *side = NULL;
 	struct objfs_fs fs = { 0 };
 	char fopts[4096] = "ro,subtype=objfs,fsname=";
@@ -217,6 +221,25 @@ static int serve(struct cli *c, char *argv0)
 	if (ret) {
 		objfs_err("cache_size must be at least chunk_size");
 		goto out;
+	}
+	if (c->opts.cache_dir) {
+		/* the disk copies belong to this source: the same path elsewhere is another object */
+		char source[2048];
+		struct objfs_diskcache_cfg dcfg = {
+			.dir = c->opts.cache_dir,
+			.cap = c->opts.cache_dir_size,
+			.source = source,
+			.block_size = c->opts.chunk_size,
+		};
+
+		snprintf(source, sizeof(source), "%s\n%s", c->source,
+			 c->opts.endpoint ? c->opts.endpoint : "");
+		ret = objfs_diskcache_open(&dcfg, &disk, err, sizeof(err));
+		if (ret) {
+			objfs_err("%s", err);
+			goto out;
+		}
+		objfs_cache_set_disk(cache, disk);
 	}
 	if (c->opts.side) {
 		struct objfs_side_cfg scfg = {
@@ -272,10 +295,26 @@ static int serve(struct cli *c, char *argv0)
 		if (n && n <= sizeof(text))
 			text[n - 1] = '\0';
 		objfs_log(OBJFS_LOG_ERR, "stats: %s", text);
+		if (disk) {
+			struct objfs_diskcache_stats ds;
+
+			objfs_diskcache_get_stats(disk, &ds);
+			objfs_log(OBJFS_LOG_ERR, "disk cache stats: hits=%llu,misses=%llu,bad=%llu,"
+				  "read_errors=%llu,writes=%llu,write_bytes=%llu,writes_dropped=%llu,"
+				  "evictions=%llu,files=%llu,bytes=%llu,cap=%llu,degraded=%d",
+				  (unsigned long long)ds.hits, (unsigned long long)ds.misses,
+				  (unsigned long long)ds.bad, (unsigned long long)ds.read_errors,
+				  (unsigned long long)ds.writes, (unsigned long long)ds.write_bytes,
+				  (unsigned long long)ds.writes_dropped,
+				  (unsigned long long)ds.evictions, (unsigned long long)ds.files,
+				  (unsigned long long)ds.bytes, (unsigned long long)ds.cap,
+				  ds.degraded);
+		}
 	}
 out:
 	objfs_side_free(side);   /* ends sessions; before the cache, store and nodes */
 	objfs_cache_free(cache); /* before the engine: waits for its fetches */
+	objfs_diskcache_free(disk); /* after the cache: writes out what is queued */
 	objfs_inodes_free(inodes);
 	objfs_store_free(store);
 	objfs_engine_free(engine);

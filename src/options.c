@@ -43,6 +43,8 @@ static const struct opt_def defs[] = {
 	{ "side", K_ONOFF, F(side), 0, 0, 0 },
 	{ "ring_slots", K_UINT, F(ring_slots), 0, 2, 64 },
 	{ "ring_slot_size", K_SIZE, F(ring_slot_size), 0, 64 << 10, 64 << 20 },
+	{ "cache_dir", K_STR, F(cache_dir), 0, 0, 0 },
+	{ "cache_dir_size", K_SIZE, F(cache_dir_size), 0, 1 << 20, 1ULL << 50 },
 	{ "allow_other", K_FLAG, F(allow_other), 0, 0, 0 },
 	{ "default_permissions", K_FLAG, F(default_permissions), 0, 0, 0 },
 	{ "insecure", K_FLAG, F(insecure), 0, 0, 0 },
@@ -79,6 +81,7 @@ void objfs_opts_init(struct objfs_opts *o)
 	o->side = 1;
 	o->ring_slots = 8;
 	o->ring_slot_size = 8u << 20;
+	o->cache_dir_size = 10ull << 30;
 	o->log_level = OBJFS_LOG_WARN;
 }
 
@@ -88,7 +91,8 @@ void objfs_opts_clear(struct objfs_opts *o)
 	free(o->endpoint);
 	free(o->region);
 	free(o->profile);
-	o->ca_file = o->endpoint = o->region = o->profile = NULL;
+	free(o->cache_dir);
+	o->ca_file = o->endpoint = o->region = o->profile = o->cache_dir = NULL;
 }
 
 int objfs_parse_size(const char *s, size_t *out)

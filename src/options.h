@@ -27,6 +27,8 @@ struct objfs_opts {
 	int side;                 /* GPU side API server on (default) or off */
 	unsigned ring_slots;      /* GPU side API ring: slots per session */
 	size_t ring_slot_size;    /* GPU side API ring: bytes per slot */
+	char *cache_dir;          /* owned; NULL: no disk cache */
+	size_t cache_dir_size;    /* disk cache cap, bytes */
 	int allow_other;
 	int default_permissions;
 	uid_t uid;

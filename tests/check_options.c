@@ -18,6 +18,7 @@ static const char *const bad[] = {
 	"allow_other=yes", "timeout=0", "ca_file=",
 	"side", "side=yes", "side=", "ring_slots=1", "ring_slots=65", "ring_slot_size=4K",
 	"ring_slot_size=65M",
+	"cache_dir", "cache_dir=", "cache_dir_size=", "cache_dir_size=512K", "cache_dir_size=x",
 };
 
 START_TEST(test_bad)
@@ -103,6 +104,22 @@ START_TEST(test_side)
 }
 END_TEST
 
+START_TEST(test_cache_dir)
+{
+	struct objfs_opts o;
+	char err[256];
+
+	objfs_opts_init(&o);
+	ck_assert(o.cache_dir == NULL && o.cache_dir_size == 10ull << 30);
+	ck_assert_int_eq(objfs_opts_parse(&o, "cache_dir=/var/cache/objfs,cache_dir_size=200G",
+					  err, sizeof(err)), 0);
+	ck_assert_str_eq(o.cache_dir, "/var/cache/objfs");
+	ck_assert(o.cache_dir_size == 200ull << 30);
+	objfs_opts_clear(&o);
+	ck_assert(o.cache_dir == NULL);
+}
+END_TEST
+
 static Suite *options_suite(void)
 {
 	Suite *s = suite_create("options");
@@ -112,6 +129,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_defaults_and_values);
 	tcase_add_test(tc, test_sizes);
 	tcase_add_test(tc, test_side);
+	tcase_add_test(tc, test_cache_dir);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 need=(build-essential autoconf automake libtool pkg-config
-      libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev liburing-dev
+      libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev liburing-dev libxxhash-dev
       libxml2-dev libjson-c-dev check python3 curl ca-certificates
       # S3 tests: a single-node Ceph RGW (tests/integration/rgw.sh) and clients
       ceph-mon ceph-osd ceph-base ceph-common radosgw python3-boto3 awscli

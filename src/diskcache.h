@@ -1,0 +1,106 @@
+/*
+ * diskcache: a persistent chunk cache on local disk, under the block cache,
+ * driven by io_uring (liburing) on the disk cache's own thread.
+ *
+ * Every block the in-memory cache fetches goes through
+ * objfs_diskcache_fetch(): an index hit is read from its chunk file (one
+ * readv of header + data, completed and verified on the disk thread); a miss
+ * goes to the network through the block's own fetch and, once the bytes are
+ * there, is copied into a bounded write-behind queue that the disk thread
+ * writes out (dropped when the queue is full). FUSE threads never wait for
+ * disk writes, and engine threads only for a memcpy.
+ *
+ * A chunk file is named by a 128-bit hash of its identity (the mounted
+ * source, the block size, the block cache identity of the object -- path,
+ * ETag and size -- and the block index) and starts with a 4 KiB header that
+ * holds the full identity, the data length, an xxh3 checksum of the data and
+ * one of the header. A file is served only when all of it matches: a hash
+ * collision, a stale or foreign file, a torn or flipped-bit file is a miss
+ * (deleted, then fetched from the network), never data. A changed object has
+ * a new ETag, so a new identity; its old files age out through the LRU.
+ *
+ * Never a failed read: anything that goes wrong on the disk side ends either
+ * in a network fetch or in OBJFS_DISKCACHE_RETRY, on which the block cache
+ * fetches the block again (the index entry is gone by then, so the retry goes
+ * to the network). A full or failing disk (ENOSPC, EIO, EDQUOT, EROFS)
+ * switches the disk cache off for the rest of the mount, with one log line.
+ */
+#ifndef OBJFS_DISKCACHE_H
+#define OBJFS_DISKCACHE_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cache.h"
+
+/* A fetch's error meaning "the disk copy was unusable, fetch it again". */
+#define OBJFS_DISKCACHE_RETRY (-EBADMSG)
+
+struct objfs_diskcache;
+
+struct objfs_diskcache_cfg {
+	const char *dir;       /* cache directory, created if missing; borrowed */
+	uint64_t cap;          /* bytes of chunk files (headers included), at most */
+	const char *source;    /* what is mounted (SOURCE and S3 endpoint); borrowed */
+	size_t block_size;     /* the block cache's block size */
+	size_t write_queue;    /* write-behind bytes queued at most; 0: 64 MiB */
+};
+
+struct objfs_diskcache_stats {
+	uint64_t hits, misses;        /* lookups: served from disk / not indexed */
+	uint64_t bad;                 /* chunk files that failed verification */
+	uint64_t read_errors;         /* reads that failed (missing file, I/O) */
+	uint64_t writes, write_bytes; /* chunk files written */
+	uint64_t writes_dropped;      /* write-behind refused: queue full, off, error */
+	uint64_t evictions;           /* files removed to stay under the cap */
+	uint64_t files, bytes, cap;   /* now */
+	int degraded;                 /* 1: switched off after a disk error */
+};
+
+/*
+ * Opens (creating) the cache in cfg->dir: takes an exclusive flock on
+ * DIR/lock (a second mount on the same directory gets -EBUSY and a message
+ * naming the directory), indexes the chunk files already there (headers are
+ * checked lazily, when read), trims them to the cap and starts the disk
+ * thread. On failure returns -errno with a one-line reason in @err.
+ * The caller owns *@out and frees it with objfs_diskcache_free().
+ */
+int objfs_diskcache_open(const struct objfs_diskcache_cfg *cfg, struct objfs_diskcache **out,
+			 char *err, size_t errlen);
+
+/*
+ * Writes out the queued chunks, stops the disk thread, releases the lock.
+ * No fetch may be in flight (free the block cache first). Accepts NULL.
+ */
+void objfs_diskcache_free(struct objfs_diskcache *dc);
+
+/*
+ * The block cache's fetch with the disk in between: fills @dst with block
+ * @idx ([off, off+len)) of the object whose block cache identity is @id and
+ * calls done(arg, err) exactly once, from any thread: 0 (from disk, or from
+ * inner()), inner's error, or OBJFS_DISKCACHE_RETRY. inner(inner_ctx, ...)
+ * is only ever called before this function returns, so @inner_ctx is
+ * borrowed for the call only; @id too.
+ */
+void objfs_diskcache_fetch(struct objfs_diskcache *dc, const char *id, uint64_t idx,
+			   objfs_fetch_fn inner, void *inner_ctx, int64_t off, size_t len,
+			   char *dst, objfs_fetch_done_fn done, void *arg);
+
+/* Waits until every queued chunk write has finished or been dropped. */
+void objfs_diskcache_flush(struct objfs_diskcache *dc);
+
+/* Whether the index holds a readable chunk for block @idx of @id. */
+int objfs_diskcache_has(struct objfs_diskcache *dc, const char *id, uint64_t idx);
+
+/*
+ * Writes the chunk file path of block @idx of @id into @buf (@cap bytes).
+ * 0, or -ENAMETOOLONG when it does not fit (or the identity is too long to
+ * be cached at all).
+ */
+int objfs_diskcache_chunk_path(struct objfs_diskcache *dc, const char *id, uint64_t idx,
+			       char *buf, size_t cap);
+
+void objfs_diskcache_get_stats(struct objfs_diskcache *dc, struct objfs_diskcache_stats *st);
+
+#endif

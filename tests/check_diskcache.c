@@ -1,0 +1,384 @@
+/*
+ * Unit tests of src/diskcache.c on a temporary directory, with a fake
+ * network fetch that fills a byte pattern and counts its calls: misses go to
+ * the network and are written behind, hits are served from disk with the
+ * right bytes, LRU eviction order and the byte cap, checksum and identity
+ * mismatches are misses (the file is deleted, the block never served), the
+ * index is rebuilt by scanning, a second open of one directory is refused,
+ * and a full disk degrades to network-only.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "diskcache.h"
+
+#define BS   (64u << 10)
+#define HDR  4096u
+
+static atomic_int net_calls;
+static unsigned char net_salt;
+
+static unsigned char byte_at(int64_t off)
+{
+	return (unsigned char)((off * 131 + (off >> 9) + net_salt) & 0xff);
+}
+
+/* The network: fills the pattern at once, on the caller's thread. */
+static void net_fetch(void *ctx, int64_t off, size_t len, char *dst, objfs_fetch_done_fn done,
+		      void *arg)
+{
+	(void)ctx;
+	atomic_fetch_add(&net_calls, 1);
+	for (size_t i = 0; i < len; i++)
+		dst[i] = (char)byte_at(off + (int64_t)i);
+	done(arg, 0);
+}
+
+struct wait {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done, err;
+};
+
+static void on_done(void *arg, int err)
+{
+	struct wait *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	w->done = 1;
+	w->err = err;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* One block fetch through the disk cache; returns its error, checks bytes. */
+static int fetch(struct objfs_diskcache *dc, const char *id, uint64_t idx, size_t len)
+{
+	struct wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+	char *buf = malloc(len);
+	int64_t off = (int64_t)(idx * BS);
+
+	ck_assert_ptr_nonnull(buf);
+	memset(buf, 0x5a, len);
+	objfs_diskcache_fetch(dc, id, idx, net_fetch, NULL, off, len, buf, on_done, &w);
+	pthread_mutex_lock(&w.lock);
+	while (!w.done)
+		pthread_cond_wait(&w.cond, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	if (!w.err)
+		for (size_t i = 0; i < len; i++)
+			ck_assert_msg((unsigned char)buf[i] == byte_at(off + (int64_t)i),
+				      "wrong byte at %zu of block %llu", i, (unsigned long long)idx);
+	free(buf);
+	return w.err;
+}
+
+static char dir[256];
+
+static void setup(void)
+{
+	snprintf(dir, sizeof(dir), "/tmp/check_diskcache.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	atomic_store(&net_calls, 0);
+	net_salt = 7;
+}
+
+static void teardown(void)
+{
+	char cmd[512];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	(void)!system(cmd);
+}
+
+static struct objfs_diskcache *open_dc(uint64_t cap)
+{
+	struct objfs_diskcache_cfg cfg = {
+		.dir = dir, .cap = cap, .source = "http://origin/", .block_size = BS,
+	};
+	struct objfs_diskcache *dc = NULL;
+	char err[512];
+	int ret = objfs_diskcache_open(&cfg, &dc, err, sizeof(err));
+
+	ck_assert_msg(ret == 0, "open failed: %s", err);
+	return dc;
+}
+
+static void chunk_path(struct objfs_diskcache *dc, const char *id, uint64_t idx, char *p,
+		       size_t cap)
+{
+	ck_assert_int_eq(objfs_diskcache_chunk_path(dc, id, idx, p, cap), 0);
+}
+
+START_TEST(test_miss_write_hit)
+{
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	struct objfs_diskcache_stats st;
+	char path[1024];
+	struct stat sb;
+
+	ck_assert_int_eq(fetch(dc, "a\netag1\n300000", 0, BS), 0);
+	ck_assert_int_eq(fetch(dc, "a\netag1\n300000", 4, 300000 - 4 * BS), 0); /* short last */
+	ck_assert_int_eq(atomic_load(&net_calls), 2);
+	objfs_diskcache_flush(dc);
+	ck_assert(objfs_diskcache_has(dc, "a\netag1\n300000", 0));
+	chunk_path(dc, "a\netag1\n300000", 0, path, sizeof(path));
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert_int_eq(sb.st_size, BS + HDR);
+	/* served from disk: no network call, right bytes */
+	ck_assert_int_eq(fetch(dc, "a\netag1\n300000", 0, BS), 0);
+	ck_assert_int_eq(fetch(dc, "a\netag1\n300000", 4, 300000 - 4 * BS), 0);
+	ck_assert_int_eq(atomic_load(&net_calls), 2);
+	/* another ETag is another object: a miss */
+	ck_assert(!objfs_diskcache_has(dc, "a\netag2\n300000", 0));
+	ck_assert_int_eq(fetch(dc, "a\netag2\n300000", 0, BS), 0);
+	ck_assert_int_eq(atomic_load(&net_calls), 3);
+	objfs_diskcache_flush(dc);
+	objfs_diskcache_get_stats(dc, &st);
+	ck_assert_uint_eq(st.hits, 2);
+	ck_assert_uint_eq(st.misses, 3);
+	ck_assert_uint_eq(st.writes, 3);
+	ck_assert_uint_eq(st.files, 3);
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
+START_TEST(test_lru_eviction_and_cap)
+{
+	/* room for 3 chunks */
+	struct objfs_diskcache *dc = open_dc(3 * (BS + HDR) + 100);
+	struct objfs_diskcache_stats st;
+	const char *id = "obj\ne\n10000000";
+
+	for (uint64_t i = 0; i < 3; i++)
+		ck_assert_int_eq(fetch(dc, id, i, BS), 0);
+	objfs_diskcache_flush(dc);
+	/* use block 0: block 1 is now the least recently used */
+	ck_assert_int_eq(fetch(dc, id, 0, BS), 0);
+	ck_assert_int_eq(fetch(dc, id, 3, BS), 0);
+	objfs_diskcache_flush(dc);
+	ck_assert(objfs_diskcache_has(dc, id, 0));
+	ck_assert(!objfs_diskcache_has(dc, id, 1));
+	ck_assert(objfs_diskcache_has(dc, id, 2));
+	ck_assert(objfs_diskcache_has(dc, id, 3));
+	ck_assert_int_eq(fetch(dc, id, 4, BS), 0);
+	objfs_diskcache_flush(dc);
+	ck_assert(!objfs_diskcache_has(dc, id, 2));
+	objfs_diskcache_get_stats(dc, &st);
+	ck_assert_uint_eq(st.evictions, 2);
+	ck_assert_uint_eq(st.files, 3);
+	ck_assert(st.bytes <= st.cap);
+	/* the evicted files are gone from the disk too */
+	{
+		char p[1024];
+
+		chunk_path(dc, id, 1, p, sizeof(p));
+		ck_assert_int_eq(access(p, F_OK), -1);
+	}
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
+static void flip_byte(const char *path, off_t off)
+{
+	int fd = open(path, O_RDWR);
+	unsigned char c;
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, &c, 1, off), 1);
+	c ^= 0xff;
+	ck_assert_int_eq(pwrite(fd, &c, 1, off), 1);
+	close(fd);
+}
+
+START_TEST(test_checksum_mismatch)
+{
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	struct objfs_diskcache_stats st;
+	const char *id = "c\ne\n65536";
+	char path[1024];
+
+	ck_assert_int_eq(fetch(dc, id, 0, BS), 0);
+	objfs_diskcache_flush(dc);
+	chunk_path(dc, id, 0, path, sizeof(path));
+	flip_byte(path, HDR + 1234);
+	/* bad copy: never served; the file is dropped and the caller told to retry */
+	ck_assert_int_eq(fetch(dc, id, 0, BS), OBJFS_DISKCACHE_RETRY);
+	ck_assert_int_eq(access(path, F_OK), -1);
+	ck_assert(!objfs_diskcache_has(dc, id, 0));
+	ck_assert_int_eq(fetch(dc, id, 0, BS), 0); /* the retry: from the network */
+	ck_assert_int_eq(atomic_load(&net_calls), 2);
+	objfs_diskcache_get_stats(dc, &st);
+	ck_assert_uint_eq(st.bad, 1);
+	objfs_diskcache_flush(dc);
+	/* a flipped header byte is caught too */
+	flip_byte(path, 30);
+	ck_assert_int_eq(fetch(dc, id, 0, BS), OBJFS_DISKCACHE_RETRY);
+	/* a truncated file */
+	ck_assert_int_eq(fetch(dc, id, 0, BS), 0);
+	objfs_diskcache_flush(dc);
+	ck_assert_int_eq(truncate(path, HDR + 100), 0);
+	ck_assert_int_eq(fetch(dc, id, 0, BS), OBJFS_DISKCACHE_RETRY);
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
+START_TEST(test_identity_mismatch)
+{
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	const char *a = "x\nea\n65536", *b = "y\neb\n65536";
+	char pa[1024], pb[1024], cmd[2100];
+
+	/* the same bytes under two names, then A's file put where B's goes:
+	 * a checksum-valid file of another identity must not be served */
+	ck_assert_int_eq(fetch(dc, a, 0, BS), 0);
+	ck_assert_int_eq(fetch(dc, b, 0, BS), 0);
+	objfs_diskcache_flush(dc);
+	chunk_path(dc, a, 0, pa, sizeof(pa));
+	chunk_path(dc, b, 0, pb, sizeof(pb));
+	snprintf(cmd, sizeof(cmd), "cp '%s' '%s'", pa, pb);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(fetch(dc, b, 0, BS), OBJFS_DISKCACHE_RETRY);
+	ck_assert_int_eq(access(pb, F_OK), -1);
+	ck_assert_int_eq(fetch(dc, a, 0, BS), 0); /* A is untouched */
+	ck_assert_int_eq(atomic_load(&net_calls), 2);
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
+START_TEST(test_rebuild_by_scan)
+{
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	const char *id = "r\ne\n1000000";
+	struct objfs_diskcache_stats st;
+	char junk[512];
+	FILE *f;
+
+	for (uint64_t i = 0; i < 5; i++)
+		ck_assert_int_eq(fetch(dc, id, i, BS), 0);
+	objfs_diskcache_free(dc); /* writes out what is queued */
+	/* a foreign file and a crash leftover in tmp/ */
+	snprintf(junk, sizeof(junk), "%s/chunks/00/notes.txt", dir);
+	f = fopen(junk, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("hello", f);
+	fclose(f);
+	snprintf(junk, sizeof(junk), "%s/tmp/0123", dir);
+	f = fopen(junk, "w");
+	ck_assert_ptr_nonnull(f);
+	fclose(f);
+	atomic_store(&net_calls, 0);
+	dc = open_dc(16 * (BS + HDR));
+	objfs_diskcache_get_stats(dc, &st);
+	ck_assert_uint_eq(st.files, 5);
+	ck_assert_uint_eq(st.bytes, 5 * (BS + HDR));
+	ck_assert_int_eq(access(junk, F_OK), -1);
+	for (uint64_t i = 0; i < 5; i++)
+		ck_assert_int_eq(fetch(dc, id, i, BS), 0);
+	ck_assert_int_eq(atomic_load(&net_calls), 0);
+	objfs_diskcache_free(dc);
+	/* reopened with a smaller cap: trimmed to it */
+	dc = open_dc(2 * (BS + HDR));
+	objfs_diskcache_get_stats(dc, &st);
+	ck_assert_uint_eq(st.files, 2);
+	objfs_diskcache_free(dc);
+	/* another source or block size never sees these chunks */
+	{
+		struct objfs_diskcache_cfg cfg = {
+			.dir = dir, .cap = 16 * (BS + HDR), .source = "http://other/",
+			.block_size = BS,
+		};
+		char err[512];
+
+		ck_assert_int_eq(objfs_diskcache_open(&cfg, &dc, err, sizeof(err)), 0);
+		ck_assert(!objfs_diskcache_has(dc, id, 4) && !objfs_diskcache_has(dc, id, 3));
+		objfs_diskcache_free(dc);
+	}
+}
+END_TEST
+
+START_TEST(test_lock_refusal)
+{
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR)), *dc2 = NULL;
+	struct objfs_diskcache_cfg cfg = {
+		.dir = dir, .cap = 16 * (BS + HDR), .source = "s", .block_size = BS,
+	};
+	char err[1024];
+
+	ck_assert_int_eq(objfs_diskcache_open(&cfg, &dc2, err, sizeof(err)), -EBUSY);
+	ck_assert_ptr_null(dc2);
+	ck_assert_msg(strstr(err, dir) && strstr(err, "in use"), "message: %s", err);
+	objfs_diskcache_free(dc);
+	/* released at free */
+	ck_assert_int_eq(objfs_diskcache_open(&cfg, &dc2, err, sizeof(err)), 0);
+	objfs_diskcache_free(dc2);
+	/* a cap below two chunks is refused */
+	cfg.cap = BS;
+	ck_assert_int_eq(objfs_diskcache_open(&cfg, &dc2, err, sizeof(err)), -EINVAL);
+}
+END_TEST
+
+START_TEST(test_write_failure_not_cached)
+{
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	struct objfs_diskcache_stats st;
+	const char *id = "d\ne\n1000000";
+	char tmpdir[512], cmd[1200];
+
+	/* tmp/ made unusable: creating a chunk fails with ENOTDIR, which is not
+	 * a disk failure: the chunk is just not cached */
+	snprintf(tmpdir, sizeof(tmpdir), "%s/tmp", dir);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' && touch '%s'", tmpdir, tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+	ck_assert_int_eq(fetch(dc, id, 0, BS), 0);
+	objfs_diskcache_flush(dc);
+	objfs_diskcache_get_stats(dc, &st);
+	ck_assert_uint_eq(st.writes, 0);
+	ck_assert_int_eq(st.degraded, 0);
+	ck_assert(!objfs_diskcache_has(dc, id, 0));
+	ck_assert_uint_eq(st.files, 0);
+	ck_assert_int_eq(fetch(dc, id, 0, BS), 0);
+	ck_assert_int_eq(atomic_load(&net_calls), 2);
+	objfs_diskcache_flush(dc);
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
+static Suite *diskcache_suite(void)
+{
+	Suite *s = suite_create("diskcache");
+	TCase *tc = tcase_create("core");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_miss_write_hit);
+	tcase_add_test(tc, test_lru_eviction_and_cap);
+	tcase_add_test(tc, test_checksum_mismatch);
+	tcase_add_test(tc, test_identity_mismatch);
+	tcase_add_test(tc, test_rebuild_by_scan);
+	tcase_add_test(tc, test_lock_refusal);
+	tcase_add_test(tc, test_write_failure_not_cached);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(diskcache_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
