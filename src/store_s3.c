@@ -563,6 +563,19 @@ static const char *first_env(const char *a, const char *b)
 	return v && *v ? v : NULL;
 }
 
+/* Whether the credentials in use carry a session token. */
+static int has_session_token(struct s3_store *s)
+{
+	struct objfs_creds cr;
+	int yes;
+
+	if (!s->creds || objfs_creds_get(s->creds, &cr))
+		return 0;
+	yes = cr.session_token != NULL;
+	objfs_creds_clear(&cr);
+	return yes;
+}
+
 /* Explains a failed probe of the bucket in one line. */
 static void probe_message(struct s3_store *s, const struct objfs_req *r, int err, char *msg,
 			  size_t len)
@@ -577,7 +590,16 @@ static void probe_message(struct s3_store *s, const struct objfs_req *r, int err
 			 "secret key does not match the access key", s->endpoint);
 	else if (strcmp(code, "InvalidAccessKeyId") == 0)
 		snprintf(msg, len, "access key not known to %s (InvalidAccessKeyId): check "
-			 "the credentials or the endpoint", s->endpoint);
+			 "the credentials or the endpoint%s", s->endpoint,
+			 has_session_token(s) ? "; with a session token, the temporary "
+			 "credentials may have expired or the token may not match" : "");
+	else if (strcmp(code, "ExpiredToken") == 0 || strcmp(code, "InvalidToken") == 0 ||
+		 strcmp(code, "TokenRefreshRequired") == 0 ||
+		 (strcmp(code, "InvalidArgument") == 0 && has_session_token(s)))
+		/* RGW says InvalidArgument for a token it cannot decode */
+		snprintf(msg, len, "session token rejected by %s (%s): the temporary "
+			 "credentials expired or do not belong together; get new ones "
+			 "(AWS_SESSION_TOKEN or the profile's aws_session_token)", s->endpoint, code);
 	else if (strcmp(code, "RequestTimeTooSkewed") == 0)
 		snprintf(msg, len, "this machine's clock is too far from %s's "
 			 "(RequestTimeTooSkewed): fix the clock, e.g. enable NTP", s->endpoint);

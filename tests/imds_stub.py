@@ -6,9 +6,9 @@ credential documents like the real service (401 without a token). The
 credentials expire EXPIRES_IN seconds after each fetch (argv[1], default
 3600); GET /count returns how many credential documents were served.
 
-For end-to-end tests against a real S3 server: IMDS_STUB_ACCESS_KEY and
-IMDS_STUB_SECRET_KEY (environment) replace the fake key pair, and the
-document then carries no session Token.
+For end-to-end tests against a real S3 server: IMDS_STUB_ACCESS_KEY,
+IMDS_STUB_SECRET_KEY and IMDS_STUB_SESSION_TOKEN (environment) replace the
+fake credentials (no Token in the document when the last is unset).
 """
 import datetime
 import http.server
@@ -60,6 +60,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 doc = {"Code": "Success", "Expiration": expires,
                        "AccessKeyId": os.environ["IMDS_STUB_ACCESS_KEY"],
                        "SecretAccessKey": os.environ["IMDS_STUB_SECRET_KEY"]}
+                if os.environ.get("IMDS_STUB_SESSION_TOKEN"):
+                    doc["Token"] = os.environ["IMDS_STUB_SESSION_TOKEN"]
                 self.reply(200, json.dumps(doc))
                 return
             self.reply(200, '{"Code":"Success","AccessKeyId":"ASIAIMDSSTUB%d",'

@@ -8,7 +8,8 @@
 #   rgw_check || exit 77     # Ceph packages present?  (reason on stderr)
 #   rgw_start "$dir"         # start mon + OSD + radosgw under $dir, make a user;
 #                            # exports RGW_ENDPOINT (http://127.0.0.1:PORT),
-#                            # RGW_ACCESS_KEY, RGW_SECRET_KEY, RGW_DIR, RGW_CONF
+#                            # RGW_ACCESS_KEY, RGW_SECRET_KEY, RGW_USER (the
+#                            # user's uid), RGW_DIR, RGW_CONF
 #   rgw_admin ARGS...        # radosgw-admin against that cluster
 #   rgw_stop                 # stop every daemon rgw_start started (idempotent)
 #
@@ -18,7 +19,9 @@
 # none), one memstore OSD (objects live in RAM; RGW_MEM bytes, default
 # 4 GiB, caps them) and pools of size 1.  Only RGW's S3 front end is
 # authenticated: it checks every request's SigV4 signature against the
-# user's key, so a wrong secret gets 403 SignatureDoesNotMatch.
+# user's key, so a wrong secret gets 403 SignatureDoesNotMatch.  STS is on:
+# the user ($RGW_USER) may get temporary credentials with a session token
+# (s3util.py session-token).
 #
 # rgw_start returns 0 once an S3 request signed with the user's key lists
 # the buckets; otherwise it stops what it started, prints the step that
@@ -42,6 +45,7 @@ RGW_DIR=
 RGW_CONF=
 RGW_ACCESS_KEY=${RGW_ACCESS_KEY:-OBJFSTESTACCESSKEY01}
 RGW_SECRET_KEY=${RGW_SECRET_KEY:-objfs+test/Secret+Key0123456789abcdefghij}
+RGW_USER=objfs
 _RGW_PIDS=()
 _RGW_TRAPPED=
 
@@ -202,6 +206,13 @@ rgw enable usage log = false
 # virtual-host style: curl resolves BUCKET.localhost to loopback by itself
 rgw dns name = localhost
 rgw thread pool size = 64
+# STS (GetSessionToken): temporary credentials with a session token.  The
+# STS engine goes last: first (the default) its rejection would replace the
+# local one, and a wrong secret would get AccessDenied instead of
+# SignatureDoesNotMatch
+rgw sts key = objfsstskey01234
+rgw s3 auth use sts = true
+rgw s3 auth order = external, local, sts
 EOF
 }
 
@@ -235,7 +246,7 @@ rgw_start() {
 	mkdir -p "$d" || return 1
 	RGW_DIR=$(cd "$d" && pwd)
 	RGW_CONF=$RGW_DIR/ceph.conf
-	export RGW_DIR RGW_CONF RGW_ACCESS_KEY RGW_SECRET_KEY
+	export RGW_DIR RGW_CONF RGW_ACCESS_KEY RGW_SECRET_KEY RGW_USER
 	_rgw_install_trap
 	mkdir -p "$RGW_DIR"/{run,log,crash,rgw,mon.a,osd.0} || return 1
 	fsid=$(cat /proc/sys/kernel/random/uuid)
@@ -279,10 +290,14 @@ rgw_start() {
 	export RGW_ENDPOINT
 	_rgw_wait "radosgw to answer on $RGW_ENDPOINT" "${_RGW_PIDS[-1]}" \
 		curl -s -o /dev/null --max-time 2 "$RGW_ENDPOINT/" || return 1
-	rgw_admin user create --uid=objfs --display-name="objfs tests" \
+	rgw_admin user create --uid="$RGW_USER" --display-name="objfs tests" \
 		--access-key="$RGW_ACCESS_KEY" --secret="$RGW_SECRET_KEY" \
 		>>"$RGW_DIR/log/setup.out" 2>&1 ||
 		{ _rgw_fail "radosgw-admin user create failed"; return 1; }
+	# lets the user give itself an IAM policy, e.g. for sts:GetSessionToken
+	# (tests/integration/s3util.py session-token)
+	rgw_admin caps add --uid="$RGW_USER" --caps="user-policy=*" >>"$RGW_DIR/log/setup.out" 2>&1 ||
+		{ _rgw_fail "radosgw-admin caps add failed"; return 1; }
 	_rgw_wait "a signed S3 ListBuckets to succeed on $RGW_ENDPOINT" "${_RGW_PIDS[-1]}" \
 		_rgw_s3_ok || return 1
 	echo "rgw: $RGW_ENDPOINT up in $((SECONDS - t0)) s (conf $RGW_CONF)" >&2

@@ -476,11 +476,47 @@ EOF
 	check_unmount "overwrite" "$MNT2"
 }
 
-# Credentials from (a loopback stand-in for) EC2 instance metadata, IMDSv2,
-# checked by the real server's signature verification.
+# Temporary credentials (RGW STS GetSessionToken): AWS_SESSION_TOKEN is sent
+# as x-amz-security-token and signed; a mangled token fails the mount with a
+# message about the token.  Sets STS_AK, STS_SK, STS_TOKEN for t_imds.
+STS_AK= STS_SK= STS_TOKEN=
+t_session_token() {
+	local want got
+	if ! read -r STS_AK STS_SK STS_TOKEN < <(s3u session-token 900 2>"$WORK/sts.err") ||
+		[ -z "$STS_TOKEN" ]; then
+		fail "session token: expected RGW's STS to hand out temporary credentials: $(tail -n 3 "$WORK/sts.err")"
+		return
+	fi
+	want=$(sha_file "$SRC/one.bin")
+	if AWS_ACCESS_KEY_ID=$STS_AK AWS_SECRET_ACCESS_KEY=$STS_SK AWS_SESSION_TOKEN=$STS_TOKEN \
+		mount_objfs "s3://main" "$MNT2" "$(s3opts log_level=debug)"; then
+		got=$(sha_file "$MNT2/one.bin")
+		if [ "$got" = "$want" ] && [ "$(timeout "$SHORT_TO" ls "$MNT2/d1" | wc -l)" -gt 0 ]; then
+			pass "session token: temporary credentials from STS mount s3://main, list and read one.bin correctly"
+		else
+			fail "session token: expected one.bin to read as $want, got '$got'"
+		fi
+		check_unmount "session token" "$MNT2"
+	else
+		fail "session token: expected s3://main to mount with AWS_SESSION_TOKEN"
+	fi
+	AWS_ACCESS_KEY_ID=$STS_AK AWS_SECRET_ACCESS_KEY=$STS_SK AWS_SESSION_TOKEN=x$STS_TOKEN \
+		expect_mount_msg "mangled session token" "session token" s3://main
+	AWS_ACCESS_KEY_ID=$STS_AK AWS_SECRET_ACCESS_KEY=$STS_SK \
+		expect_mount_msg "temporary key without its session token" "denied|access key" s3://main
+}
+
+# Credentials from (a loopback stand-in for) EC2 instance metadata, IMDSv2:
+# RGW's temporary credentials with a session token, checked by the real
+# server.
 t_imds() {
 	local pid port i want got
-	IMDS_STUB_ACCESS_KEY=$RGW_ACCESS_KEY IMDS_STUB_SECRET_KEY=$RGW_SECRET_KEY \
+	if [ -z "$STS_TOKEN" ]; then
+		fail "imds: needs the temporary credentials t_session_token gets"
+		return
+	fi
+	# what a role's instance credentials look like: temporary, with a token
+	IMDS_STUB_ACCESS_KEY=$STS_AK IMDS_STUB_SECRET_KEY=$STS_SK IMDS_STUB_SESSION_TOKEN=$STS_TOKEN \
 		python3 "$HERE/../imds_stub.py" >"$WORK/imds.port" 2>"$WORK/imds.err" &
 	pid=$!
 	for ((i = 0; i < 50; i++)); do
@@ -500,7 +536,7 @@ t_imds() {
 		got=$(sha_file "$MNT2/size4095.bin")
 		if [ "$got" = "$want" ] &&
 			grep -q "credentials: instance metadata role 'objfs-test-role'" "$OBJFS_LOG"; then
-			pass "imds: with no environment keys and no files, credentials come from IMDSv2 (loopback stand-in) and RGW accepts their signatures"
+			pass "imds: with no environment keys and no files, temporary credentials + session token come from IMDSv2 (loopback stand-in) and RGW accepts them"
 		else
 			fail "imds: expected sha256 $want (got '$got') and a log line naming the instance role; log:"
 			excerpt "$OBJFS_LOG"
@@ -561,11 +597,15 @@ t_secret_not_logged() {
 			fail "secrets: the secret key appears in $l"
 			hit=1
 		fi
+		if [ -n "$STS_TOKEN" ] && grep -q -F -e "$STS_SK" -e "${STS_TOKEN:0:40}" "$l"; then
+			fail "secrets: the temporary secret key or the session token appears in $l"
+			hit=1
+		fi
 	done
 	if [ -z "$MAIN_LOG" ] || ! grep -q "^objfs: listed '" "$MAIN_LOG"; then
 		fail "secrets: expected the main mount's log ($MAIN_LOG) to hold debug lines to search"
 	elif [ "$hit" -eq 0 ]; then
-		pass "secrets: the secret key is in none of the $n objfs logs and mount error outputs (main mount at log_level=debug)"
+		pass "secrets: the secret key${STS_TOKEN:+, the temporary secret and the session token} are in none of the $n objfs logs and mount error outputs (main and session-token mounts at log_level=debug)"
 	fi
 }
 
@@ -625,6 +665,7 @@ t_prefix_mount "dir?x #y" "dir?x #y"
 t_empty_prefix
 t_vhost
 t_profile
+t_session_token
 t_imds
 t_s3_errors
 t_clock_skew

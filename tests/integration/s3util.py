@@ -2,8 +2,8 @@
 """s3util.py: seed and change S3 buckets for the objfs tests and benchmarks.
 
 Talks to one S3 endpoint with boto3 (signed with SigV4), taking the endpoint
-and key from the environment: RGW_ENDPOINT, RGW_ACCESS_KEY, RGW_SECRET_KEY
-(what rgw.sh exports).  Subcommands:
+and key from the environment: RGW_ENDPOINT, RGW_ACCESS_KEY, RGW_SECRET_KEY,
+RGW_USER (what rgw.sh exports).  Subcommands:
 
   mb BUCKET...                     create buckets
   sync DIR BUCKET [PREFIX]         upload every file under DIR as PREFIX+relpath,
@@ -16,11 +16,16 @@ and key from the environment: RGW_ENDPOINT, RGW_ACCESS_KEY, RGW_SECRET_KEY
                                    its own key, repeated (key * (i % 7)), so
                                    sizes differ and content is checkable
   ls BUCKET [PREFIX]               print every key (no delimiter), one a line
+  session-token [SECS]             allow the user sts:GetSessionToken (an IAM user
+                                   policy; RGW needs the user-policy cap rgw.sh
+                                   grants) and print "ACCESS SECRET TOKEN" of
+                                   temporary credentials (default 900 s)
 
 Uploads run on a thread pool (SEED_THREADS, default 32).  Exits non-zero with
 the error on the first failure.
 """
 import concurrent.futures
+import json
 import os
 import sys
 
@@ -85,6 +90,18 @@ def main(argv):
         run_all(lambda key, i: s3.put_object(Bucket=bucket, Key=key, Body=many_body(key, i)),
                 [(f"{prefix}f{i:05d}", i) for i in range(n)])
         print(f"many: {n} objects under {bucket}/{prefix}")
+    elif cmd == "session-token":
+        kw = dict(endpoint_url=os.environ["RGW_ENDPOINT"],
+                  aws_access_key_id=os.environ["RGW_ACCESS_KEY"],
+                  aws_secret_access_key=os.environ["RGW_SECRET_KEY"], region_name="us-east-1")
+        policy = {"Version": "2012-10-17", "Statement": [
+            {"Effect": "Allow", "Action": ["sts:GetSessionToken"], "Resource": "*"}]}
+        user = os.environ.get("RGW_USER", "objfs")  # RGW has no GetCallerIdentity
+        boto3.client("iam", **kw).put_user_policy(UserName=user, PolicyName="objfs-sts",
+                                                  PolicyDocument=json.dumps(policy))
+        secs = int(args[0]) if args else 900
+        c = boto3.client("sts", **kw).get_session_token(DurationSeconds=secs)["Credentials"]
+        print(c["AccessKeyId"], c["SecretAccessKey"], c["SessionToken"])
     elif cmd == "ls":
         pg = s3.get_paginator("list_objects_v2")
         for page in pg.paginate(Bucket=args[0], Prefix=args[1] if len(args) > 1 else ""):
