@@ -647,7 +647,7 @@ static void publish_locked(struct session *ss, struct dones *d)
 				   (unsigned long long)ss->id, (unsigned long long)ss->cap->ino,
 				   (long long)j->off, j->len, strerror(j->err));
 			poison(ss, p, j->err);
-			ss->failed = j->err;
+			__atomic_store_n(&ss->failed, j->err, __ATOMIC_RELAXED);
 			d->id[d->n] = r->id;
 			d->bytes[d->n++] = 0;
 			d->err = j->err;
@@ -664,7 +664,7 @@ static void publish_locked(struct session *ss, struct dones *d)
 		prev = g - 1;
 		if (!__atomic_compare_exchange_n(&ss->ring->ctl[slot].seq, &prev, g, 0,
 						 __ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
-			ss->failed = ECANCELED;
+			__atomic_store_n(&ss->failed, ECANCELED, __ATOMIC_RELAXED);
 			break;
 		}
 		futex_wake_all(&ss->ring->ctl[slot].seq);
