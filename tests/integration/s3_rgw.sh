@@ -10,13 +10,17 @@
 # Seeds buckets with boto3 (s3util.py), mounts them with -o endpoint=, and
 # runs the battery of battery.sh (the same checks as http_basic.sh) plus
 # S3-only cases: keys with special characters, 2,500 objects under one
-# prefix (pagination), deep prefixes, empty and "dir/" marker objects, a key
-# that is both an object and a prefix, keys that cannot be file names,
-# prefix mounts, credentials from the environment and from a shared
-# credentials file with -o profile=, an object overwritten while open, and
-# mount failures (wrong secret, unknown access key, unknown bucket, no
-# credentials, nothing listening).  The secret key must never appear in any
-# objfs output, even at log_level=debug.
+# prefix (pagination; ls -l costs listing pages only, no HEAD per file),
+# deep prefixes, empty and "dir/" marker objects, a key that is both an
+# object and a prefix, keys that cannot be file names, prefix mounts (and
+# an empty one), virtual-host addressing, credentials from the environment,
+# from a shared credentials file (-o profile=, AWS_PROFILE, mode warning),
+# from STS session tokens and from an IMDSv2 stand-in, an object
+# overwritten while open, and mount failures (wrong secret, unknown access
+# key, unknown bucket, bad bucket name, no credentials, nothing listening,
+# no_sign on a private bucket, mangled session token, clock an hour off).
+# Secrets (secret keys, session token) must never appear in any objfs
+# output, even at log_level=debug.
 #
 # Exit status: 0 all passed, 1 something failed, 77 skipped (no /dev/fuse;
 # or Ceph / boto3 missing, except under CI=true, where that is a failure
