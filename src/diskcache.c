@@ -22,9 +22,17 @@
  * io_uring: it takes every queued request at once (batched into one
  * io_uring_submit), opens, renames and unlinks files itself (metadata calls
  * on a local disk, kept off the callers), and completes reads -- verify,
- * then done() -- and writes. Reads are buffered: a page-cache miss is
- * punted by the kernel to its io-wq workers, so many chunk reads proceed in
- * parallel while the thread waits for completions.
+ * then done() -- and writes. Many chunk transfers are in flight at once
+ * (RING_OPS) while the thread waits for completions.
+ *
+ * Reads of full blocks use O_DIRECT (the header is 4 KiB, the block cache's
+ * full-size buffers 2 MiB aligned): the bytes land in the block cache once,
+ * instead of also filling the page cache with a second copy, and the reads
+ * are truly asynchronous. Measured on the 2-core development VM, 4 MiB
+ * io_uring reads at depth 16 from a file not in the page cache: 405 MB/s
+ * buffered, 1588 MB/s O_DIRECT (fio). The last, short block of an object
+ * and file systems that refuse O_DIRECT (EINVAL) read buffered. Writes stay
+ * buffered (write-behind: the page cache absorbs them, the kernel flushes).
  *
  * Locking: dc->lock guards the index, the LRU, the byte total, the request
  * queue, the write-behind accounting and the counters. The disk thread's
@@ -62,6 +70,7 @@
 #define RING_OPS     64u        /* reads + writes in flight on the ring */
 #define WQ_DEFAULT   (64u << 20)
 #define FANOUT       256
+#define DIRECT_ALIGN 4096u      /* O_DIRECT buffer, offset and length alignment */
 
 /* The chunk file header; the identity follows it, zero padding to HDR_SIZE. */
 struct hdr {
@@ -96,6 +105,7 @@ struct dreq {
 	struct key key;
 	uint64_t gen;              /* read: entry generation looked up */
 	int fd;
+	int direct;                /* read: opened O_DIRECT */
 	struct iovec iov[2];       /* the whole transfer: header, data */
 	struct iovec cur[2];       /* what is left of it, as submitted */
 	size_t total, pos;         /* bytes to transfer, transferred */
@@ -130,6 +140,7 @@ struct objfs_diskcache {
 	pthread_t thread;
 	int thread_ok;
 	unsigned nio;                 /* disk thread: requests on the ring */
+	int no_direct;                /* O_DIRECT refused here: buffered reads */
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;          /* wq_count reached 0 */
@@ -592,7 +603,16 @@ static void read_start(struct objfs_diskcache *dc, struct dreq *r)
 		read_fail(dc, r, "path too long", ENAMETOOLONG);
 		return;
 	}
-	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_DIRECT where the block buffer allows it (full blocks: 2 MiB
+	 * aligned by the block cache): see the file header */
+	r->direct = !__atomic_load_n(&dc->no_direct, __ATOMIC_RELAXED) &&
+		    (uintptr_t)r->data % DIRECT_ALIGN == 0 && r->len % DIRECT_ALIGN == 0;
+	r->fd = open(path, O_RDONLY | O_CLOEXEC | (r->direct ? O_DIRECT : 0));
+	if (r->fd < 0 && r->direct && errno == EINVAL) {
+		__atomic_store_n(&dc->no_direct, 1, __ATOMIC_RELAXED);
+		r->direct = 0;
+		r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
 	if (r->fd < 0) {
 		read_fail(dc, r, "open", errno);
 		return;
@@ -612,6 +632,8 @@ static void read_done(struct objfs_diskcache *dc, struct dreq *r, int res)
 		read_fail(dc, r, "file shorter than its header says", 0);
 		return;
 	}
+	if (rc == -EINVAL && r->direct)
+		__atomic_store_n(&dc->no_direct, 1, __ATOMIC_RELAXED); /* buffered from now on */
 	if (rc < 0) {
 		read_fail(dc, r, "read", -rc);
 		return;
@@ -885,7 +907,7 @@ void objfs_diskcache_fetch(struct objfs_diskcache *dc, const char *id, uint64_t 
 	pthread_mutex_unlock(&dc->lock);
 	if (hit) {
 		r = calloc(1, sizeof(*r) + ilen);
-		if (r && !(r->hdr = malloc(HDR_SIZE))) {
+		if (r && posix_memalign((void **)&r->hdr, DIRECT_ALIGN, HDR_SIZE)) {
 			free(r);
 			r = NULL;
 		}

@@ -65,7 +65,8 @@ static void on_done(void *arg, int err)
 static int fetch(struct objfs_diskcache *dc, const char *id, uint64_t idx, size_t len)
 {
 	struct wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
-	char *buf = malloc(len);
+	/* page aligned, as the block cache's full blocks: the O_DIRECT path */
+	char *buf = aligned_alloc(4096, (len + 4095) / 4096 * 4096);
 	int64_t off = (int64_t)(idx * BS);
 
 	ck_assert_ptr_nonnull(buf);
