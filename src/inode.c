@@ -412,8 +412,10 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 		err = -EISDIR;
 		goto out;
 	}
-	/* Listing data has no ETag: fetch one to pin the handle to. */
-	err = revalidate(t, n, n->etag[0] == '\0');
+	/* Listing data has no ETag, or a read found this object changed (an S3
+	 * listing's ETag would pin the old version until attr_timeout): fetch
+	 * the current one to pin the handle to. */
+	err = revalidate(t, n, n->etag[0] == '\0' || objfs_store_take_stale(t->store, n->path));
 	if (err)
 		goto out;
 	*keep_cache = n->open_etag[0] && strcmp(n->open_etag, n->etag) == 0 &&

@@ -4,6 +4,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -14,6 +16,55 @@
 #define MAX_PIECES 64
 
 static int read_errno(int err);
+
+/*
+ * Objects a read found changed (see objfs_store_take_stale). A ring of
+ * (store, path hash): a hash collision costs one needless HEAD at the next
+ * open, an entry pushed out of the ring only the wait for attr_timeout.
+ */
+#define STALE_MAX 64
+static struct {
+	const struct objfs_store *s;
+	uint64_t h;
+} stale[STALE_MAX];
+static unsigned stale_next;
+static pthread_mutex_t stale_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static uint64_t path_hash(const char *p)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+
+	for (; *p; p++)
+		h = (h ^ (unsigned char)*p) * 1099511628211ull;
+	return h;
+}
+
+static void stale_note(const struct objfs_store *s, uint64_t h, int err)
+{
+	if (err != -ESTALE && err != -ENOENT)
+		return;
+	pthread_mutex_lock(&stale_lock);
+	stale[stale_next].s = s;
+	stale[stale_next].h = h;
+	stale_next = (stale_next + 1) % STALE_MAX;
+	pthread_mutex_unlock(&stale_lock);
+}
+
+int objfs_store_take_stale(struct objfs_store *s, const char *path)
+{
+	uint64_t h = path_hash(path);
+	int found = 0;
+
+	pthread_mutex_lock(&stale_lock);
+	for (unsigned i = 0; i < STALE_MAX; i++) {
+		if (stale[i].s == s && stale[i].h == h) {
+			stale[i].s = NULL;
+			found = 1;
+		}
+	}
+	pthread_mutex_unlock(&stale_lock);
+	return found;
+}
 
 /* Sets up @r as a ranged GET of [off, off+len) into @dst, pinned to @etag. */
 static int prep_get(struct objfs_store *s, const char *path, const char *etag, int64_t size,
@@ -67,6 +118,7 @@ int objfs_store_read(struct objfs_store *s, const char *path, const char *etag,
 		}
 		done += batch;
 	}
+	stale_note(s, path_hash(path), err);
 	return read_errno(err);
 }
 
@@ -87,6 +139,7 @@ struct fetch_op {
 	struct objfs_req r;
 	char etag[192];  /* ours: the opener's handle may be released mid-fetch */
 	struct objfs_store *s;
+	uint64_t path_h; /* for stale_note: the path is not ours to keep */
 	void *cookie;
 	void (*done)(void *arg, int err);
 	void *arg;
@@ -97,6 +150,7 @@ static void fetch_op_done(struct objfs_req *r)
 	struct fetch_op *op = r->priv;
 	int err = read_errno(r->err);
 
+	stale_note(op->s, op->path_h, r->err);
 	objfs_req_clear(&op->r);
 	op->s->ops->release(op->s, op->cookie);
 	op->done(op->arg, err);
@@ -123,6 +177,7 @@ void objfs_store_fetch(void *ctx, int64_t off, size_t len, char *dst,
 		return;
 	}
 	op->s = o->store;
+	op->path_h = path_hash(o->path);
 	op->done = done;
 	op->arg = arg;
 	op->r.done = fetch_op_done;

@@ -82,6 +82,14 @@ void objfs_store_fetch(void *ctx, int64_t off, size_t len, char *dst,
 void objfs_store_free(struct objfs_store *s);
 
 /*
+ * Whether a read of object @path through @s found it changed or gone since
+ * its attributes were taken (-ESTALE: If-Match failed, another ETag or size;
+ * -ENOENT), once: the note is cleared. objfs_inode_open() then fetches the
+ * current version instead of pinning the stale one until attr_timeout.
+ */
+int objfs_store_take_stale(struct objfs_store *s, const char *path);
+
+/*
  * HTTP(S) backend for @url (http:// or https://). Probes the source with the
  * engine: a directory (nginx JSON or HTML index) or a single file, which is
  * then shown as a directory holding that file. On failure returns -errno and
