@@ -400,7 +400,8 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 		     int *keep_cache, const char **path)
 {
 	struct objfs_node *n;
-	int err;
+	int64_t told;
+	int err, force;
 
 	pthread_mutex_lock(&t->lock);
 	n = node_get(t, ino);
@@ -415,9 +416,20 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 	/* Listing data has no ETag, or a read found this object changed (an S3
 	 * listing's ETag would pin the old version until attr_timeout): fetch
 	 * the current one to pin the handle to. */
-	err = revalidate(t, n, n->etag[0] == '\0' || objfs_store_take_stale(t->store, n->path));
+	told = n->size;
+	force = n->etag[0] == '\0' || objfs_store_take_stale(t->store, n->path);
+	err = revalidate(t, n, force);
 	if (err)
 		goto out;
+	if (force && told >= 0 && n->size != told) {
+		/* The kernel still has the old size and would cut reads short at
+		 * it: -ESTALE makes the VFS look the name up again (LOOKUP_REVAL),
+		 * which hands it the new size, and retry the open once. */
+		objfs_info("'%s' changed size (%lld -> %lld bytes): open retried with the new "
+			   "size", n->path, (long long)told, (long long)n->size);
+		err = -ESTALE;
+		goto out;
+	}
 	*keep_cache = n->open_etag[0] && strcmp(n->open_etag, n->etag) == 0 &&
 		      n->open_size == n->size;
 	memcpy(n->open_etag, n->etag, sizeof(n->open_etag));

@@ -421,15 +421,17 @@ EOF
 		expect_mount_msg "clock one hour behind" "RequestTimeTooSkewed.*clock" s3://main
 }
 
-# An object overwritten (same size, new bytes) while open: the old handle
-# gets EIO for bytes it has not read yet, never new or mixed bytes; the next
-# open reads the new object at once (not after attr_timeout=60: the failed
-# read marks the object stale, so that open fetches its current ETag).
+# An object overwritten (same size, new bytes; then one that grows) while
+# open: the old handle gets EIO for bytes it has not read yet, never new or
+# mixed bytes; the next open reads the whole new object at once (not after
+# attr_timeout=60: the failed read marks the object stale, so that open
+# fetches its current ETag and size, and the kernel is told the new size).
 t_overwrite() {
 	local out=$WORK/ow.out size=$(((32 << 20) + 5))
 	head -c "$size" /dev/urandom >"$WORK/ow.a"
 	head -c "$size" /dev/urandom >"$WORK/ow.b"
-	if ! s3u put overwrite f.bin "$WORK/ow.a" >"$out" 2>&1; then
+	if ! s3u put overwrite f.bin "$WORK/ow.a" >"$out" 2>&1 ||
+		! s3u put overwrite g.bin "$WORK/ow.a" >>"$out" 2>&1; then
 		fail "overwrite: expected to upload overwrite/f.bin: $(tail -n 2 "$out")"
 		return
 	fi
@@ -473,8 +475,34 @@ for i in (1, 2):
     if data != b:
         sys.exit(f"open #{i} after the overwrite: expected the new object's {size} bytes, got "
                  f"{len(data)} bytes, {'the old object' if data == a else 'not the new object'}")
+# the same with a size change: the kernel must learn the new size too
+g = os.path.join(mnt, "g.bin")
+c = b + os.urandom(3 << 20)
+fd = os.open(g, os.O_RDONLY)
+if os.pread(fd, 1 << 20, 0) != a[:1 << 20]:
+    sys.exit("g.bin: first MiB of the original object is wrong")
+s3util.client().put_object(Bucket="overwrite", Key="g.bin", Body=c)
+try:
+    got = os.pread(fd, 65536, 30 << 20)
+    if got != a[30 << 20:(30 << 20) + 65536]:
+        sys.exit("g.bin: old handle read bytes that are not the original's")
+    sys.exit("g.bin: old handle read uncached original bytes after the overwrite")
+except OSError as e:
+    if e.errno != errno.EIO:
+        sys.exit(f"g.bin: old handle: expected EIO, got {errno.errorcode.get(e.errno)}")
+os.close(fd)
+try:
+    with open(g, "rb") as f:
+        st = os.fstat(f.fileno())
+        data = f.read()
+except OSError as e:
+    sys.exit(f"g.bin: open after a growing overwrite: {errno.errorcode.get(e.errno)}")
+if data != c or st.st_size != len(c):
+    sys.exit(f"g.bin: open after a growing overwrite: size {st.st_size}, read {len(data)} "
+             f"bytes, expected the new object's {len(c)}"
+             f"{' (cut at the old size)' if len(data) == size else ''}")
 print(f"old handle: {eio} reads EIO, {ok_old} of cached original bytes; "
-      "the next two opens, at once: the new object")
+      "the next two opens, at once: the new object (also when it grew by 3 MiB)")
 EOF
 	if ! mount_objfs "s3://overwrite" "$MNT2" "$(s3opts attr_timeout=60,list_ttl=60,chunk_size=1M)"; then
 		fail "overwrite: expected s3://overwrite to mount"
