@@ -44,17 +44,6 @@ url_quote() {
 	python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$1"
 }
 
-# check_unmount LABEL MNT: fusermount3 -u works, the daemon exits 0.
-check_unmount() {
-	local label=$1 mnt=$2
-	if unmount_objfs "$mnt" && [ "$UNMOUNT_HOW" = fusermount3 ] && [ "$UNMOUNT_STATUS" = 0 ] &&
-		! is_mounted "$mnt"; then
-		pass "$label: fusermount3 -u unmounted it and objfs exited with status 0"
-	else
-		fail "$label: expected fusermount3 -u to unmount $mnt and objfs to exit 0, got how='$UNMOUNT_HOW' status='$UNMOUNT_STATUS'"
-	fi
-}
-
 # files_match ROOT LABEL FILE...: each FILE under ROOT has the size and the
 # sha256 of the same FILE under $SRC; one fail line per mismatch.  Returns
 # 0 when all match.

@@ -246,6 +246,17 @@ unmount_objfs() {
 	return "$rc"
 }
 
+# check_unmount LABEL MNT: fusermount3 -u works, the daemon exits 0.
+check_unmount() {
+	local label=$1 mnt=$2
+	if unmount_objfs "$mnt" && [ "$UNMOUNT_HOW" = fusermount3 ] && [ "$UNMOUNT_STATUS" = 0 ] &&
+		! is_mounted "$mnt"; then
+		pass "$label: fusermount3 -u unmounted it and objfs exited with status 0"
+	else
+		fail "$label: expected fusermount3 -u to unmount $mnt and objfs to exit 0, got how='$UNMOUNT_HOW' status='$UNMOUNT_STATUS'"
+	fi
+}
+
 # remember_mountpoint DIR: cleanup() will unmount DIR if something (e.g. a
 # daemonising objfs run by a test directly) left it mounted.
 remember_mountpoint() {

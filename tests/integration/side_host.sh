@@ -36,15 +36,6 @@ head -c $((40 * 1024 * 1024 + 7)) /dev/urandom >"$SRC/big.bin"
 head -c 10 /dev/urandom >"$SRC/small.bin"
 head -c 5000 /dev/urandom >"$SRC/other.bin"
 
-check_unmount() {
-	local label=$1 mnt=$2
-	if unmount_objfs "$mnt" && [ "$UNMOUNT_HOW" = fusermount3 ] && [ "$UNMOUNT_STATUS" = 0 ]; then
-		pass "$label: fusermount3 -u unmounted it and objfs exited with status 0"
-	else
-		fail "$label: expected a clean unmount and exit 0, got how='$UNMOUNT_HOW' status='$UNMOUNT_STATUS'"
-	fi
-}
-
 # rings PID: how many side API rings the process has mapped
 rings() {
 	grep -c 'memfd:objfs-ring' "/proc/$1/maps" 2>/dev/null || true

@@ -164,9 +164,7 @@ fi
 
 if ! _pid_alive "$PID"; then
 	fail "expected objfs (pid $PID) to survive the stress run"
-elif unmount_objfs "$MNT"; then
-	pass "stress: unmounted by $UNMOUNT_HOW, objfs exited with status $UNMOUNT_STATUS"
 else
-	fail "stress: expected a clean unmount, got $UNMOUNT_HOW, objfs status $UNMOUNT_STATUS"
+	check_unmount "stress" "$MNT"
 fi
 summary
