@@ -11,6 +11,9 @@
 #                            # RGW_ACCESS_KEY, RGW_SECRET_KEY, RGW_USER (the
 #                            # user's uid), RGW_DIR, RGW_CONF
 #   rgw_admin ARGS...        # radosgw-admin against that cluster
+#   rgw_requests BUCKET [METHOD]  # how many requests RGW has logged for BUCKET
+#                            # (path style; METHOD: GET, HEAD, ...; all when
+#                            # omitted), from its access log lines
 #   rgw_stop                 # stop every daemon rgw_start started (idempotent)
 #
 # Nothing under /etc/ceph or /var/lib/ceph is used: the cluster has its own
@@ -130,6 +133,15 @@ rgw_ceph() {
 
 rgw_admin() {
 	timeout 60 "$(_rgw_bin radosgw-admin)" -c "$RGW_CONF" -n client.admin "$@"
+}
+
+# rgw_requests BUCKET [METHOD]: requests for BUCKET (path-style URLs) in
+# RGW's access log ("beast: ... "GET /BUCKET?... HTTP/1.1" 200 ..."), after
+# a moment for the log thread to write them out.
+rgw_requests() {
+	local m=${2:-[A-Z]+}
+	sleep 1
+	grep -c -E "beast: .* \"$m /$1([/?]| HTTP)" "$RGW_DIR/log/client.rgw.log"
 }
 
 # An S3 request signed with the user's key (boto3), listing the buckets.
