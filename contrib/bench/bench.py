@@ -347,12 +347,21 @@ def w_ls(n):
         out = {}
         for phase in ("cold", "warm"):
             t0 = time.monotonic()
-            r = subprocess.run(["ls", "-l", os.path.join(mnt, f"ls{n}")], capture_output=True,
-                               timeout=1800)
+            p = subprocess.Popen(["ls", "-l", os.path.join(mnt, f"ls{n}")],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+            try:
+                stdout, _ = p.communicate(timeout=cfg["ls_limit"])
+            except subprocess.TimeoutExpired:
+                # ls sits in D state on a FUSE request: only the daemon's end frees it
+                cfg["daemon"].kill()
+                p.kill()
+                p.communicate()
+                raise RuntimeError(f"ls -l ({phase}) did not finish in {cfg['ls_limit']} s; "
+                                   "daemon killed")
             out[phase + "_s"] = time.monotonic() - t0
-            lines = r.stdout.count(b"\n") - 1
-            if r.returncode != 0 or lines != n:
-                raise RuntimeError(f"ls -l listed {lines} of {n} entries (rc {r.returncode})")
+            lines = stdout.count(b"\n") - 1
+            if p.returncode != 0 or lines != n:
+                raise RuntimeError(f"ls -l listed {lines} of {n} entries (rc {p.returncode})")
         return out
     return f
 
@@ -502,6 +511,7 @@ def bench_source(source, ctx, cfg, results):
             m = None
             try:
                 m = mount(mnt)
+                cfg["daemon"] = m.p
                 t0 = time.monotonic()
                 r = fn(mnt, cfg)
                 r["wall_s"] = time.monotonic() - t0
@@ -644,10 +654,10 @@ def main():
 
     if a.quick:
         cfg = {"tag": "quick", "big": 512 * MiB, "four": 128 * MiB, "ls_sizes": [10000],
-               "seq_limit": 60, "rand_time": 5}
+               "seq_limit": 60, "rand_time": 5, "ls_limit": 300}
     else:
         cfg = {"tag": "full", "big": 2048 * MiB, "four": 512 * MiB, "ls_sizes": [10000, 100000],
-               "seq_limit": 120, "rand_time": 15}
+               "seq_limit": 120, "rand_time": 15, "ls_limit": 300}
     cfg["s3_ls_sizes"] = cfg["ls_sizes"] if a.s3_ls_100k else [10000]
     os.makedirs(a.root, exist_ok=True)
     os.makedirs(a.out, exist_ok=True)
