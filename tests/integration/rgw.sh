@@ -262,10 +262,10 @@ rgw_start() {
 	_rgw_install_trap
 	mkdir -p "$RGW_DIR"/{run,log,crash,rgw,mon.a,osd.0} || return 1
 	fsid=$(cat /proc/sys/kernel/random/uuid)
-	mon_port=$(_rgw_port) && rgw_port=$(_rgw_port) || {
+	if ! mon_port=$(_rgw_port) || ! rgw_port=$(_rgw_port); then
 		_rgw_fail "expected free ports on 127.0.0.1"
 		return 1
-	}
+	fi
 	_rgw_write_conf "$fsid" "$mon_port" "$rgw_port"
 
 	# mon

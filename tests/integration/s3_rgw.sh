@@ -232,7 +232,7 @@ EOF
 		[ "$(timeout "$SHORT_TO" ls "$MNT2" | tr '\n' ' ')" = "many top.txt " ]; then
 		pass "pagination: the bucket root lists exactly 'many' and 'top.txt'"
 	else
-		fail "pagination: expected root 'many top.txt', got '$(ls "$MNT2" 2>&1 | tr '\n' ' ')'"
+		fail "pagination: expected root 'many top.txt', got '$(ls -A "$MNT2" 2>&1 | tr '\n' ' ')'"
 	fi
 	check_unmount "pagination" "$MNT2"
 }
@@ -315,7 +315,7 @@ EOF
 			! grep -q "readable by other users" "$OBJFS_LOG"; then
 			pass "profile: -o profile=objfs with a mode 600 credentials file mounts, reads 1MiB+1.bin correctly, no permission warning"
 		else
-			fail "profile: expected sha256 $want (got '$got'), a "credentials: profile 'objfs' from $f" log line and no warning; log:"
+			fail "profile: expected sha256 $want (got '$got'), a log line \"credentials: profile 'objfs' from $f\" and no warning; log:"
 			excerpt "$OBJFS_LOG"
 		fi
 		check_unmount "profile" "$MNT2"
@@ -521,7 +521,7 @@ EOF
 # Temporary credentials (RGW STS GetSessionToken): AWS_SESSION_TOKEN is sent
 # as x-amz-security-token and signed; a mangled token fails the mount with a
 # message about the token.  Sets STS_AK, STS_SK, STS_TOKEN for t_imds.
-STS_AK= STS_SK= STS_TOKEN=
+STS_AK='' STS_SK='' STS_TOKEN=''
 t_session_token() {
 	local want got
 	if ! read -r STS_AK STS_SK STS_TOKEN < <(s3u session-token 900 2>"$WORK/sts.err") ||
