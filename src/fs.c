@@ -65,6 +65,106 @@ static void fh_free(struct fh *h)
 	free(h);
 }
 
+/*
+ * Handle table. The kernel can send RELEASE for a handle while a READ of it
+ * is still being served: a reader killed by SIGKILL does not wait for its
+ * answer, its files close at once, and libfuse runs the two requests on
+ * different threads (ASan caught a read of .objfs-stats after its release).
+ * So fi->fh carries an id, never reused, rather than a pointer: a request
+ * looks the id up and holds a reference while it runs; release unlinks the
+ * entry and drops the table's reference; the last reference frees. An id
+ * that is gone answers EBADF, never another file's bytes. One table per
+ * process (one mount per process); the lock is held only for lookups.
+ */
+#define HND_BUCKETS 4096
+
+struct hnd {
+	uint64_t id;
+	unsigned refs;            /* the table's, until release, + requests */
+	void *obj;
+	void (*free)(void *obj);
+	struct hnd *next;
+};
+
+static pthread_mutex_t hnd_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct hnd *hnd_tab[HND_BUCKETS]; /* guarded by hnd_lock */
+static uint64_t hnd_next = 1;            /* guarded by hnd_lock */
+
+/* Registers @obj (freed with @fr once released and idle); *id for fi->fh. */
+static int hnd_add(void *obj, void (*fr)(void *obj), uint64_t *id)
+{
+	struct hnd *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return -ENOMEM;
+	e->refs = 1;
+	e->obj = obj;
+	e->free = fr;
+	pthread_mutex_lock(&hnd_lock);
+	e->id = hnd_next++;
+	e->next = hnd_tab[e->id % HND_BUCKETS];
+	hnd_tab[e->id % HND_BUCKETS] = e;
+	pthread_mutex_unlock(&hnd_lock);
+	*id = e->id;
+	return 0;
+}
+
+static void hnd_put(struct hnd *e)
+{
+	unsigned left;
+
+	pthread_mutex_lock(&hnd_lock);
+	left = --e->refs;
+	pthread_mutex_unlock(&hnd_lock);
+	if (!left) {
+		e->free(e->obj);
+		free(e);
+	}
+}
+
+/* The object of handle @id with a reference in *ref, or NULL when released. */
+static void *hnd_get(uint64_t id, struct hnd **ref)
+{
+	struct hnd *e;
+
+	pthread_mutex_lock(&hnd_lock);
+	for (e = hnd_tab[id % HND_BUCKETS]; e && e->id != id; e = e->next)
+		;
+	if (e)
+		e->refs++;
+	pthread_mutex_unlock(&hnd_lock);
+	*ref = e;
+	return e ? e->obj : NULL;
+}
+
+/* Unlinks handle @id; frees it now or when its last request ends. */
+static void hnd_release(uint64_t id)
+{
+	struct hnd **pp, *e = NULL;
+
+	pthread_mutex_lock(&hnd_lock);
+	for (pp = &hnd_tab[id % HND_BUCKETS]; *pp; pp = &(*pp)->next) {
+		if ((*pp)->id == id) {
+			e = *pp;
+			*pp = e->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&hnd_lock);
+	if (e)
+		hnd_put(e);
+}
+
+static void fh_free_v(void *h)
+{
+	fh_free(h);
+}
+
+static void dirsnap_free_v(void *d)
+{
+	objfs_dirsnap_free(d);
+}
+
 static struct objfs_fs *fs_of(fuse_req_t req)
 {
 	return fuse_req_userdata(req);
@@ -212,10 +312,14 @@ static void stats_open(fuse_req_t req, struct objfs_fs *fs, struct fuse_file_inf
 	if (h->text_len >= cap)
 		h->text_len = cap - 1;
 	pthread_mutex_init(&h->lock, NULL);
-	fi->fh = (uint64_t)(uintptr_t)h;
+	if (hnd_add(h, fh_free_v, &fi->fh)) {
+		fh_free(h);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
 	fi->direct_io = 1;
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		fh_free(h);
+		hnd_release(fi->fh);
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -260,10 +364,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	fi->fh = (uint64_t)(uintptr_t)h;
+	if (hnd_add(h, fh_free_v, &fi->fh)) {
+		fh_free(h);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
 	fi->keep_cache = keep;
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		fh_free(h); /* the opener was interrupted */
+		hnd_release(fi->fh); /* the opener was interrupted */
 }
 
 /* Whether every block of [off, off+n) is cached (or on its way). */
@@ -295,18 +403,15 @@ static void reply_pinned(fuse_req_t req, const struct objfs_cache_pin *pin)
 	free(bv);
 }
 
-static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		    struct fuse_file_info *fi)
+static void read_fh(fuse_req_t req, struct fh *h, size_t size, off_t off)
 {
 	struct objfs_fs *fs = fs_of(req);
-	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
 	size_t n = objfs_range_clamp(h->sobj.size, off, size);
 	struct objfs_prefetch_plan plan;
 	struct objfs_cache_pin pin = { 0 };
 	char *buf = NULL;
 	int err;
 
-	(void)ino;
 	if (h->text) {
 		size_t from = (uint64_t)off < h->text_len ? (size_t)off : h->text_len;
 
@@ -353,10 +458,25 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	free(buf);
 }
 
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		    struct fuse_file_info *fi)
+{
+	struct hnd *ref;
+	struct fh *h = hnd_get(fi->fh, &ref);
+
+	(void)ino;
+	if (!h) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	read_fh(req, h, size, off);
+	hnd_put(ref);
+}
+
 static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	fh_free((struct fh *)(uintptr_t)fi->fh);
+	hnd_release(fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -370,10 +490,14 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		fuse_reply_err(req, -err);
 		return;
 	}
-	fi->fh = (uint64_t)(uintptr_t)d;
+	if (hnd_add(d, dirsnap_free_v, &fi->fh)) {
+		objfs_dirsnap_free(d);
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
 	fi->cache_readdir = 0;
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		objfs_dirsnap_free(d);
+		hnd_release(fi->fh);
 }
 
 /* Offsets: 1 is ".", 2 is "..", 3 + i is snapshot entry i. */
@@ -381,12 +505,15 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		       int plus)
 {
 	struct objfs_fs *fs = fs_of(req);
-	struct objfs_dirsnap *d = (struct objfs_dirsnap *)(uintptr_t)fi->fh;
-	char *buf = malloc(size), *p = buf;
+	struct hnd *ref;
+	struct objfs_dirsnap *d = hnd_get(fi->fh, &ref);
+	char *buf = d ? malloc(size) : NULL, *p = buf;
 	size_t left = size;
 
 	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
+		fuse_reply_err(req, d ? ENOMEM : EBADF);
+		if (d)
+			hnd_put(ref);
 		return;
 	}
 	for (off_t o = off; (size_t)o < d->n + 2; o++) {
@@ -427,6 +554,7 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 	}
 	fuse_reply_buf(req, buf, size - left);
 	free(buf);
+	hnd_put(ref);
 }
 
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -446,7 +574,7 @@ static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 static void op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	objfs_dirsnap_free((struct objfs_dirsnap *)(uintptr_t)fi->fh);
+	hnd_release(fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -525,19 +653,40 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
  * the kernel copies out exactly _IOC_SIZE bytes, so the reply is the fixed
  * struct. Anything else is ENOTTY, as for a file that knows no ioctls.
  */
+static void ioctl_fh(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, struct fh *h,
+		     unsigned flags, size_t out_bufsz);
+
 static void op_ioctl(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, void *arg,
 		     struct fuse_file_info *fi, unsigned flags, const void *in_buf,
 		     size_t in_bufsz, size_t out_bufsz)
 {
-	struct objfs_fs *fs = fs_of(req);
-	struct fh *h = (struct fh *)(uintptr_t)fi->fh;
-	struct objfs_side_cap cap;
-	struct objfs_side_obj o;
-	int err;
+	struct hnd *ref;
+	struct fh *h;
 
 	(void)arg;
 	(void)in_buf;
 	(void)in_bufsz;
+	if (flags & FUSE_IOCTL_DIR) {
+		fuse_reply_err(req, ENOTTY);
+		return;
+	}
+	h = hnd_get(fi->fh, &ref);
+	if (!h) {
+		fuse_reply_err(req, EBADF);
+		return;
+	}
+	ioctl_fh(req, ino, cmd, h, flags, out_bufsz);
+	hnd_put(ref);
+}
+
+static void ioctl_fh(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, struct fh *h,
+		     unsigned flags, size_t out_bufsz)
+{
+	struct objfs_fs *fs = fs_of(req);
+	struct objfs_side_cap cap;
+	struct objfs_side_obj o;
+	int err;
+
 	if (cmd != OBJFS_IOC_GPU_CAP || (flags & FUSE_IOCTL_DIR)) {
 		fuse_reply_err(req, ENOTTY);
 		return;

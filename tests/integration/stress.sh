@@ -4,7 +4,8 @@
 # stress.sh: 32 concurrent readers, half reading whole objects sequentially,
 # half reading random ranges, over 20 objects served by nginx, through one
 # objfs mount with a small block cache. Every byte read is compared with the
-# source; the daemon's RSS is sampled from /proc all along and must stay
+# source; readers are then SIGKILLed mid-read by the hundred; the daemon's
+# RSS is sampled from /proc all along and must stay
 # under cache_size + 64 MiB (the engine issue's bound); the mount must
 # unmount cleanly afterwards.
 #
@@ -147,6 +148,33 @@ if [ "$rc" -eq 0 ]; then
 	pass "32 readers (16 sequential, 16 random) for ${SECONDS_TO_RUN}s over 20 objects, every byte as in the source: $res"
 else
 	fail "32 readers: expected every byte to match the source, got exit $rc: $res"
+fi
+
+# Readers killed mid-read (SIGKILL does not wait for FUSE answers: RELEASE
+# can reach the daemon while their READs are still being served), 8 at a
+# time, of objects and of the stats file; the daemon must stay up and serve
+# correct bytes afterwards.
+(
+	for ((round = 0; round < 25; round++)); do
+		pids=()
+		for n in 00 03 07 11 15 19 stats stats; do
+			f=$MNT/obj-$n.bin
+			[ "$n" = stats ] && f=$MNT/.objfs-stats
+			sh -c 'while :; do cat "$1"; done' sh "$f" >/dev/null 2>&1 &
+			pids+=($!)
+		done
+		sleep "0.0$((RANDOM % 9 + 1))"
+		for p in "${pids[@]}"; do
+			pkill -KILL -P "$p" 2>/dev/null
+			kill -KILL "$p" 2>/dev/null
+		done
+		wait
+	done
+) 2>/dev/null
+if _pid_alive "$PID" && cmp -s "$MNT/obj-19.bin" "$SRC/obj-19.bin"; then
+	pass "200 readers killed mid-read (objects and .objfs-stats): objfs still serves correct bytes"
+else
+	fail "killed readers: expected objfs (pid $PID) alive and obj-19.bin equal to the source"
 fi
 
 max_kb=$(sort -n "$rss_log" | tail -n 1)
