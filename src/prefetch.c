@@ -6,7 +6,7 @@
 #include "prefetch.h"
 
 /* Seeks this close to the expected offset still count as sequential. */
-#define SEEK_SLACK (2 << 20)
+#define SEEK_SLACK (8 << 20)
 
 void objfs_prefetch_init(struct objfs_prefetch *p, size_t min_window, size_t max_window)
 {
