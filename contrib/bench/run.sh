@@ -25,7 +25,7 @@ for a in "$@"; do
 	esac
 done
 
-tests/deps.sh fio s3fs rclone httpdirfs python3-matplotlib
+tests/deps.sh fio s3fs rclone httpdirfs python3-matplotlib python3-boto3
 if [ ! -x configure ] || [ configure.ac -nt configure ]; then
 	./autogen.sh >/dev/null 2>&1 || ./autogen.sh
 fi
@@ -42,5 +42,9 @@ if [ "$s3" -eq 1 ]; then
 	RGW_MEM=${RGW_MEM:-$((8 << 30))} rgw_start "$root/rgw"
 	args+=(--s3)
 fi
-python3 contrib/bench/bench.py --objfs build-bench/src/objfs --root "$root" \
+# Debian's python3 has the apt-installed boto3 and matplotlib; a python3
+# earlier on PATH (pyenv, venv) may have neither.
+py=python3
+[ -x /usr/bin/python3 ] && py=/usr/bin/python3
+"$py" contrib/bench/bench.py --objfs build-bench/src/objfs --root "$root" \
 	--out contrib/bench/out ${args[@]+"${args[@]}"}
