@@ -336,9 +336,40 @@ static void start_fetch(const struct objfs_cache_obj *o, struct objfs_block *b)
 		o->fetch(o->ctx, off, b->len, b->data, fetch_done, b);
 }
 
+/*
+ * Write-behind to the disk cache holds the block itself (no copy): a held
+ * block has a reference, so it stays off the LRU and is never evicted or
+ * reused until the chunk is on disk; READY blocks never change, so the disk
+ * thread reads them without our lock. hold() runs before fetch_done(),
+ * while the fetch's own reference keeps the block.
+ */
+static void block_hold(void *arg)
+{
+	struct objfs_block *b = arg;
+
+	pthread_mutex_lock(&b->cache->lock);
+	b->refs++;
+	pthread_mutex_unlock(&b->cache->lock);
+}
+
+static void block_release(void *arg)
+{
+	struct objfs_block *b = arg;
+	struct objfs_cache *c = b->cache;
+
+	pthread_mutex_lock(&c->lock);
+	unref(c, b);
+	evict(c, 0);
+	pthread_mutex_unlock(&c->lock);
+}
+
 void objfs_cache_set_disk(struct objfs_cache *c, struct objfs_diskcache *dc)
 {
 	c->disk = dc;
+	/* half the cache at most waits for the disk; the rest serves readers */
+	if (dc)
+		objfs_diskcache_set_holder(dc, block_hold, block_release,
+					   c->cap / 2 > c->bsize ? c->cap / 2 : c->bsize);
 }
 
 static int pin_once(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
@@ -564,6 +595,8 @@ void objfs_cache_free(struct objfs_cache *c)
 	while (c->inflight)
 		pthread_cond_wait(&c->cond, &c->lock);
 	pthread_mutex_unlock(&c->lock);
+	if (c->disk)
+		objfs_diskcache_flush(c->disk); /* releases the blocks held for writing */
 	for (size_t i = 0; i < c->nbuckets; i++) {
 		struct objfs_block *b = c->hash[i], *next;
 

@@ -106,8 +106,10 @@ void objfs_cache_drop_behind(struct objfs_cache *c, const struct objfs_cache_obj
 
 /*
  * Puts the disk cache @dc (borrowed; freed after the cache) under the cache:
- * every block fetch then goes through objfs_diskcache_fetch(). Call before
- * the first read.
+ * every block fetch then goes through objfs_diskcache_fetch(), and fetched
+ * blocks are written behind from the blocks themselves, held by a
+ * reference until written (at most half the cap held so). Call before the
+ * first read. objfs_cache_free() waits for those writes.
  */
 struct objfs_diskcache;
 void objfs_cache_set_disk(struct objfs_cache *c, struct objfs_diskcache *dc);

@@ -6,9 +6,17 @@
  * objfs_diskcache_fetch(): an index hit is read from its chunk file (one
  * readv of header + data, completed and verified on the disk thread); a miss
  * goes to the network through the block's own fetch and, once the bytes are
- * there, is copied into a bounded write-behind queue that the disk thread
- * writes out (dropped when the queue is full). FUSE threads never wait for
- * disk writes, and engine threads only for a memcpy.
+ * there, is queued for the disk thread to write out (write-behind). FUSE
+ * threads never wait for disk writes; engine threads only queue them.
+ *
+ * Write-behind holds the fetched buffer itself -- the block cache's block,
+ * READY and immutable, kept by a reference (objfs_diskcache_set_holder) --
+ * instead of a copy, so it costs no memory beyond the block cache and no
+ * memcpy. At most max_bytes are held at once; only beyond that is a write
+ * dropped (counted in writes_dropped). Measured on the 2-core development
+ * VM, cold 1 GiB read then a second mount: the earlier design, a 64 MiB
+ * queue of copies, dropped 154 of 256 chunk writes, so the second epoch
+ * read only 40% from disk; see diskcache.c for the figures since.
  *
  * A chunk file is named by a 128-bit hash of its identity (the mounted
  * source, the block size, the block cache identity of the object -- path,
@@ -44,7 +52,6 @@ struct objfs_diskcache_cfg {
 	uint64_t cap;          /* bytes of chunk files (headers included), at most */
 	const char *source;    /* what is mounted (SOURCE and S3 endpoint); borrowed */
 	size_t block_size;     /* the block cache's block size */
-	size_t write_queue;    /* write-behind bytes queued at most; 0: 64 MiB */
 };
 
 struct objfs_diskcache_stats {
@@ -52,7 +59,7 @@ struct objfs_diskcache_stats {
 	uint64_t bad;                 /* chunk files that failed verification */
 	uint64_t read_errors;         /* reads that failed (missing file, I/O) */
 	uint64_t writes, write_bytes; /* chunk files written */
-	uint64_t writes_dropped;      /* write-behind refused: queue full, off, error */
+	uint64_t writes_dropped;      /* not written: bound reached, off, error */
 	uint64_t evictions;           /* files removed to stay under the cap */
 	uint64_t files, bytes, cap;   /* now */
 	int degraded;                 /* 1: switched off after a disk error */
@@ -70,8 +77,11 @@ int objfs_diskcache_open(const struct objfs_diskcache_cfg *cfg, struct objfs_dis
 			 char *err, size_t errlen);
 
 /*
- * Writes out the queued chunks, stops the disk thread, releases the lock.
- * No fetch may be in flight (free the block cache first). Accepts NULL.
+ * Writes out the queued chunks (releasing their buffers), stops the disk
+ * thread, releases the lock. No fetch may be in flight, and the holder's
+ * buffers must still be alive: the block cache flushes the disk cache
+ * before it frees its blocks (objfs_cache_free), then this frees it.
+ * Accepts NULL.
  */
 void objfs_diskcache_free(struct objfs_diskcache *dc);
 
@@ -87,7 +97,22 @@ void objfs_diskcache_fetch(struct objfs_diskcache *dc, const char *id, uint64_t 
 			   objfs_fetch_fn inner, void *inner_ctx, int64_t off, size_t len,
 			   char *dst, objfs_fetch_done_fn done, void *arg);
 
-/* Waits until every queued chunk write has finished or been dropped. */
+/*
+ * Enables write-behind. For a miss fetched without error, hold(arg) -- the
+ * fetch's done() argument -- is called before done(arg, 0) and must keep
+ * the fetch's @dst alive and unchanged; release(arg) is called once the
+ * chunk is written or dropped, from the disk thread (never with disk cache
+ * locks held; it may free the buffer). At most @max_bytes of buffers are
+ * held at once: beyond that a miss is not written (writes_dropped). Call
+ * before the first fetch. Without a holder, misses are not written at all.
+ */
+void objfs_diskcache_set_holder(struct objfs_diskcache *dc, void (*hold)(void *arg),
+				void (*release)(void *arg), size_t max_bytes);
+
+/*
+ * Waits until every queued chunk write has finished or been dropped: then
+ * no buffer is held any more (every release() has returned).
+ */
 void objfs_diskcache_flush(struct objfs_diskcache *dc);
 
 /* Whether the index holds a readable chunk for block @idx of @id. */

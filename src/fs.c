@@ -296,6 +296,7 @@ static void stats_open(fuse_req_t req, struct objfs_fs *fs, struct fuse_file_inf
 {
 	struct objfs_stats s;
 	struct objfs_cache_stats cs;
+	struct objfs_diskcache_stats ds;
 	struct fh *h = calloc(1, sizeof(*h));
 	size_t cap = 4096;
 
@@ -308,7 +309,9 @@ static void stats_open(fuse_req_t req, struct objfs_fs *fs, struct fuse_file_inf
 	}
 	objfs_stats_get(&s);
 	objfs_cache_get_stats(fs->cache, &cs);
-	h->text_len = objfs_stats_format(h->text, cap, &s, &cs);
+	if (fs->disk)
+		objfs_diskcache_get_stats(fs->disk, &ds);
+	h->text_len = objfs_stats_format(h->text, cap, &s, &cs, fs->disk ? &ds : NULL);
 	if (h->text_len >= cap)
 		h->text_len = cap - 1;
 	pthread_mutex_init(&h->lock, NULL);

@@ -18,6 +18,7 @@ struct objfs_fs {
 	struct objfs_store *store;   /* borrowed */
 	struct objfs_cache *cache;   /* borrowed */
 	struct objfs_side *side;     /* borrowed; NULL with side=off */
+	struct objfs_diskcache *disk; /* borrowed; NULL without cache_dir */
 	const struct objfs_opts *opts;
 	uid_t uid;
 	gid_t gid;

@@ -262,6 +262,7 @@ static int serve(struct cli *c, char *argv0)
 	fs.inodes = inodes;
 	fs.cache = cache;
 	fs.side = side;
+	fs.disk = disk;
 	fs.store = store;
 	fs.opts = &c->opts;
 	fs.uid = c->opts.have_uid ? c->opts.uid : getuid();
@@ -288,7 +289,8 @@ static int serve(struct cli *c, char *argv0)
 
 		objfs_stats_get(&s);
 		objfs_cache_get_stats(cache, &cs);
-		n = objfs_stats_format(text, sizeof(text), &s, &cs);
+		/* the disk counters get their own line, below */
+		n = objfs_stats_format(text, sizeof(text), &s, &cs, NULL);
 		for (size_t i = 0; i + 1 < n && i < sizeof(text); i++)
 			if (text[i] == '\n')
 				text[i] = ',';

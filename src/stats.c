@@ -94,7 +94,8 @@ static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
 }
 
 size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
-			  const struct objfs_cache_stats *c)
+			  const struct objfs_cache_stats *c,
+			  const struct objfs_diskcache_stats *d)
 {
 	size_t len = 0;
 
@@ -118,5 +119,18 @@ size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
 		    (unsigned long long)c->fetch_bytes, (unsigned long long)c->fetch_errors,
 		    (unsigned long long)c->prefetched, (unsigned long long)c->prefetch_unused,
 		    (unsigned long long)c->evictions, c->bytes, c->cap);
+	if (d)
+		put(buf, cap, &len,
+		    "disk_cache_state %s\ndisk_cache_hits %llu\ndisk_cache_misses %llu\n"
+		    "disk_cache_bad %llu\ndisk_cache_read_errors %llu\ndisk_cache_writes %llu\n"
+		    "disk_cache_write_bytes %llu\ndisk_cache_writes_dropped %llu\n"
+		    "disk_cache_evictions %llu\ndisk_cache_files %llu\ndisk_cache_bytes %llu\n"
+		    "disk_cache_cap %llu\n",
+		    d->degraded ? "off" : "on", (unsigned long long)d->hits,
+		    (unsigned long long)d->misses, (unsigned long long)d->bad,
+		    (unsigned long long)d->read_errors, (unsigned long long)d->writes,
+		    (unsigned long long)d->write_bytes, (unsigned long long)d->writes_dropped,
+		    (unsigned long long)d->evictions, (unsigned long long)d->files,
+		    (unsigned long long)d->bytes, (unsigned long long)d->cap);
 	return len;
 }

@@ -2,7 +2,8 @@
  * stats: process-wide request counters and a time-to-first-byte histogram.
  *
  * The engine records every finished request (objfs_stats_request); the
- * block cache keeps its own counters. objfs_stats_format() renders both as
+ * block cache and the disk cache keep their own counters.
+ * objfs_stats_format() renders them all as
  * "key value" lines, which the mount shows while it runs (the hidden file
  * .objfs-stats at the mount's root) and prints at unmount with -o stats.
  *
@@ -20,6 +21,7 @@
 #include <stdint.h>
 
 #include "cache.h"
+#include "diskcache.h"
 
 #define OBJFS_STATS_BUCKETS 32
 
@@ -46,11 +48,14 @@ void objfs_stats_reset(void);
 uint64_t objfs_stats_percentile(const uint64_t h[OBJFS_STATS_BUCKETS], double p);
 
 /*
- * Writes the engine counters of @s and, when @c is not NULL, the cache
- * counters of @c as "key value\n" lines into @buf (always NUL-terminated
- * when @cap > 0). Returns the length the full text needs, like snprintf.
+ * Writes the engine counters of @s and, when not NULL, the block cache
+ * counters of @c and the disk cache counters of @d (disk_cache_*; state
+ * "on", or "off" once a disk error switched it off) as "key value\n" lines
+ * into @buf (always NUL-terminated when @cap > 0). Returns the length the
+ * full text needs, like snprintf.
  */
 size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
-			  const struct objfs_cache_stats *c);
+			  const struct objfs_cache_stats *c,
+			  const struct objfs_diskcache_stats *d);
 
 #endif

@@ -6,6 +6,12 @@
  * mismatches are misses (the file is deleted, the block never served), the
  * index is rebuilt by scanning, a second open of one directory is refused,
  * and a full disk degrades to network-only.
+ *
+ * Write-behind holds the fetch's own buffer (no copy): each fetch here is a
+ * refcounted buffer, held and released through objfs_diskcache_set_holder
+ * as the block cache does it. Every hold must be released (also on failed
+ * writes and at free), a burst of misses must all be written, and only
+ * beyond the held-bytes bound is a write dropped.
  */
 #include "config.h"
 
@@ -44,11 +50,54 @@ static void net_fetch(void *ctx, int64_t off, size_t len, char *dst, objfs_fetch
 	done(arg, 0);
 }
 
+/* One fetch: its buffer, freed when the test and the disk cache let go. */
 struct wait {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	int done, err;
+	char *buf;
+	atomic_int refs;
 };
+
+static atomic_int holds, releases;
+/* release() waits while the gate is closed: stalls the disk thread */
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static int gate_closed;
+
+static void wait_put(struct wait *w)
+{
+	if (atomic_fetch_sub(&w->refs, 1) == 1) {
+		free(w->buf);
+		free(w);
+	}
+}
+
+static void t_hold(void *arg)
+{
+	struct wait *w = arg;
+
+	atomic_fetch_add(&holds, 1);
+	atomic_fetch_add(&w->refs, 1);
+}
+
+static void t_release(void *arg)
+{
+	pthread_mutex_lock(&gate_lock);
+	while (gate_closed)
+		pthread_cond_wait(&gate_cond, &gate_lock);
+	pthread_mutex_unlock(&gate_lock);
+	atomic_fetch_add(&releases, 1);
+	wait_put(arg);
+}
+
+static void gate_set(int closed)
+{
+	pthread_mutex_lock(&gate_lock);
+	gate_closed = closed;
+	pthread_cond_broadcast(&gate_cond);
+	pthread_mutex_unlock(&gate_lock);
+}
 
 static void on_done(void *arg, int err)
 {
@@ -61,27 +110,53 @@ static void on_done(void *arg, int err)
 	pthread_mutex_unlock(&w->lock);
 }
 
-/* One block fetch through the disk cache; returns its error, checks bytes. */
+#define WRONG_BYTES 1000 /* fetch_raw(): served, but not the right bytes */
+
+/*
+ * One block fetch through the disk cache: its error, WRONG_BYTES, or
+ * -ENOMEM. No ck_assert here: Check's asserts are not for other threads.
+ */
+static int fetch_raw(struct objfs_diskcache *dc, const char *id, uint64_t idx, size_t len)
+{
+	struct wait *w = calloc(1, sizeof(*w));
+	int64_t off = (int64_t)(idx * BS);
+	char *buf;
+	int err;
+
+	if (!w)
+		return -ENOMEM;
+	pthread_mutex_init(&w->lock, NULL);
+	pthread_cond_init(&w->cond, NULL);
+	atomic_init(&w->refs, 1); /* ours */
+	/* page aligned, as the block cache's full blocks: the O_DIRECT path */
+	buf = w->buf = aligned_alloc(4096, (len + 4095) / 4096 * 4096);
+	if (!buf) {
+		free(w);
+		return -ENOMEM;
+	}
+	memset(buf, 0x5a, len);
+	objfs_diskcache_fetch(dc, id, idx, net_fetch, NULL, off, len, buf, on_done, w);
+	pthread_mutex_lock(&w->lock);
+	while (!w->done)
+		pthread_cond_wait(&w->cond, &w->lock);
+	pthread_mutex_unlock(&w->lock);
+	err = w->err;
+	for (size_t i = 0; !err && i < len; i++)
+		if ((unsigned char)buf[i] != byte_at(off + (int64_t)i))
+			err = WRONG_BYTES;
+	/* the disk cache may still hold it for writing: freed by the last put */
+	wait_put(w);
+	return err;
+}
+
+/* fetch_raw() that fails the test on wrong bytes or no memory. */
 static int fetch(struct objfs_diskcache *dc, const char *id, uint64_t idx, size_t len)
 {
-	struct wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
-	/* page aligned, as the block cache's full blocks: the O_DIRECT path */
-	char *buf = aligned_alloc(4096, (len + 4095) / 4096 * 4096);
-	int64_t off = (int64_t)(idx * BS);
+	int err = fetch_raw(dc, id, idx, len);
 
-	ck_assert_ptr_nonnull(buf);
-	memset(buf, 0x5a, len);
-	objfs_diskcache_fetch(dc, id, idx, net_fetch, NULL, off, len, buf, on_done, &w);
-	pthread_mutex_lock(&w.lock);
-	while (!w.done)
-		pthread_cond_wait(&w.cond, &w.lock);
-	pthread_mutex_unlock(&w.lock);
-	if (!w.err)
-		for (size_t i = 0; i < len; i++)
-			ck_assert_msg((unsigned char)buf[i] == byte_at(off + (int64_t)i),
-				      "wrong byte at %zu of block %llu", i, (unsigned long long)idx);
-	free(buf);
-	return w.err;
+	ck_assert_msg(err != WRONG_BYTES, "wrong bytes in block %llu", (unsigned long long)idx);
+	ck_assert_int_ne(err, -ENOMEM);
+	return err;
 }
 
 static char dir[256];
@@ -91,6 +166,9 @@ static void setup(void)
 	snprintf(dir, sizeof(dir), "/tmp/check_diskcache.XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	atomic_store(&net_calls, 0);
+	atomic_store(&holds, 0);
+	atomic_store(&releases, 0);
+	gate_set(0);
 	net_salt = 7;
 }
 
@@ -98,6 +176,8 @@ static void teardown(void)
 {
 	char cmd[512];
 
+	/* every buffer held for writing was released (dc freed by the test) */
+	ck_assert_int_eq(atomic_load(&releases), atomic_load(&holds));
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	(void)!system(cmd);
 }
@@ -112,6 +192,7 @@ static struct objfs_diskcache *open_dc(uint64_t cap)
 	int ret = objfs_diskcache_open(&cfg, &dc, err, sizeof(err));
 
 	ck_assert_msg(ret == 0, "open failed: %s", err);
+	objfs_diskcache_set_holder(dc, t_hold, t_release, 64u << 20);
 	return dc;
 }
 
@@ -355,6 +436,115 @@ START_TEST(test_write_failure_not_cached)
 }
 END_TEST
 
+/* Fetches blocks [first, first+n) of @id from @nthreads threads at once. */
+struct burst {
+	struct objfs_diskcache *dc;
+	const char *id;
+	uint64_t first, n, step;
+	int failed;
+};
+
+static void *burst_thread(void *arg)
+{
+	struct burst *b = arg;
+
+	for (uint64_t i = b->first; i < b->n; i += b->step)
+		if (fetch_raw(b->dc, b->id, i, BS))
+			b->failed++;
+	return NULL;
+}
+
+START_TEST(test_burst_all_written)
+{
+	/* 256 misses as fast as 4 threads can fetch them, no flush in between:
+	 * the old 64 MiB queue of copies dropped most writes of such a burst
+	 * when the disk thread lagged; holding the buffers, none may drop */
+	enum { N = 256, T = 4 };
+	struct objfs_diskcache *dc = open_dc((uint64_t)N * (BS + HDR));
+	struct objfs_diskcache_stats st;
+	struct burst b[T];
+	pthread_t th[T];
+	const char *id = "burst\ne\n99999999";
+
+	for (int t = 0; t < T; t++) {
+		b[t] = (struct burst){ dc, id, (uint64_t)t, N, T, 0 };
+		ck_assert_int_eq(pthread_create(&th[t], NULL, burst_thread, &b[t]), 0);
+	}
+	for (int t = 0; t < T; t++) {
+		pthread_join(th[t], NULL);
+		ck_assert_int_eq(b[t].failed, 0);
+	}
+	objfs_diskcache_flush(dc);
+	objfs_diskcache_get_stats(dc, &st);
+	ck_assert_uint_eq(st.writes_dropped, 0);
+	ck_assert_uint_eq(st.writes, N);
+	ck_assert_uint_eq(st.files, N);
+	ck_assert_int_eq(atomic_load(&holds), N);
+	ck_assert_int_eq(atomic_load(&releases), N);
+	/* all of it served from disk now */
+	atomic_store(&net_calls, 0);
+	for (uint64_t i = 0; i < N; i++)
+		ck_assert_int_eq(fetch(dc, id, i, BS), 0);
+	ck_assert_int_eq(atomic_load(&net_calls), 0);
+	objfs_diskcache_get_stats(dc, &st);
+	ck_assert_uint_eq(st.hits, N);
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
+START_TEST(test_hold_bound_drops)
+{
+	/* at most two blocks held: with the disk thread stalled in release(),
+	 * the third miss is dropped (counted), the first two still written */
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	struct objfs_diskcache_stats st;
+	const char *id = "bound\ne\n1000000";
+
+	objfs_diskcache_set_holder(dc, t_hold, t_release, 2 * BS);
+	gate_set(1);
+	ck_assert_int_eq(fetch(dc, id, 0, BS), 0);
+	ck_assert_int_eq(fetch(dc, id, 1, BS), 0);
+	ck_assert_int_eq(fetch(dc, id, 2, BS), 0); /* still right bytes */
+	objfs_diskcache_get_stats(dc, &st);
+	ck_assert_uint_eq(st.writes_dropped, 1);
+	ck_assert_int_eq(atomic_load(&holds), 2);
+	gate_set(0);
+	objfs_diskcache_flush(dc);
+	ck_assert_int_eq(atomic_load(&releases), 2);
+	objfs_diskcache_get_stats(dc, &st);
+	ck_assert_uint_eq(st.writes, 2);
+	ck_assert_uint_eq(st.writes_dropped, 1);
+	ck_assert(objfs_diskcache_has(dc, id, 0) && objfs_diskcache_has(dc, id, 1));
+	ck_assert(!objfs_diskcache_has(dc, id, 2));
+	/* without a holder nothing is written (and nothing held) */
+	objfs_diskcache_set_holder(dc, NULL, NULL, 0);
+	ck_assert_int_eq(fetch(dc, id, 3, BS), 0);
+	objfs_diskcache_flush(dc);
+	ck_assert(!objfs_diskcache_has(dc, id, 3));
+	ck_assert_int_eq(atomic_load(&holds), 2);
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
+START_TEST(test_free_releases_held)
+{
+	/* free without a flush: queued writes are written out and released
+	 * before the thread stops (the block cache then frees its blocks) */
+	struct objfs_diskcache *dc = open_dc(64 * (BS + HDR));
+	const char *id = "free\ne\n9999999";
+
+	for (uint64_t i = 0; i < 32; i++)
+		ck_assert_int_eq(fetch(dc, id, i, BS), 0);
+	objfs_diskcache_free(dc);
+	ck_assert_int_eq(atomic_load(&holds), 32);
+	ck_assert_int_eq(atomic_load(&releases), 32);
+	dc = open_dc(64 * (BS + HDR));
+	for (uint64_t i = 0; i < 32; i++)
+		ck_assert(objfs_diskcache_has(dc, id, i));
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
 static Suite *diskcache_suite(void)
 {
 	Suite *s = suite_create("diskcache");
@@ -369,6 +559,9 @@ static Suite *diskcache_suite(void)
 	tcase_add_test(tc, test_rebuild_by_scan);
 	tcase_add_test(tc, test_lock_refusal);
 	tcase_add_test(tc, test_write_failure_not_cached);
+	tcase_add_test(tc, test_burst_all_written);
+	tcase_add_test(tc, test_hold_bound_drops);
+	tcase_add_test(tc, test_free_releases_held);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,7 +1,7 @@
 /*
  * Unit tests of src/stats.c: request counters, the time-to-first-byte
  * histogram and its percentiles, and the text format (truncation behaves
- * like snprintf).
+ * like snprintf; disk cache lines only when a disk cache is given).
  */
 #include "config.h"
 
@@ -60,7 +60,7 @@ START_TEST(test_format)
 	size_t n;
 
 	s.ttfb[3] = 1;
-	n = objfs_stats_format(buf, sizeof(buf), &s, &c);
+	n = objfs_stats_format(buf, sizeof(buf), &s, &c, NULL);
 	ck_assert_uint_eq(n, strlen(buf));
 	ck_assert_ptr_nonnull(strstr(buf, "requests 7\n"));
 	ck_assert_ptr_nonnull(strstr(buf, "request_errors 1\n"));
@@ -70,15 +70,49 @@ START_TEST(test_format)
 	ck_assert_ptr_nonnull(strstr(buf, "cache_hits 5\n"));
 	ck_assert_ptr_nonnull(strstr(buf, "cache_misses 6\n"));
 	ck_assert_ptr_nonnull(strstr(buf, "cache_cap 8192\n"));
+	ck_assert_ptr_null(strstr(buf, "disk_cache"));
 	ck_assert(buf[n - 1] == '\n');
 	/* Without cache counters: only the engine's lines. */
-	ck_assert_uint_lt(objfs_stats_format(buf, sizeof(buf), &s, NULL), n);
+	ck_assert_uint_lt(objfs_stats_format(buf, sizeof(buf), &s, NULL, NULL), n);
 	ck_assert_ptr_null(strstr(buf, "cache_"));
 	/* Truncated: NUL-terminated, returns the length needed. */
-	ck_assert_uint_eq(objfs_stats_format(small, sizeof(small), &s, &c), n);
+	ck_assert_uint_eq(objfs_stats_format(small, sizeof(small), &s, &c, NULL), n);
 	ck_assert_uint_eq(strlen(small), sizeof(small) - 1);
 	ck_assert_int_eq(strncmp(small, "requests 7\nrequ", sizeof(small) - 1), 0);
-	ck_assert_uint_eq(objfs_stats_format(NULL, 0, &s, &c), n);
+	ck_assert_uint_eq(objfs_stats_format(NULL, 0, &s, &c, NULL), n);
+}
+END_TEST
+
+START_TEST(test_format_disk)
+{
+	struct objfs_stats s = { .requests = 1 };
+	struct objfs_cache_stats c = { .hits = 1 };
+	struct objfs_diskcache_stats d = {
+		.hits = 256, .misses = 3, .bad = 2, .read_errors = 1, .writes = 250,
+		.write_bytes = 1048576000, .writes_dropped = 6, .evictions = 4, .files = 250,
+		.bytes = 1049600000, .cap = 2147483648ULL,
+	};
+	static const char *const want[] = {
+		"disk_cache_state on\n", "disk_cache_hits 256\n", "disk_cache_misses 3\n",
+		"disk_cache_bad 2\n", "disk_cache_read_errors 1\n", "disk_cache_writes 250\n",
+		"disk_cache_write_bytes 1048576000\n", "disk_cache_writes_dropped 6\n",
+		"disk_cache_evictions 4\n", "disk_cache_files 250\n",
+		"disk_cache_bytes 1049600000\n", "disk_cache_cap 2147483648\n",
+	};
+	char buf[4096];
+	size_t n = objfs_stats_format(buf, sizeof(buf), &s, &c, &d);
+
+	ck_assert_uint_eq(n, strlen(buf));
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		ck_assert_msg(strstr(buf, want[i]), "missing '%s' in:\n%s", want[i], buf);
+	ck_assert_ptr_nonnull(strstr(buf, "cache_hits 1\n"));
+	/* switched off after a disk error */
+	d.degraded = 1;
+	objfs_stats_format(buf, sizeof(buf), &s, &c, &d);
+	ck_assert_ptr_nonnull(strstr(buf, "disk_cache_state off\n"));
+	ck_assert_ptr_null(strstr(buf, "disk_cache_state on"));
+	/* the stats file's 4 KiB holds every line */
+	ck_assert_uint_lt(n, 4096);
 }
 END_TEST
 
@@ -90,6 +124,7 @@ static Suite *stats_suite(void)
 	tcase_add_test(tc, test_counters);
 	tcase_add_test(tc, test_percentiles);
 	tcase_add_test(tc, test_format);
+	tcase_add_test(tc, test_format_disk);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -10,6 +10,10 @@
 #      written (one per 4 MiB block), kept after unmount
 #   2. warm: remount, stop nginx, read again: right bytes, all from disk
 #      (the daemon's disk counters say so)
+#   2b. burst: a cold read of a 256 MiB object (64 chunks) as fast as it
+#      comes writes every chunk (.objfs-stats: disk_cache_writes_dropped 0);
+#      remounted with nginx stopped, every chunk is a disk hit (no miss). The first
+#      write-behind (a 64 MiB queue of copies) dropped most of such a burst.
 #   3. corrupted chunk files (a byte flipped in each): right bytes, the bad
 #      chunks are dropped and fetched again (log line), then rewritten
 #   4. a changed object (new ETag) is read new, never from its old chunks
@@ -66,6 +70,7 @@ def put(name, size, seed):
 put("a.bin", 20 * 1024 * 1024 + 123, 1)
 put("b.bin", 5 * 1024 * 1024, 2)
 put("small.txt", 100, 3)
+put("big.bin", 256 * 1024 * 1024, 5)
 EOF
 FILES="a.bin b.bin small.txt"
 sha() { sha256sum <"$1" | cut -d' ' -f1; }
@@ -142,6 +147,55 @@ for p in sys.argv[1:]: open(p, "rb").close()' $(for f in $FILES; do echo "$MNT/$
 else
 	fail "warm read: expected $URL to mount again with $OPTS"
 fi
+
+# ---------------------------------------------------------------- 2b burst
+# dstat MNT KEY: a counter from MNT/.objfs-stats
+dstat() { awk -v k="$2" '$1 == k { print $2 }' "$1/.objfs-stats" 2>/dev/null; }
+CDB=$TEST_TMP/cache-burst
+BIGSHA=$(sha "$SRC/big.bin")
+BOPTS="cache_dir=$CDB,cache_dir_size=1G,log_level=info,stats"
+if mount_objfs "$URL" "$MNT" "$BOPTS"; then
+	# four readers at once, each a quarter: the fetches come as fast as they can
+	pids=()
+	for q in 0 1 2 3; do
+		timeout "$TO" dd if="$MNT/big.bin" of=/dev/null bs=4M skip=$((q * 16)) count=16 \
+			status=none &
+		pids+=($!)
+	done
+	wait "${pids[@]}"
+	st=$(dstat "$MNT" disk_cache_state)
+	dropped=$(dstat "$MNT" disk_cache_writes_dropped)
+	misses=$(dstat "$MNT" disk_cache_misses)
+	unmount_objfs "$MNT"
+	n=$(nchunks "$CDB")
+	if [ "$st" = on ] && [ "$dropped" = 0 ] && [ "${misses:-0}" -ge 64 ] && [ "$n" = 64 ]; then
+		pass "burst: cold read of 64 chunks ($misses disk misses), 0 writes dropped, 64 chunk files"
+	else
+		fail "burst: expected disk_cache_state on, >= 64 misses, 0 writes dropped and 64 chunk files, got state=${st:-?} misses=${misses:-?} dropped=${dropped:-?} files=$n"
+		sed 's/^/    | /' "$OBJFS_LOG" | tail -n 5
+	fi
+	if mount_objfs "$URL" "$MNT" "$BOPTS,retries=0,timeout=5"; then
+		python3 -c 'import sys; open(sys.argv[1], "rb").close()' "$MNT/big.bin"
+		nginx_stop
+		got=$(timeout "$TO" sha256sum <"$MNT/big.bin" | cut -d' ' -f1)
+		hits=$(dstat "$MNT" disk_cache_hits)
+		misses=$(dstat "$MNT" disk_cache_misses)
+		unmount_objfs "$MNT"
+		# >= 64: a block the memory cache dropped behind may be read twice
+		if [ "$got" = "$BIGSHA" ] && [ "${hits:-0}" -ge 64 ] && [ "$misses" = 0 ]; then
+			pass "burst: remounted with nginx stopped, right bytes, all 64 chunks from disk ($hits hits, 0 misses)"
+		else
+			fail "burst: expected sha256 $BIGSHA, disk_cache_hits >= 64 and disk_cache_misses 0, got '$got', hits=${hits:-?} misses=${misses:-?}"
+			sed 's/^/    | /' "$OBJFS_LOG" | tail -n 5
+		fi
+		nginx_restart_same_port || { echo "cannot restart nginx" >&2; exit 99; }
+	else
+		fail "burst: expected $URL to mount again"
+	fi
+else
+	fail "burst: expected $URL to mount with $BOPTS"
+fi
+rm -rf "$CDB"
 
 # ---------------------------------------------------------------- 3 corruption
 python3 - "$CD" <<'EOF'
