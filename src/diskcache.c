@@ -1074,7 +1074,8 @@ static int scan(struct objfs_diskcache *dc, char *err, size_t errlen)
 		free(f);
 		return ret;
 	}
-	qsort(f, n, sizeof(*f), found_cmp);
+	if (n) /* qsort(NULL, 0) is undefined: UBSan flags an empty cache_dir */
+		qsort(f, n, sizeof(*f), found_cmp);
 	for (size_t i = 0; i < n; i++) {
 		if (!index_add(dc, f[i].key, f[i].bytes, 0)) {
 			snprintf(err, errlen, "cache_dir: out of memory indexing %s", dc->dir);
