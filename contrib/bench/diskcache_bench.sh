@@ -155,6 +155,23 @@ unmount_objfs "$M"
 hits=$(sed -n 's/.*disk cache stats: hits=\([0-9]*\).*/\1/p' "$OBJFS_LOG")
 ROWS+=("| objfs, second warm mount | | $warm | | $hits of $NCHUNK chunks from disk |")
 
+# peer_reads NAME MNT CACHE CMD...: a peer's cold read, then (remounted,
+# its cache files dropped from the page cache) its warm-from-disk read and a
+# page-cache re-read; sets cold, warm, pc and checks the bytes.
+peer_reads() {
+	local name=$1 m=$2 cache=$3
+	shift 3
+	bg_mount "$m" "$@" || exit 1
+	cold=$(rd "$m/data.bin")
+	bg_unmount "$m"
+	drop "$cache"
+	bg_mount "$m" "$@" || exit 1
+	warm=$(rd "$m/data.bin")
+	pc=$(rd "$m/data.bin")
+	check_bytes "$m/data.bin" "$name"
+	bg_unmount "$m"
+}
+
 # ------------------------------------------------------------------ rclone
 if command -v rclone >/dev/null; then
 	RC=$TEST_TMP/rclone-cache
@@ -162,15 +179,7 @@ if command -v rclone >/dev/null; then
 	RCMD=(rclone mount --read-only --config /dev/null --vfs-cache-mode full
 	      --cache-dir "$RC" --vfs-cache-max-size $((SIZE_MB * 2))M
 	      --http-url "http://127.0.0.1:$NGINX_PORT/html/" :http: "$M")
-	bg_mount "$M" "${RCMD[@]}" || exit 1
-	cold=$(rd "$M/data.bin")
-	bg_unmount "$M"
-	drop "$RC"
-	bg_mount "$M" "${RCMD[@]}" || exit 1
-	warm=$(rd "$M/data.bin")
-	pc=$(rd "$M/data.bin")
-	check_bytes "$M/data.bin" rclone
-	bg_unmount "$M"
+	peer_reads rclone "$M" "$RC" "${RCMD[@]}"
 	ROWS+=("| rclone 1.60 (\`--vfs-cache-mode full\`) | $cold | $warm | $pc | HTTP remote |")
 fi
 
@@ -188,15 +197,7 @@ if [ "$S3" = 1 ]; then
 	SC=$TEST_TMP/s3fs-cache
 	M=$TEST_TMP/m-s3fs
 	SCMD=(s3fs dcbench "$M" -f -o "url=$RGW_ENDPOINT,use_path_request_style,passwd_file=$PW,ro,use_cache=$SC,parallel_count=16,multireq_max=16")
-	bg_mount "$M" "${SCMD[@]}" || exit 1
-	cold=$(rd "$M/data.bin")
-	bg_unmount "$M"
-	drop "$SC"
-	bg_mount "$M" "${SCMD[@]}" || exit 1
-	warm=$(rd "$M/data.bin")
-	pc=$(rd "$M/data.bin")
-	check_bytes "$M/data.bin" s3fs
-	bg_unmount "$M"
+	peer_reads s3fs "$M" "$SC" "${SCMD[@]}"
 	ROWS+=("| s3fs 1.90 (\`use_cache\`) | $cold | $warm | $pc | S3: Ceph RGW (memstore) on loopback |")
 fi
 
