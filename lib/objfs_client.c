@@ -658,6 +658,29 @@ static int host_read(struct objfs_gpu *h, char *buf, size_t n, off_t off, ssize_
 	return err;
 }
 
+/*
+ * The checks both read calls start with: arguments, the range clamped to
+ * the file (*n bytes), and what kind of memory @buf is. Returns 1 to go on,
+ * 0 when there is nothing to read (*nread = 0), or -errno.
+ */
+static int read_prep(struct objfs_gpu *h, void *buf, size_t len, off_t file_off,
+		     ssize_t *nread, int64_t *n, enum mem_kind *kind, int *dev)
+{
+	int err;
+
+	if (!h || !nread || (!buf && len))
+		return -EINVAL;
+	*n = clamp(h, len, file_off);
+	if (*n < 0)
+		return (int)*n;
+	if (*n == 0) {
+		*nread = 0;
+		return 0;
+	}
+	err = mem_kind_of(h, buf, (size_t)*n, kind, dev);
+	return err ? err : 1;
+}
+
 int objfs_gpu_read_async(struct objfs_gpu *h, void *buf, size_t len, off_t file_off,
 			 ssize_t *nread, struct CUstream_st *stream)
 {
@@ -665,17 +688,8 @@ int objfs_gpu_read_async(struct objfs_gpu *h, void *buf, size_t len, off_t file_
 	int64_t n;
 	int dev, err;
 
-	if (!h || !nread || (!buf && len))
-		return -EINVAL;
-	n = clamp(h, len, file_off);
-	if (n < 0)
-		return (int)n;
-	if (n == 0) {
-		*nread = 0;
-		return 0;
-	}
-	err = mem_kind_of(h, buf, (size_t)n, &kind, &dev);
-	if (err)
+	err = read_prep(h, buf, len, file_off, nread, &n, &kind, &dev);
+	if (err <= 0)
 		return err;
 #ifdef HAVE_CUDA
 	if (h->cuda) {
@@ -730,16 +744,8 @@ int objfs_gpu_read(struct objfs_gpu *h, void *buf, size_t len, off_t file_off, s
 	int64_t n;
 	int dev, err;
 
-	if (!h || !nread || (!buf && len))
-		return -EINVAL;
-	n = clamp(h, len, file_off);
-	if (n <= 0) {
-		if (n == 0)
-			*nread = 0;
-		return (int)n;
-	}
-	err = mem_kind_of(h, buf, (size_t)n, &kind, &dev);
-	if (err)
+	err = read_prep(h, buf, len, file_off, nread, &n, &kind, &dev);
+	if (err <= 0)
 		return err;
 	if (kind == MEM_HOST)
 		return host_read(h, buf, (size_t)n, file_off, nread);
