@@ -187,6 +187,13 @@ static int ini_has_section(const struct objfs_ini *ini, const char *section)
 	return 0;
 }
 
+/* A file holding secrets that others may read: say so (it still works). */
+static void warn_shared(const char *path, mode_t mode)
+{
+	if (mode & 077)
+		objfs_warn("%s is readable by other users: run chmod 600 %s", path, path);
+}
+
 /* Reads and parses @path; *out stays NULL when the file does not exist. */
 static int ini_load(const char *path, int secret, struct objfs_ini **out)
 {
@@ -206,8 +213,8 @@ static int ini_load(const char *path, int secret, struct objfs_ini **out)
 			objfs_warn("%s is larger than 1 MiB: ignored", path);
 			return -EINVAL;
 		}
-		if (secret && (st.st_mode & 077))
-			objfs_warn("%s is readable by other users: run chmod 600 %s", path, path);
+		if (secret)
+			warn_shared(path, st.st_mode);
 	}
 	buf = malloc(FILE_MAX);
 	if (!buf) {
@@ -354,6 +361,7 @@ static int from_files(const char *profile, struct objfs_creds *out, char *err, s
 	char *sec = config_section(name);
 	struct objfs_ini *ci = NULL, *cr = NULL;
 	const char *ak, *sk, *tok, *where = NULL;
+	struct stat st;
 	int rc;
 
 	if (!cfg || !crd || !sec) {
@@ -395,6 +403,9 @@ static int from_files(const char *profile, struct objfs_creds *out, char *err, s
 		rc = -EINVAL;
 		goto out;
 	}
+	/* the config file is loaded as not secret; this profile keeps its key there */
+	if (where == cfg && stat(cfg, &st) == 0)
+		warn_shared(cfg, st.st_mode);
 	rc = set_creds(out, ak, sk, tok, 0, where == crd ? "shared credentials file" :
 					   "config file");
 	if (!rc)
