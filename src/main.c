@@ -199,9 +199,11 @@ static int serve(struct cli *c, char *argv0)
 	char err[1024] = "";
 	int fargc = 0, ret;
 
+	/* Loud: not even log_level=error silences it. */
 	if (c->opts.insecure)
-		objfs_warn("TLS certificate verification is OFF (insecure): anyone on the "
-			   "network path can feed this mount forged data");
+		objfs_log(c->opts.log_level < OBJFS_LOG_WARN ? OBJFS_LOG_ERR : OBJFS_LOG_WARN,
+			  "TLS certificate verification is OFF (insecure): anyone on the "
+			  "network path can feed this mount forged data");
 	ret = objfs_engine_new(&ecfg, &engine);
 	if (ret) {
 		objfs_err("cannot start the fetch engine: %s", strerror(-ret));
@@ -346,6 +348,12 @@ int main(int argc, char **argv)
 	if (stat(c.mountpoint, &st) || !S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "objfs: mount point '%s' does not exist or is not a "
 			"directory\n", c.mountpoint);
+		objfs_opts_clear(&c.opts);
+		return 1;
+	}
+	/* curl would only say "TLS verification failed" at the first request */
+	if (c.opts.ca_file && access(c.opts.ca_file, R_OK)) {
+		fprintf(stderr, "objfs: ca_file '%s': %s\n", c.opts.ca_file, strerror(errno));
 		objfs_opts_clear(&c.opts);
 		return 1;
 	}

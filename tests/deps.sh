@@ -9,6 +9,8 @@ need=(build-essential autoconf automake libtool pkg-config
       libxml2-dev libjson-c-dev check python3 curl ca-certificates
       # S3 tests: a single-node Ceph RGW (tests/integration/rgw.sh) and clients
       ceph-mon ceph-osd ceph-base ceph-common radosgw python3-boto3 awscli
+      # hardening tests: certificates (perms.sh)
+      openssl
       "$@")
 missing=()
 for p in "${need[@]}"; do

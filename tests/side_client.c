@@ -8,6 +8,10 @@
  *                                       "reading" (the script kills it)
  *   side_client wrongino MNT_A MNT_B    a token of B is refused for A
  *   side_client open MNTFILE            prints objfs_gpu_open's result
+ *   side_client cap MNTFILE OUT         writes the file's capability to OUT
+ *   side_client hello CAPFILE           HELLO with the capability in CAPFILE
+ *                                       (run as another user: perms.sh);
+ *                                       prints "accepted" or "refused ERRNO"
  *
  * Exit status 0 when every check held; messages say what was expected.
  */
@@ -236,6 +240,45 @@ static int do_wrongino(const char *a, const char *b)
 	return failures ? 1 : 0;
 }
 
+/* A capability saved by "cap", presented by whoever runs "hello". */
+static int do_cap(const char *mnt, const char *out)
+{
+	struct objfs_side_cap cap;
+	FILE *f;
+	int rc = cap_of(mnt, &cap);
+
+	if (rc) {
+		printf("ioctl failed: %s\n", strerror(-rc));
+		return 1;
+	}
+	f = fopen(out, "wb");
+	if (!f || fwrite(&cap, sizeof(cap), 1, f) != 1 || fclose(f))
+		return 2;
+	return 0;
+}
+
+static int do_hello(const char *capfile)
+{
+	struct objfs_side_cap cap;
+	FILE *f = fopen(capfile, "rb");
+	int sock = -1, rc;
+
+	if (!f || fread(&cap, sizeof(cap), 1, f) != 1)
+		return 2;
+	fclose(f);
+	rc = raw_hello(&cap, cap.token, cap.ino, &sock);
+	if (rc < 0) {
+		printf("connection failed: %s\n", strerror(errno));
+		return 2;
+	}
+	if (rc == 0)
+		printf("accepted\n");
+	else
+		printf("refused %s\n", strerror(rc));
+	close(sock);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "reads") == 0)
@@ -244,6 +287,10 @@ int main(int argc, char **argv)
 		return do_hang(argv[2]);
 	if (argc == 4 && strcmp(argv[1], "wrongino") == 0)
 		return do_wrongino(argv[2], argv[3]);
+	if (argc == 4 && strcmp(argv[1], "cap") == 0)
+		return do_cap(argv[2], argv[3]);
+	if (argc == 3 && strcmp(argv[1], "hello") == 0)
+		return do_hello(argv[2]);
 	if (argc == 3 && strcmp(argv[1], "open") == 0) {
 		struct objfs_gpu *h;
 		int err = open_handle(argv[2], &h);

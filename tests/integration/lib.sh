@@ -23,6 +23,8 @@
 #   OBJFS            the objfs binary (default: <this dir>/../../src/objfs)
 #   OBJFS_TEST_KEEP  1 = keep $TEST_TMP (logs, nginx conf) after the run
 #   NGINX            the nginx binary (default: nginx from PATH, or /usr/sbin/nginx)
+#   NGINX_EXTRA_CONF more nginx.conf text for the http block (another server
+#                    block: HTTPS, crafted listings), set before nginx_start
 
 set -u
 
@@ -323,6 +325,7 @@ http {
             limit_rate 2m;
         }
     }
+${NGINX_EXTRA_CONF:-}
 }
 EOF
 }
