@@ -219,6 +219,12 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	struct objfs_attr a;
 	int err;
 
+	/* The kernel passes names up to 1024 bytes; no listing holds one over
+	 * NAME_MAX (statfs says so too): a clear errno rather than ENOENT. */
+	if (strlen(name) > NAME_MAX) {
+		fuse_reply_err(req, ENAMETOOLONG);
+		return;
+	}
 	if (parent == OBJFS_ROOT_INO && strcmp(name, STATS_NAME) == 0) {
 		stats_entry(fs, &e);
 		fuse_reply_entry(req, &e);

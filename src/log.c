@@ -1,6 +1,8 @@
 /*
  * log: see log.h. Kept tiny on purpose: every module logs, so this file must
- * depend on nothing else in objfs.
+ * depend on nothing else in objfs. Control characters in a message (object
+ * names carry any byte but '/' and NUL) are written as '?', so one message
+ * stays one line.
  */
 #include "config.h"
 
@@ -49,6 +51,11 @@ void objfs_log(enum objfs_log_level lvl, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
+	/* Names and keys come from the network: a newline in one must not
+	 * forge a log line, nor an escape sequence drive the terminal. */
+	for (char *p = line; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
 	if (g_syslog)
 		syslog(prio[lvl], "%s", line);
 	else

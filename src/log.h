@@ -1,10 +1,11 @@
 /*
  * log: leveled logging to stderr or syslog.
  *
- * One global level, set once at start-up. Messages are single lines; callers
- * never pass secrets (credentials are redacted by their owners before they
- * reach a format string). Thread-safe: each message is one write(2)-sized
- * fprintf under stdio's own lock.
+ * One global level, set once at start-up. Messages are single lines (control
+ * characters are printed as '?'); callers never pass secrets (credentials
+ * are redacted by their owners before they reach a format string).
+ * Thread-safe: each message is one write(2)-sized fprintf under stdio's own
+ * lock.
  */
 #ifndef OBJFS_LOG_H
 #define OBJFS_LOG_H

@@ -81,13 +81,7 @@ PY=/usr/bin/python3
 AS_USER=(setpriv --reuid="$TUID" --regid="$TGID" --init-groups --)
 AS_NOBODY=(setpriv --reuid="$NOBODY" --regid="$NOBODY" --clear-groups --)
 
-# Only what each test sets: never the invoking user's AWS files or profile.
-for v in AWS_PROFILE AWS_DEFAULT_PROFILE AWS_REGION AWS_DEFAULT_REGION AWS_SESSION_TOKEN \
-	AWS_ENDPOINT_URL AWS_ENDPOINT_URL_S3 AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY; do
-	unset "$v"
-done
-export AWS_CONFIG_FILE=$TEST_TMP/no-config AWS_SHARED_CREDENTIALS_FILE=$TEST_TMP/no-credentials
-export AWS_EC2_METADATA_DISABLED=true
+stub_isolate_aws
 
 # The others must reach the mount points (mktemp -d is 0700).
 chmod 711 "$TEST_TMP"
