@@ -568,6 +568,156 @@ void objfs_cache_drop_behind(struct objfs_cache *c, const struct objfs_cache_obj
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* ------------------------------------------------------ direct fills */
+
+/*
+ * One objfs_cache_fill(): @pending counts the parts in flight plus one for
+ * the caller while it is still issuing them; the last to finish calls done.
+ */
+struct fill {
+	struct objfs_cache *c;
+	const struct objfs_cache_obj *o;
+	unsigned pending;      /* c->lock */
+	int err;               /* c->lock; the first error */
+	objfs_fetch_done_fn done;
+	void *arg;
+};
+
+/* One asynchronous part: a disk read, or a store fetch, into the caller's memory. */
+struct fill_part {
+	struct fill *f;
+	int64_t off;
+	size_t len;
+	char *dst;
+	int from_disk;
+};
+
+static void fill_put(struct fill *f, int err)
+{
+	struct objfs_cache *c = f->c;
+	int last;
+
+	pthread_mutex_lock(&c->lock);
+	if (err && !f->err)
+		f->err = err;
+	last = --f->pending == 0;
+	err = f->err;
+	pthread_mutex_unlock(&c->lock);
+	if (last) {
+		f->done(f->arg, err);
+		free(f);
+	}
+}
+
+static void fill_part_done(void *arg, int err);
+
+/* Starts @p, which the fill counts already: from the store, into p->dst. */
+static void fill_part_fetch(struct fill_part *p)
+{
+	struct objfs_cache *c = p->f->c;
+
+	pthread_mutex_lock(&c->lock);
+	c->inflight++;
+	c->st.direct_bytes += p->len;
+	pthread_mutex_unlock(&c->lock);
+	p->from_disk = 0;
+	p->f->o->fetch(p->f->o->ctx, p->off, p->len, p->dst, fill_part_done, p);
+}
+
+static void fill_part_done(void *arg, int err)
+{
+	struct fill_part *p = arg;
+	struct fill *f = p->f;
+	struct objfs_cache *c = f->c;
+
+	if (p->from_disk && err == OBJFS_DISKCACHE_RETRY) {
+		fill_part_fetch(p); /* the disk copy was bad and is gone */
+		return;
+	}
+	if (!p->from_disk) {
+		pthread_mutex_lock(&c->lock);
+		c->inflight--;
+		pthread_cond_broadcast(&c->cond);
+		pthread_mutex_unlock(&c->lock);
+	}
+	free(p);
+	fill_put(f, err);
+}
+
+/* Adds one part to @f and starts it: a disk read when @from_disk, else a fetch. */
+static int fill_part_start(struct fill *f, int64_t off, size_t len, char *dst, int from_disk)
+{
+	struct objfs_cache *c = f->c;
+	struct fill_part *p = malloc(sizeof(*p));
+
+	if (!p)
+		return -ENOMEM;
+	*p = (struct fill_part){ f, off, len, dst, from_disk };
+	pthread_mutex_lock(&c->lock);
+	f->pending++;
+	pthread_mutex_unlock(&c->lock);
+	if (from_disk && objfs_diskcache_read(c->disk, f->o->id, (uint64_t)off / c->bsize, len,
+					      dst, fill_part_done, p) == 0)
+		return 0;
+	fill_part_fetch(p);
+	return 0;
+}
+
+void objfs_cache_fill(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
+		      size_t len, char *dst, objfs_fetch_done_fn done, void *arg)
+{
+	struct fill *f;
+	int64_t end = off + (int64_t)len, run = -1; /* run: start of the store run */
+	int err = 0;
+
+	if (off < 0 || end > o->size || end < off) {
+		done(arg, -EINVAL);
+		return;
+	}
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		done(arg, -ENOMEM);
+		return;
+	}
+	*f = (struct fill){ c, o, 1, 0, done, arg };
+	for (int64_t at = off; at < end && !err;) {
+		uint64_t idx = (uint64_t)at / c->bsize;
+		int64_t bstart = (int64_t)(idx * c->bsize);
+		int64_t bend = bstart + (int64_t)c->bsize < o->size ? bstart + (int64_t)c->bsize :
+								    o->size;
+		int64_t to = end < bend ? end : bend;
+		int whole = at == bstart && to == bend;
+		int on_disk = c->disk && objfs_diskcache_has(c->disk, o->id, idx);
+
+		if (!objfs_cache_has(c, o->id, idx) && !(on_disk && !whole)) {
+			if (on_disk) { /* a whole block on disk: straight into dst */
+				if (run >= 0)
+					err = fill_part_start(f, run, (size_t)(at - run),
+							      dst + (run - off), 0);
+				run = -1;
+				if (!err)
+					err = fill_part_start(f, at, (size_t)(to - at),
+							      dst + (at - off), 1);
+			} else if (run < 0) {
+				run = at; /* from the store, merged with its neighbours */
+			}
+			at = to;
+			continue;
+		}
+		/* cached or being fetched (single flight), or part of a block on
+		 * disk: through the block cache, which keeps the block */
+		if (run >= 0)
+			err = fill_part_start(f, run, (size_t)(at - run), dst + (run - off), 0);
+		run = -1;
+		if (!err)
+			err = objfs_cache_read(c, o, at, (size_t)(to - at), dst + (at - off));
+		at = to;
+	}
+	if (run >= 0 && !err)
+		err = fill_part_start(f, run, (size_t)(end - run), dst + (run - off), 0);
+	fill_put(f, err);
+}
+
 int objfs_cache_has(struct objfs_cache *c, const char *id, uint64_t idx)
 {
 	int has;

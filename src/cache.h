@@ -50,6 +50,7 @@ struct objfs_cache_obj {
 struct objfs_cache_stats {
 	uint64_t hits, misses, waits;     /* block lookups */
 	uint64_t fetches, fetch_bytes, fetch_errors;
+	uint64_t direct_bytes;            /* fetched into callers' memory (fill) */
 	uint64_t prefetched, prefetch_unused; /* blocks, and those evicted unread */
 	uint64_t evictions;
 	size_t bytes, cap;                /* current and cap */
@@ -72,6 +73,22 @@ char *objfs_cache_obj_id(const char *path, const char *etag, int64_t size);
  */
 int objfs_cache_read(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
 		     size_t len, char *buf);
+
+/*
+ * Fills @dst with [off, off+len) of @o for a consumer that owns @dst until
+ * done() -- the side API's ring -- at the least cost per byte: blocks the
+ * cache holds or is fetching are copied from it (single flight), whole
+ * blocks the disk cache holds are read from disk straight into @dst, and
+ * everything else is fetched from the store straight into @dst, in runs of
+ * neighbouring blocks, with no block memory, no copy and no page faults on
+ * fresh buffers; those bytes are not kept (nor written to disk). Part of a
+ * block that is only on disk goes through the cache. May block the caller
+ * (copies, waits for blocks in flight). done(arg, err) is called exactly
+ * once, from any thread, possibly before this returns; on error @dst must
+ * not be delivered. @o must stay valid until done().
+ */
+void objfs_cache_fill(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
+		      size_t len, char *dst, objfs_fetch_done_fn done, void *arg);
 
 /*
  * Zero-copy access: pins the blocks covering [off, off+len) of @o (fetching

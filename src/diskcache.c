@@ -11,7 +11,8 @@
  *
  * Index: a hash table of the chunk files keyed by their 128-bit name, with
  * an LRU list (head: most recently used) and the byte total. At open it is
- * rebuilt by scanning DIR/chunks (names and sizes only, ordered by mtime);
+ * rebuilt by scanning DIR/chunks (names and sizes only, ordered by mtime,
+ * which every verified hit bumps, so the order is the last use's);
  * headers are verified when a chunk is read, so a warm start costs one
  * readdir per fan-out directory. An entry being written (writing=1) is on
  * the LRU and counted in the total (so the cap holds for what is in flight)
@@ -666,6 +667,9 @@ static void read_done(struct objfs_diskcache *dc, struct dreq *r, int res)
 		read_fail(dc, r, why, 0);
 		return;
 	}
+	/* the warm-start scan orders by mtime: a hit makes the chunk the
+	 * newest, so LRU order survives a remount (best effort) */
+	(void)futimens(r->fd, (const struct timespec[2]){ { 0, UTIME_OMIT }, { 0, UTIME_NOW } });
 	pthread_mutex_lock(&dc->lock);
 	dc->st.hits++;
 	pthread_mutex_unlock(&dc->lock);
@@ -903,65 +907,83 @@ static void miss_done(void *arg, int err)
 	free(m);
 }
 
+/*
+ * Looks block @idx of @id up and, when indexed, queues its read into @dst.
+ * 0: queued (done() follows); -ENOENT: not cached (or not cacheable);
+ * -ENOMEM. *@ident/@ilen receive the chunk identity either way.
+ */
+static int read_hit(struct objfs_diskcache *dc, const char *id, uint64_t idx, size_t len,
+		    char *dst, objfs_fetch_done_fn done, void *arg, char *ident, size_t *ilen)
+{
+	struct key k;
+	struct dent *e;
+	struct dreq *r;
+	uint64_t gen;
+
+	if (is_degraded(dc) || ident_make(dc, id, idx, ident, ilen))
+		return -ENOENT;
+	k = key_of(ident, *ilen);
+	pthread_mutex_lock(&dc->lock);
+	e = find(dc, k);
+	if (!e || e->writing) {
+		dc->st.misses++;
+		pthread_mutex_unlock(&dc->lock);
+		return -ENOENT;
+	}
+	lru_remove(dc, e);
+	lru_push(dc, e);
+	gen = e->gen;
+	pthread_mutex_unlock(&dc->lock);
+	r = calloc(1, sizeof(*r) + *ilen);
+	if (r && posix_memalign((void **)&r->hdr, DIRECT_ALIGN, HDR_SIZE)) {
+		free(r);
+		r = NULL;
+	}
+	if (!r)
+		return -ENOMEM;
+	r->op = OP_READ;
+	r->key = k;
+	r->gen = gen;
+	r->fd = -1;
+	r->data = dst;
+	r->len = len;
+	r->done = done;
+	r->arg = arg;
+	r->ident_len = *ilen;
+	memcpy(r->ident, ident, *ilen);
+	enqueue(dc, r);
+	return 0;
+}
+
+int objfs_diskcache_read(struct objfs_diskcache *dc, const char *id, uint64_t idx, size_t len,
+			 char *dst, objfs_fetch_done_fn done, void *arg)
+{
+	char ident[IDENT_MAX];
+	size_t ilen;
+
+	return read_hit(dc, id, idx, len, dst, done, arg, ident, &ilen);
+}
+
 void objfs_diskcache_fetch(struct objfs_diskcache *dc, const char *id, uint64_t idx,
 			   objfs_fetch_fn inner, void *inner_ctx, int64_t off, size_t len,
 			   char *dst, objfs_fetch_done_fn done, void *arg)
 {
 	char ident[IDENT_MAX];
-	size_t ilen;
-	struct key k;
-	struct dent *e;
-	struct dreq *r;
+	size_t ilen = 0;
 	struct miss *m;
-	uint64_t gen = 0;
-	int hit = 0;
+	int rc = read_hit(dc, id, idx, len, dst, done, arg, ident, &ilen);
 
-	if (is_degraded(dc) || ident_make(dc, id, idx, ident, &ilen)) {
-		inner(inner_ctx, off, len, dst, done, arg);
+	if (rc == 0)
 		return;
-	}
-	k = key_of(ident, ilen);
-	pthread_mutex_lock(&dc->lock);
-	e = find(dc, k);
-	if (e && !e->writing) {
-		lru_remove(dc, e);
-		lru_push(dc, e);
-		gen = e->gen;
-		hit = 1;
-	} else {
-		dc->st.misses++;
-	}
-	pthread_mutex_unlock(&dc->lock);
-	if (hit) {
-		r = calloc(1, sizeof(*r) + ilen);
-		if (r && posix_memalign((void **)&r->hdr, DIRECT_ALIGN, HDR_SIZE)) {
-			free(r);
-			r = NULL;
-		}
-		if (!r) {
-			inner(inner_ctx, off, len, dst, done, arg);
-			return;
-		}
-		r->op = OP_READ;
-		r->key = k;
-		r->gen = gen;
-		r->fd = -1;
-		r->data = dst;
-		r->len = len;
-		r->done = done;
-		r->arg = arg;
-		r->ident_len = ilen;
-		memcpy(r->ident, ident, ilen);
-		enqueue(dc, r);
-		return;
-	}
-	m = malloc(sizeof(*m) + ilen);
+	/* not cached, or no memory for the read: to the network; only a
+	 * cacheable miss is written behind */
+	m = rc == -ENOENT && ilen && !is_degraded(dc) ? malloc(sizeof(*m) + ilen) : NULL;
 	if (!m) {
 		inner(inner_ctx, off, len, dst, done, arg);
 		return;
 	}
 	m->dc = dc;
-	m->key = k;
+	m->key = key_of(ident, ilen);
 	m->dst = dst;
 	m->len = len;
 	m->done = done;

@@ -98,6 +98,17 @@ void objfs_diskcache_fetch(struct objfs_diskcache *dc, const char *id, uint64_t 
 			   char *dst, objfs_fetch_done_fn done, void *arg);
 
 /*
+ * Reads block @idx of @id ([len] bytes) from disk into @dst when the index
+ * holds it, with no network fallback and no write-behind: for callers whose
+ * @dst is not a block cache block (the side API's ring). Returns 0 when the
+ * read is queued -- then done(arg, err) follows once, from the disk thread,
+ * with 0 or OBJFS_DISKCACHE_RETRY (the copy was bad and is gone) -- or
+ * -ENOENT (not cached) / -ENOMEM, and then done() is never called.
+ */
+int objfs_diskcache_read(struct objfs_diskcache *dc, const char *id, uint64_t idx, size_t len,
+			 char *dst, objfs_fetch_done_fn done, void *arg);
+
+/*
  * Enables write-behind. For a miss fetched without error, hold(arg) -- the
  * fetch's done() argument -- is called before done(arg, 0) and must keep
  * the fetch's @dst alive and unchanged; release(arg) is called once the

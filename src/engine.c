@@ -18,6 +18,7 @@
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -48,6 +49,7 @@ struct engine_thread {
 	CURL *pool[EASY_POOL_MAX];
 	unsigned npool;
 	int started;
+	atomic_uint load; /* requests submitted here and not finished */
 };
 
 struct objfs_engine {
@@ -471,7 +473,7 @@ static void easy_put(struct engine_thread *th, CURL *h)
 
 static void finish(struct engine_thread *th, struct objfs_req *r, int err)
 {
-	(void)th;
+	atomic_fetch_sub(&th->load, 1); /* before done(), which may submit */
 	r->err = err;
 	curl_slist_free_all(r->own_headers);
 	r->own_headers = NULL;
@@ -847,10 +849,28 @@ void objfs_engine_free(struct objfs_engine *e)
 	free(e);
 }
 
+/*
+ * To the least loaded thread (ties: round robin). Each thread has only
+ * max_connections / threads connections, so a request queued behind a busy
+ * one waits while another thread's connection idles: plain round robin held
+ * a 16-connection GPU fill on the H100 machine to ~19 GB/s with 5 of 16
+ * cores idle.
+ */
 void objfs_engine_submit(struct objfs_engine *e, struct objfs_req *r)
 {
-	unsigned i = atomic_fetch_add(&e->rr, 1) % e->nthreads;
-	struct engine_thread *th = &e->th[i];
+	unsigned start = atomic_fetch_add(&e->rr, 1), best = start % e->nthreads, min = UINT_MAX;
+	struct engine_thread *th;
+
+	for (unsigned k = 0; k < e->nthreads && min; k++) {
+		unsigned i = (start + k) % e->nthreads, l = atomic_load(&e->th[i].load);
+
+		if (l < min) {
+			min = l;
+			best = i;
+		}
+	}
+	th = &e->th[best];
+	atomic_fetch_add(&th->load, 1);
 
 	r->attempts = 0;
 	r->next = NULL;

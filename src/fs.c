@@ -303,6 +303,7 @@ static void stats_open(fuse_req_t req, struct objfs_fs *fs, struct fuse_file_inf
 	struct objfs_stats s;
 	struct objfs_cache_stats cs;
 	struct objfs_diskcache_stats ds;
+	struct objfs_side_stats gs;
 	struct fh *h = calloc(1, sizeof(*h));
 	size_t cap = 4096;
 
@@ -317,7 +318,10 @@ static void stats_open(fuse_req_t req, struct objfs_fs *fs, struct fuse_file_inf
 	objfs_cache_get_stats(fs->cache, &cs);
 	if (fs->disk)
 		objfs_diskcache_get_stats(fs->disk, &ds);
-	h->text_len = objfs_stats_format(h->text, cap, &s, &cs, fs->disk ? &ds : NULL);
+	if (fs->side)
+		objfs_side_get_stats(fs->side, &gs);
+	h->text_len = objfs_stats_format(h->text, cap, &s, &cs, fs->disk ? &ds : NULL,
+					 fs->side ? &gs : NULL);
 	if (h->text_len >= cap)
 		h->text_len = cap - 1;
 	pthread_mutex_init(&h->lock, NULL);

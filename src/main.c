@@ -79,7 +79,7 @@ static void usage(FILE *f, const char *prog)
 "  insecure               do not verify TLS certificates (dangerous)\n"
 "  log_level=LEVEL        error, warn (default), info or debug\n"
 "  side=on|off            GPU side API server for libobjfs (default on)\n"
-"  ring_slots=N           GPU side API ring slots per session (default 8)\n"
+"  ring_slots=N           GPU side API ring slots per session (default 16)\n"
 "  ring_slot_size=SIZE    GPU side API ring slot size (default 8M)\n"
 "  cache_dir=PATH         persistent chunk cache on local disk (default: none)\n"
 "  cache_dir_size=SIZE    disk cache cap, LRU evicted (default 10G)\n"
@@ -255,7 +255,6 @@ static int serve(struct cli *c, char *argv0)
 			.max_sessions = 64,
 			.max_caps = 4096,
 			.cap_ttl = 300,
-			.prefetch = c->opts.prefetch_max,
 		};
 
 		ret = objfs_side_new(&scfg, cache, &side);
@@ -291,13 +290,16 @@ static int serve(struct cli *c, char *argv0)
 	if (c->opts.stats) {
 		struct objfs_stats s;
 		struct objfs_cache_stats cs;
+		struct objfs_side_stats gs;
 		char text[4096];
 		size_t n;
 
 		objfs_stats_get(&s);
 		objfs_cache_get_stats(cache, &cs);
+		if (side)
+			objfs_side_get_stats(side, &gs);
 		/* the disk counters get their own line, below */
-		n = objfs_stats_format(text, sizeof(text), &s, &cs, NULL);
+		n = objfs_stats_format(text, sizeof(text), &s, &cs, NULL, side ? &gs : NULL);
 		for (size_t i = 0; i + 1 < n && i < sizeof(text); i++)
 			if (text[i] == '\n')
 				text[i] = ',';

@@ -79,7 +79,7 @@ void objfs_opts_init(struct objfs_opts *o)
 	o->threads = 16;
 	o->engine_threads = 2;
 	o->side = 1;
-	o->ring_slots = 8;
+	o->ring_slots = 16;
 	o->ring_slot_size = 8u << 20;
 	o->cache_dir_size = 10ull << 30;
 	o->log_level = OBJFS_LOG_WARN;

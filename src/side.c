@@ -585,22 +585,33 @@ static void poison(struct session *ss, uint64_t p, int err)
 static int wait_release(struct session *ss, uint32_t slot, uint32_t g)
 {
 	uint32_t *rel = &ss->ring->ctl[slot].rel;
+	double t0 = 0;
+	int err = 0;
 
 	for (unsigned i = 1;; i++) {
 		uint32_t v = __atomic_load_n(rel, __ATOMIC_ACQUIRE);
-		int err;
 
 		if (v >= g - 1 && v < OBJFS_RING_GEN_MAX)
-			return 0;
+			break;
 		if (__atomic_load_n(&ss->failed, __ATOMIC_RELAXED))
-			return 0; /* the dispatcher sees it next */
+			break; /* the dispatcher sees it next */
 		if (i % SOCK_POLL_EVERY == 0) {
 			err = pump(ss, 0);
 			if (err)
-				return err;
+				break;
 		}
+		if (i == 1)
+			t0 = now_mono();
 		futex_wait_ns(rel, v, RELEASE_POLL_NS);
 	}
+	if (t0 > 0) { /* how long consumers, not fetches, held the fill back */
+		uint64_t us = (uint64_t)((now_mono() - t0) * 1e6);
+
+		pthread_mutex_lock(&ss->side->lock);
+		ss->side->st.ring_wait_us += us;
+		pthread_mutex_unlock(&ss->side->lock);
+	}
+	return err;
 }
 
 static void send_done(struct session *ss, uint64_t id, uint64_t bytes, int err)
@@ -685,18 +696,13 @@ static void publish_locked(struct session *ss, struct dones *d)
 	pthread_cond_broadcast(&ss->cond);
 }
 
-/* Runs one job on a fill worker: copy from the block cache, then publish. */
-static void job_run(struct job *j)
+/* A job's fill ended (any thread): publish what is in order. */
+static void job_end(void *arg, int err)
 {
+	struct job *j = arg;
 	struct session *ss = j->ss;
-	struct objfs_side *s = ss->side;
 	struct dones d;
-	int err = -ECANCELED;
 
-	if (!__atomic_load_n(&ss->ending, __ATOMIC_RELAXED) &&
-	    !__atomic_load_n(&ss->failed, __ATOMIC_RELAXED))
-		err = objfs_cache_read(s->cache, &ss->cap->cobj, j->off, j->len,
-				       ss->data + (size_t)j->slot * ss->slot_size);
 	pthread_mutex_lock(&ss->lock);
 	j->state = err ? J_FAILED : J_DONE;
 	j->err = -err;
@@ -713,6 +719,24 @@ static void job_run(struct job *j)
 	ss->inflight--;
 	pthread_cond_broadcast(&ss->cond);
 	pthread_mutex_unlock(&ss->lock);
+}
+
+/*
+ * Runs one job on a fill worker: starts filling its slot (objfs_cache_fill:
+ * cached blocks are copied here, the rest lands in the slot straight from
+ * the network or the disk cache); job_end publishes when the fill ends.
+ */
+static void job_run(struct job *j)
+{
+	struct session *ss = j->ss;
+
+	if (__atomic_load_n(&ss->ending, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&ss->failed, __ATOMIC_RELAXED)) {
+		job_end(j, -ECANCELED);
+		return;
+	}
+	objfs_cache_fill(ss->side->cache, &ss->cap->cobj, j->off, j->len,
+			 ss->data + (size_t)j->slot * ss->slot_size, job_end, j);
 }
 
 static void *worker_main(void *arg)
@@ -750,7 +774,6 @@ static int dispatch_one(struct session *ss)
 	uint32_t slot = (uint32_t)(p % ss->slots);
 	uint32_t g = (uint32_t)(p / ss->slots + 1);
 	struct job *j = &ss->jobs[slot];
-	uint64_t window = s->cfg.prefetch, ahead;
 	struct req *r;
 	int64_t off;
 	size_t len;
@@ -770,7 +793,6 @@ static int dispatch_one(struct session *ss)
 	r = &ss->q[(ss->qhead + ss->qdisp) % OBJFS_SESSION_QUEUE];
 	off = r->off + (int64_t)r->done;
 	len = r->len - r->done < ss->slot_size ? (size_t)(r->len - r->done) : ss->slot_size;
-	ahead = r->len - r->done;
 	j->ss = ss;
 	j->piece = p;
 	j->off = off;
@@ -786,14 +808,6 @@ static int dispatch_one(struct session *ss)
 	ss->fill_piece++;
 	pthread_mutex_unlock(&ss->lock);
 
-	/* Readahead: at least twice the ring, so fetches run while it is full. */
-	if (window < 2ull * ss->slots * ss->slot_size)
-		window = 2ull * ss->slots * ss->slot_size;
-	if (ahead > window)
-		ahead = window;
-	if (ahead > len)
-		objfs_cache_prefetch(s->cache, &ss->cap->cobj, off + (int64_t)len,
-				     (size_t)(ahead - len));
 	pthread_mutex_lock(&s->jlock);
 	if (s->jtail)
 		s->jtail->next = j;

@@ -12,15 +12,18 @@
  * starts one thread per session (at most max_sessions); a session thread
  * validates HELLO (token, SO_PEERCRED uid, inode, ring memfd size and
  * seals), maps the ring, then dispatches FILL requests in order: for each
- * piece it waits for the slot's release word (wrap-around), starts the
- * readahead (objfs_cache_prefetch) and hands the piece to a pool of fill
- * workers shared by all sessions. Workers copy from the shared block cache
- * (objfs_cache_read: the same blocks that serve FUSE reads; misses fetched
- * in parallel through the engine) into the slot, up to one piece per slot
- * at once; whoever finishes publishes the sequence words of the finished
- * pieces strictly in piece order. Why workers: on the H100 machine one
- * session thread doing the copies held a cold 4 GiB fill to ~6 GB/s at 8
- * and at 16 connections while curl moved 17-21 GB/s (docs/benchmarks.md).
+ * piece it waits for the slot's release word (wrap-around) and hands the
+ * piece to a pool of fill workers shared by all sessions. A worker starts
+ * objfs_cache_fill() into the slot: what the shared block cache holds is
+ * copied from it (the same blocks that serve FUSE reads), whole blocks on
+ * the disk cache are read into the slot, the rest is fetched from the
+ * network straight into the slot; up to one piece per slot is in flight,
+ * so the ring is the fill's readahead window. Whoever finishes publishes
+ * the sequence words of the finished pieces strictly in piece order. Why:
+ * on the H100 machine one session thread copying from the cache held a
+ * cold 4 GiB fill to ~6 GB/s, workers copying from the cache to 13 GB/s,
+ * while curl moved 21-29 GB/s; straight into the ring, 17-21 GB/s
+ * (docs/benchmarks.md).
  * A peer that vanishes (EOF on the socket) ends its session: its jobs
  * finish, then the ring is unmapped and the memfd closed; nothing else is
  * affected.
@@ -48,8 +51,6 @@ struct objfs_side_cfg {
 	unsigned max_sessions;   /* concurrent sessions; more are refused */
 	unsigned max_caps;       /* capability records kept */
 	double cap_ttl;          /* seconds an unused capability stays valid */
-	size_t prefetch;         /* readahead window of a fill, bytes (at least
-				    twice the session's ring is used) */
 	unsigned fill_threads;   /* fill workers; 0: half the cores, 4 to 16 */
 	const char *sock_name;   /* NULL: "@objfs.<pid>.<random>"; copied */
 };
@@ -69,6 +70,7 @@ struct objfs_side_obj {
 struct objfs_side_stats {
 	uint64_t sessions_open, sessions_total, sessions_refused;
 	uint64_t caps, fills, fill_bytes, fill_errors;
+	uint64_t ring_wait_us; /* dispatch waited for consumers to free a slot */
 };
 
 /*

@@ -95,7 +95,8 @@ static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
 
 size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
 			  const struct objfs_cache_stats *c,
-			  const struct objfs_diskcache_stats *d)
+			  const struct objfs_diskcache_stats *d,
+			  const struct objfs_side_stats *sd)
 {
 	size_t len = 0;
 
@@ -112,13 +113,14 @@ size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
 		put(buf, cap, &len,
 		    "cache_hits %llu\ncache_misses %llu\ncache_waits %llu\ncache_fetches %llu\n"
 		    "cache_fetch_bytes %llu\ncache_fetch_errors %llu\nprefetched_blocks %llu\n"
-		    "prefetch_unused_blocks %llu\ncache_evictions %llu\ncache_bytes %zu\n"
-		    "cache_cap %zu\n",
+		    "prefetch_unused_blocks %llu\ncache_evictions %llu\ncache_direct_bytes %llu\n"
+		    "cache_bytes %zu\ncache_cap %zu\n",
 		    (unsigned long long)c->hits, (unsigned long long)c->misses,
 		    (unsigned long long)c->waits, (unsigned long long)c->fetches,
 		    (unsigned long long)c->fetch_bytes, (unsigned long long)c->fetch_errors,
 		    (unsigned long long)c->prefetched, (unsigned long long)c->prefetch_unused,
-		    (unsigned long long)c->evictions, c->bytes, c->cap);
+		    (unsigned long long)c->evictions, (unsigned long long)c->direct_bytes,
+		    c->bytes, c->cap);
 	if (d)
 		put(buf, cap, &len,
 		    "disk_cache_state %s\ndisk_cache_hits %llu\ndisk_cache_misses %llu\n"
@@ -132,5 +134,12 @@ size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
 		    (unsigned long long)d->write_bytes, (unsigned long long)d->writes_dropped,
 		    (unsigned long long)d->evictions, (unsigned long long)d->files,
 		    (unsigned long long)d->bytes, (unsigned long long)d->cap);
+	if (sd)
+		put(buf, cap, &len,
+		    "side_sessions_open %llu\nside_sessions_total %llu\nside_fills %llu\n"
+		    "side_fill_bytes %llu\nside_fill_errors %llu\nside_ring_wait_us %llu\n",
+		    (unsigned long long)sd->sessions_open, (unsigned long long)sd->sessions_total,
+		    (unsigned long long)sd->fills, (unsigned long long)sd->fill_bytes,
+		    (unsigned long long)sd->fill_errors, (unsigned long long)sd->ring_wait_us);
 	return len;
 }

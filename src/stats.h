@@ -2,7 +2,7 @@
  * stats: process-wide request counters and a time-to-first-byte histogram.
  *
  * The engine records every finished request (objfs_stats_request); the
- * block cache and the disk cache keep their own counters.
+ * block cache, the disk cache and the GPU side API keep their own counters.
  * objfs_stats_format() renders them all as
  * "key value" lines, which the mount shows while it runs (the hidden file
  * .objfs-stats at the mount's root) and prints at unmount with -o stats.
@@ -22,6 +22,7 @@
 
 #include "cache.h"
 #include "diskcache.h"
+#include "side.h"
 
 #define OBJFS_STATS_BUCKETS 32
 
@@ -56,6 +57,7 @@ uint64_t objfs_stats_percentile(const uint64_t h[OBJFS_STATS_BUCKETS], double p)
  */
 size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
 			  const struct objfs_cache_stats *c,
-			  const struct objfs_diskcache_stats *d);
+			  const struct objfs_diskcache_stats *d,
+			  const struct objfs_side_stats *sd);
 
 #endif

@@ -281,6 +281,93 @@ START_TEST(test_identity)
 }
 END_TEST
 
+struct fill_wait {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done, err;
+};
+
+static void fill_done(void *arg, int err)
+{
+	struct fill_wait *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	w->done = 1;
+	w->err = err;
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* objfs_cache_fill(), waited for: its error. */
+static int fill(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off, size_t len,
+		char *buf)
+{
+	struct fill_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+
+	objfs_cache_fill(c, o, off, len, buf, fill_done, &w);
+	pthread_mutex_lock(&w.lock);
+	while (!w.done)
+		pthread_cond_wait(&w.cond, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	return w.err;
+}
+
+START_TEST(test_fill_direct)
+{
+	struct objfs_cache *c;
+	struct objfs_cache_obj o;
+	struct objfs_cache_stats st;
+	struct fake f = { .salt = 3, .delay_us = 1000 };
+	static char buf[400000];
+
+	ck_assert_int_eq(objfs_cache_new(1 << 20, 65536, &c), 0);
+	obj_init(&o, &f, "obj-fill", 1000003);
+	/* nothing cached: one fetch straight into buf, nothing kept */
+	ck_assert_int_eq(fill(c, &o, 12345, 300000, buf), 0);
+	check_bytes(&f, buf, 12345, 300000);
+	ck_assert_int_eq(atomic_load(&f.calls), 1);
+	objfs_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.bytes, 0);
+	ck_assert_uint_eq(st.direct_bytes, 300000);
+	/* block 3 cached: copied from the cache, the runs around it fetched */
+	ck_assert_int_eq(objfs_cache_read(c, &o, 3 * 65536 + 10, 100, buf), 0);
+	ck_assert_int_eq(atomic_load(&f.calls), 2);
+	memset(buf, 0, sizeof(buf));
+	ck_assert_int_eq(fill(c, &o, 12345, 300000, buf), 0);
+	check_bytes(&f, buf, 12345, 300000);
+	ck_assert_int_eq(atomic_load(&f.calls), 4);
+	objfs_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.direct_bytes, 300000 + 300000 - 65536);
+	ck_assert_uint_eq(st.bytes, 65536);
+	/* up to the last, short block; zero bytes; out of range */
+	ck_assert_int_eq(fill(c, &o, 1000003 - 70000, 70000, buf), 0);
+	check_bytes(&f, buf, 1000003 - 70000, 70000);
+	ck_assert_int_eq(fill(c, &o, 5, 0, buf), 0);
+	ck_assert_int_eq(fill(c, &o, 1000000, 100, buf), -EINVAL);
+	ck_assert_int_eq(fill(c, &o, -1, 10, buf), -EINVAL);
+	objfs_cache_free(c);
+}
+END_TEST
+
+START_TEST(test_fill_failure)
+{
+	struct objfs_cache *c;
+	struct objfs_cache_obj o;
+	struct fake f = { .salt = 4 };
+	static char buf[5 * 65536];
+
+	ck_assert_int_eq(objfs_cache_new(1 << 20, 65536, &c), 0);
+	obj_init(&o, &f, "obj-fill-fail", 1 << 20);
+	ck_assert_int_eq(objfs_cache_read(c, &o, 2 * 65536, 10, buf), 0); /* splits the range */
+	atomic_store(&f.fail_next, 1);
+	/* two runs, one fails: the fill fails, once both have ended */
+	ck_assert_int_eq(fill(c, &o, 0, 5 * 65536, buf), -EIO);
+	ck_assert_int_eq(fill(c, &o, 0, 5 * 65536, buf), 0);
+	check_bytes(&f, buf, 0, 5 * 65536);
+	objfs_cache_free(c);
+}
+END_TEST
+
 static Suite *cache_suite(void)
 {
 	Suite *s = suite_create("cache");
@@ -294,6 +381,8 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, test_prefetch_respects_cap);
 	tcase_add_test(tc, test_failure_not_cached);
 	tcase_add_test(tc, test_identity);
+	tcase_add_test(tc, test_fill_direct);
+	tcase_add_test(tc, test_fill_failure);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -26,6 +26,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cache.h"
 #include "diskcache.h"
 
 #define BS   (64u << 10)
@@ -110,6 +111,16 @@ static void on_done(void *arg, int err)
 	pthread_mutex_unlock(&w->lock);
 }
 
+/* Waits for on_done(@w): the error it got. */
+static int wait_done(struct wait *w)
+{
+	pthread_mutex_lock(&w->lock);
+	while (!w->done)
+		pthread_cond_wait(&w->cond, &w->lock);
+	pthread_mutex_unlock(&w->lock);
+	return w->err;
+}
+
 #define WRONG_BYTES 1000 /* fetch_raw(): served, but not the right bytes */
 
 /*
@@ -136,11 +147,7 @@ static int fetch_raw(struct objfs_diskcache *dc, const char *id, uint64_t idx, s
 	}
 	memset(buf, 0x5a, len);
 	objfs_diskcache_fetch(dc, id, idx, net_fetch, NULL, off, len, buf, on_done, w);
-	pthread_mutex_lock(&w->lock);
-	while (!w->done)
-		pthread_cond_wait(&w->cond, &w->lock);
-	pthread_mutex_unlock(&w->lock);
-	err = w->err;
+	err = wait_done(w);
 	for (size_t i = 0; !err && i < len; i++)
 		if ((unsigned char)buf[i] != byte_at(off + (int64_t)i))
 			err = WRONG_BYTES;
@@ -545,6 +552,137 @@ START_TEST(test_free_releases_held)
 }
 END_TEST
 
+/* objfs_diskcache_read() into @buf; its done() error, or -ENOENT when not queued. */
+static int read_only(struct objfs_diskcache *dc, const char *id, uint64_t idx, size_t len,
+		     char *buf)
+{
+	struct wait w = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+	int rc = objfs_diskcache_read(dc, id, idx, len, buf, on_done, &w);
+
+	return rc ? rc : wait_done(&w);
+}
+
+START_TEST(test_read_without_fallback)
+{
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	const char *id = "ro\ne\n1000000";
+	char *buf = aligned_alloc(4096, BS), path[1024];
+	int i = 0;
+
+	ck_assert_ptr_nonnull(buf);
+	/* not cached: refused at once, no network, nothing written */
+	ck_assert_int_eq(read_only(dc, id, 1, BS, buf), -ENOENT);
+	ck_assert_int_eq(atomic_load(&net_calls), 0);
+	ck_assert_int_eq(fetch(dc, id, 1, BS), 0);
+	objfs_diskcache_flush(dc);
+	/* cached: from disk, the right bytes; an unaligned buffer reads buffered */
+	memset(buf, 0, BS);
+	ck_assert_int_eq(read_only(dc, id, 1, BS, buf), 0);
+	while (i < (int)BS && (unsigned char)buf[i] == byte_at(BS + i))
+		i++;
+	ck_assert_int_eq(i, BS);
+	ck_assert_int_eq(read_only(dc, id, 1, BS - 4096, buf + 1), OBJFS_DISKCACHE_RETRY);
+	ck_assert_int_eq(atomic_load(&net_calls), 1);
+	/* the length did not match the chunk: dropped, as any bad copy */
+	ck_assert(!objfs_diskcache_has(dc, id, 1));
+	ck_assert_int_eq(fetch(dc, id, 1, BS), 0);
+	objfs_diskcache_flush(dc);
+	chunk_path(dc, id, 1, path, sizeof(path));
+	flip_byte(path, HDR + 77);
+	ck_assert_int_eq(read_only(dc, id, 1, BS, buf), OBJFS_DISKCACHE_RETRY);
+	ck_assert(!objfs_diskcache_has(dc, id, 1));
+	free(buf);
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
+START_TEST(test_lru_order_survives_remount)
+{
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	const char *id = "lru\ne\n1000000";
+
+	for (uint64_t i = 0; i < 3; i++) {
+		ck_assert_int_eq(fetch(dc, id, i, BS), 0);
+		objfs_diskcache_flush(dc); /* written in order 0, 1, 2 */
+		usleep(20000);
+	}
+	ck_assert_int_eq(fetch(dc, id, 0, BS), 0); /* a hit: 0 is now the newest */
+	ck_assert_int_eq(atomic_load(&net_calls), 3);
+	objfs_diskcache_free(dc);
+	/* room for two: the least recently used (1) goes, not the oldest written (0) */
+	dc = open_dc(2 * (BS + HDR));
+	ck_assert(objfs_diskcache_has(dc, id, 0));
+	ck_assert(!objfs_diskcache_has(dc, id, 1));
+	ck_assert(objfs_diskcache_has(dc, id, 2));
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
+/* objfs_cache_fill() of [off, off+len) into @buf, checked against the pattern. */
+static void fill_check(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
+		       size_t len, char *buf)
+{
+	struct wait w = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+	size_t i = 0;
+
+	memset(buf, 0x5a, len);
+	objfs_cache_fill(c, o, off, len, buf, on_done, &w);
+	ck_assert_int_eq(wait_done(&w), 0);
+	while (i < len && (unsigned char)buf[i] == byte_at(off + (int64_t)i))
+		i++;
+	ck_assert_msg(i == len, "byte %lld wrong", (long long)(off + (int64_t)i));
+}
+
+/* GPU fills (objfs_cache_fill) with a disk cache: whole blocks on disk are
+ * read straight into the destination, parts of blocks go through the cache. */
+START_TEST(test_fill_from_disk)
+{
+	struct objfs_diskcache *dc = open_dc(64 * (BS + HDR));
+	struct objfs_cache *c;
+	struct objfs_cache_obj o = { "fill\ne\n1000000", 1000000, net_fetch, NULL };
+	struct objfs_cache_stats cs;
+	struct objfs_diskcache_stats ds;
+	char *buf = aligned_alloc(4096, 11 * BS);
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(objfs_cache_new(4u << 20, BS, &c), 0);
+	objfs_cache_set_disk(c, dc);
+	/* blocks 0..7 on disk through the cache's read path, then out of memory */
+	ck_assert_int_eq(objfs_cache_read(c, &o, 0, 8 * BS, buf), 0);
+	objfs_cache_free(c); /* flushes the disk writes */
+	ck_assert_int_eq(objfs_cache_new(4u << 20, BS, &c), 0);
+	objfs_cache_set_disk(c, dc);
+	atomic_store(&net_calls, 0);
+	/* whole blocks 1..5: all from disk, straight into buf, nothing kept */
+	fill_check(c, &o, BS, 5 * BS, buf);
+	objfs_diskcache_get_stats(dc, &ds);
+	ck_assert_uint_eq(ds.hits, 5);
+	objfs_cache_get_stats(c, &cs);
+	ck_assert_uint_eq(cs.bytes, 0);
+	ck_assert_int_eq(atomic_load(&net_calls), 0);
+	/* an odd start: part of block 0 through the cache (from disk, kept),
+	 * whole blocks 1..7 straight from disk, blocks 8..10 (not on disk) from
+	 * the network in one run, straight into buf */
+	fill_check(c, &o, 100, 10 * BS + 1000 - 100, buf);
+	objfs_diskcache_get_stats(dc, &ds);
+	ck_assert_uint_eq(ds.hits, 5 + 1 + 7);
+	objfs_cache_get_stats(c, &cs);
+	ck_assert_uint_eq(cs.bytes, BS);
+	ck_assert_uint_eq(cs.direct_bytes, 2 * BS + 1000);
+	ck_assert_int_eq(atomic_load(&net_calls), 1);
+	/* part of block 3, on disk: through the cache too */
+	fill_check(c, &o, 3 * BS + 5, BS - 10, buf);
+	objfs_diskcache_get_stats(dc, &ds);
+	ck_assert_uint_eq(ds.hits, 5 + 1 + 7 + 1);
+	objfs_cache_get_stats(c, &cs);
+	ck_assert_uint_eq(cs.bytes, 2 * BS);
+	ck_assert_int_eq(atomic_load(&net_calls), 1);
+	objfs_cache_free(c);
+	objfs_diskcache_free(dc);
+	free(buf);
+}
+END_TEST
+
 static Suite *diskcache_suite(void)
 {
 	Suite *s = suite_create("diskcache");
@@ -562,6 +700,9 @@ static Suite *diskcache_suite(void)
 	tcase_add_test(tc, test_burst_all_written);
 	tcase_add_test(tc, test_hold_bound_drops);
 	tcase_add_test(tc, test_free_releases_held);
+	tcase_add_test(tc, test_read_without_fallback);
+	tcase_add_test(tc, test_lru_order_survives_remount);
+	tcase_add_test(tc, test_fill_from_disk);
 	suite_add_tcase(s, tc);
 	return s;
 }

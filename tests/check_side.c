@@ -97,7 +97,7 @@ static struct objfs_side *server_new(unsigned max_sessions, unsigned max_caps)
 {
 	struct objfs_side_cfg cfg = {
 		.ring_slots = SLOTS, .ring_slot_size = SLOT_SIZE, .max_sessions = max_sessions,
-		.max_caps = max_caps, .cap_ttl = 60, .prefetch = 256u << 10,
+		.max_caps = max_caps, .cap_ttl = 60,
 	};
 	struct objfs_side *s;
 

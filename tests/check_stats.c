@@ -60,7 +60,7 @@ START_TEST(test_format)
 	size_t n;
 
 	s.ttfb[3] = 1;
-	n = objfs_stats_format(buf, sizeof(buf), &s, &c, NULL);
+	n = objfs_stats_format(buf, sizeof(buf), &s, &c, NULL, NULL);
 	ck_assert_uint_eq(n, strlen(buf));
 	ck_assert_ptr_nonnull(strstr(buf, "requests 7\n"));
 	ck_assert_ptr_nonnull(strstr(buf, "request_errors 1\n"));
@@ -73,13 +73,13 @@ START_TEST(test_format)
 	ck_assert_ptr_null(strstr(buf, "disk_cache"));
 	ck_assert(buf[n - 1] == '\n');
 	/* Without cache counters: only the engine's lines. */
-	ck_assert_uint_lt(objfs_stats_format(buf, sizeof(buf), &s, NULL, NULL), n);
+	ck_assert_uint_lt(objfs_stats_format(buf, sizeof(buf), &s, NULL, NULL, NULL), n);
 	ck_assert_ptr_null(strstr(buf, "cache_"));
 	/* Truncated: NUL-terminated, returns the length needed. */
-	ck_assert_uint_eq(objfs_stats_format(small, sizeof(small), &s, &c, NULL), n);
+	ck_assert_uint_eq(objfs_stats_format(small, sizeof(small), &s, &c, NULL, NULL), n);
 	ck_assert_uint_eq(strlen(small), sizeof(small) - 1);
 	ck_assert_int_eq(strncmp(small, "requests 7\nrequ", sizeof(small) - 1), 0);
-	ck_assert_uint_eq(objfs_stats_format(NULL, 0, &s, &c, NULL), n);
+	ck_assert_uint_eq(objfs_stats_format(NULL, 0, &s, &c, NULL, NULL), n);
 }
 END_TEST
 
@@ -99,16 +99,21 @@ START_TEST(test_format_disk)
 		"disk_cache_evictions 4\n", "disk_cache_files 250\n",
 		"disk_cache_bytes 1049600000\n", "disk_cache_cap 2147483648\n",
 	};
+	struct objfs_side_stats g = { .sessions_open = 1, .sessions_total = 3, .fills = 7,
+				      .fill_bytes = 4096, .fill_errors = 2, .ring_wait_us = 1500 };
 	char buf[4096];
-	size_t n = objfs_stats_format(buf, sizeof(buf), &s, &c, &d);
+	size_t n = objfs_stats_format(buf, sizeof(buf), &s, &c, &d, &g);
 
 	ck_assert_uint_eq(n, strlen(buf));
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
 		ck_assert_msg(strstr(buf, want[i]), "missing '%s' in:\n%s", want[i], buf);
 	ck_assert_ptr_nonnull(strstr(buf, "cache_hits 1\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "side_sessions_open 1\nside_sessions_total 3\n"
+					  "side_fills 7\nside_fill_bytes 4096\n"
+					  "side_fill_errors 2\nside_ring_wait_us 1500\n"));
 	/* switched off after a disk error */
 	d.degraded = 1;
-	objfs_stats_format(buf, sizeof(buf), &s, &c, &d);
+	objfs_stats_format(buf, sizeof(buf), &s, &c, &d, NULL);
 	ck_assert_ptr_nonnull(strstr(buf, "disk_cache_state off\n"));
 	ck_assert_ptr_null(strstr(buf, "disk_cache_state on"));
 	/* the stats file's 4 KiB holds every line */

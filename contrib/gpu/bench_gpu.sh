@@ -151,6 +151,8 @@ one_run() {
 					'{ d = $5 - $3; if (d > 0) { c[$2] += d; k[$2]++ } }
 					 END { for (x in c) printf "#     %-16s x%-3d %6.0f%%\n", x, k[x], 100 * c[x] / hz / w }' |
 				sort -k3 -nr
+			# side_ring_wait_us: time the fill waited for the GPU to free a slot
+			echo "#   counters: $(grep -E '^(requests|retries|ttfb_p50_us|ttfb_p99_us|cache_direct_bytes|side_ring_wait_us) ' "$mnt/.objfs-stats" | tr '\n' ' ')"
 		} >>"$res.txt"
 	fi
 	unmount_objfs "$mnt" >&2

@@ -26,6 +26,11 @@
  *                                      gpu runs $BENCH_SNAP_CMD (if set) with
  *                                      system() right before and after the read
  *                                      (contrib/gpu/bench_gpu.sh)
+ *   gpu_fill h2d                       the PCIe ceiling: 8 MiB cudaMemcpyAsync
+ *                                      host -> device on one stream, from
+ *                                      cudaMallocHost memory and from a
+ *                                      cudaHostRegister'ed shared memfd mapping
+ *                                      (what the ring is), GB/s
  *
  * Exit 0 when every check held, 1 otherwise, 77 without a GPU.
  */
@@ -36,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -523,6 +529,50 @@ static int do_bench1(const char *mode, const char *mnt)
 	return 0;
 }
 
+/* Copies 4 GiB host -> device in 8 MiB pieces from @src (256 MiB, pinned), one stream. */
+static double h2d_rate(const char *src, unsigned char *d, cudaStream_t st)
+{
+	const size_t piece = 8u << 20, span = 256u << 20, total = 4ull << 30;
+	double t0;
+
+	CK(cudaStreamSynchronize(st));
+	t0 = now();
+	for (size_t at = 0; at < total; at += piece)
+		CK(cudaMemcpyAsync(d + at % span, src + at % span, piece, cudaMemcpyHostToDevice, st));
+	CK(cudaStreamSynchronize(st));
+	return (double)total / (now() - t0) / 1e9;
+}
+
+static int do_h2d(void)
+{
+	const size_t span = 256u << 20;
+	unsigned char *d, *h;
+	cudaStream_t st;
+	int fd = memfd_create("h2d", MFD_CLOEXEC);
+	void *m;
+
+	if (fd < 0 || ftruncate(fd, (off_t)span))
+		return 1;
+	m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		return 1;
+	memset(m, 1, span);
+	CK(cudaHostRegister(m, span, cudaHostRegisterDefault));
+	CK(cudaMallocHost(&h, span));
+	memset(h, 1, span);
+	CK(cudaMalloc(&d, span));
+	CK(cudaStreamCreate(&st));
+	(void)h2d_rate((const char *)h, d, st); /* warm up */
+	printf("h2d cudaMallocHost %.2f GB/s\n", h2d_rate((const char *)h, d, st));
+	printf("h2d memfd-registered %.2f GB/s\n", h2d_rate((const char *)m, d, st));
+	CK(cudaHostUnregister(m));
+	munmap(m, span);
+	close(fd);
+	CK(cudaFreeHost(h));
+	CK(cudaFree(d));
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	int n = 0;
@@ -541,6 +591,8 @@ int main(int argc, char **argv)
 		return do_pool(argv[2], argv[3]);
 	if (argc == 3 && !strcmp(argv[1], "kill"))
 		return do_kill(argv[2]);
+	if (argc == 2 && !strcmp(argv[1], "h2d"))
+		return do_h2d();
 	if (argc == 3 && !strcmp(argv[1], "bench"))
 		return do_bench(argv[2]);
 	if (argc == 4 && !strcmp(argv[1], "bench1"))

@@ -11,7 +11,8 @@
 # short count; FUSE reads and side reads of one file agree; a token of
 # another inode is refused; a non-objfs file gives ENOTTY and side=off gives
 # EOPNOTSUPP; a client killed mid-fill leaves the daemon serving and its
-# ring unmapped; the daemon still unmounts cleanly.
+# ring unmapped; the daemon still unmounts cleanly; with cache_dir, side reads
+# are served from the disk cache with the server stopped.
 #
 # Exit status: 0 all passed, 1 something failed, 77 skipped (no FUSE),
 # 99 hard error.
@@ -143,4 +144,36 @@ else
 	fail "expected no ring mapped in the daemon after the clients closed (rings: $(rings "$FAST_PID"))"
 fi
 check_unmount "side API mount" "$MNT"
+
+# Disk cache under the side API (issue 7): one FUSE read fills the disk
+# cache; a fresh mount on it then serves side reads with the server stopped,
+# whole blocks read from disk straight into the ring.
+MNT_DC=$TEST_TMP/mnt-dc
+DC=$TEST_TMP/dc
+opts="cache_dir=$DC,chunk_size=1M,ring_slots=4,ring_slot_size=2M"
+mount_objfs "$URL/data/" "$MNT_DC" "$opts" || exit 99
+cat "$MNT_DC/big.bin" >/dev/null
+check_unmount "disk cache mount, first" "$MNT_DC"
+mount_objfs "$URL/data/" "$MNT_DC" "$opts,retries=0,timeout=5" || exit 99
+head -c 1 "$MNT_DC/big.bin" >/dev/null # an open while the server is up pins the ETag
+reqs0=$(awk '$1 == "requests" { print $2 }' "$MNT_DC/.objfs-stats")
+nginx_stop
+if out=$(timeout 120 "$CLIENT" reads "$MNT_DC/big.bin" "$SRC/big.bin" 2>&1); then
+	pass "with the server stopped, side reads from the disk cache equal the source"
+else
+	fail "expected side reads served from the disk cache to equal the source; side_client said:"
+	printf '%s\n' "$out" | grep -v '^ok' | sed 's/^/    | /' | head -20
+fi
+stats=$(cat "$MNT_DC/.objfs-stats")
+hits=$(printf '%s\n' "$stats" | awk '$1 == "disk_cache_hits" { print $2 }')
+reqs=$(printf '%s\n' "$stats" | awk -v r0="${reqs0:-x}" '$1 == "requests" { print $2 - r0 }')
+kept=$(printf '%s\n' "$stats" | awk '$1 == "cache_bytes" { print $2 }')
+# 40 MiB in 1 MiB blocks: whole blocks go disk -> ring and are not kept in
+# memory; only the parts of blocks at the reads' odd edges pass through it
+if [ "${hits:-0}" -ge 40 ] && [ "${reqs:-1}" -eq 0 ] && [ "${kept:-0}" -lt $((40 << 20)) ]; then
+	pass "side reads came from disk (disk_cache_hits $hits, no request, $kept bytes kept in memory)"
+else
+	fail "expected disk hits, no requests and blocks not all kept in memory; stats: hits=$hits requests=$reqs cache_bytes=$kept"
+fi
+check_unmount "disk cache mount, second" "$MNT_DC"
 summary
