@@ -97,7 +97,9 @@ case $out in
 esac
 
 # A client killed mid-fill: throttled mount, so the fill is surely running.
-mount_objfs "$URL/slow/" "$MNT_SLOW" "ring_slots=2,ring_slot_size=1M,max_connections=2" || exit 99
+# Pieces of 4 MiB: nginx lets the first second's worth (2 MB) of every
+# response through unthrottled, and a fill fetches each piece in one request.
+mount_objfs "$URL/slow/" "$MNT_SLOW" "ring_slots=2,ring_slot_size=4M,max_connections=2" || exit 99
 SLOW_PID=$OBJFS_PID
 "$CLIENT" hang "$MNT_SLOW/big.bin" >"$TEST_TMP/hang.out" 2>&1 &
 HANG=$!
