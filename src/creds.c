@@ -200,7 +200,7 @@ static int ini_load(const char *path, int secret, struct objfs_ini **out)
 	struct stat st;
 	FILE *f;
 	char *buf;
-	size_t n;
+	size_t n, cap = FILE_MAX;
 	int err;
 
 	*out = NULL;
@@ -215,13 +215,16 @@ static int ini_load(const char *path, int secret, struct objfs_ini **out)
 		}
 		if (secret)
 			warn_shared(path, st.st_mode);
+		/* not 1 MiB for a 200-byte file; pipes (size 0) get the cap */
+		if (S_ISREG(st.st_mode) && (size_t)st.st_size + 4096 < FILE_MAX)
+			cap = (size_t)st.st_size + 4096;
 	}
-	buf = malloc(FILE_MAX);
+	buf = malloc(cap);
 	if (!buf) {
 		fclose(f);
 		return -ENOMEM;
 	}
-	n = fread(buf, 1, FILE_MAX, f);
+	n = fread(buf, 1, cap, f);
 	fclose(f);
 	err = objfs_ini_parse(buf, n, out);
 	explicit_bzero(buf, n);

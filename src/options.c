@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -100,7 +101,8 @@ int objfs_parse_size(const char *s, size_t *out)
 	unsigned long long v, mul = 1;
 	char *end;
 
-	if (!*s || *s == '-' || *s == '+')
+	/* strtoull() would skip spaces and negate " -5" into a huge size */
+	if (!isdigit((unsigned char)*s))
 		return -EINVAL;
 	errno = 0;
 	v = strtoull(s, &end, 10);
@@ -156,7 +158,7 @@ static int parse_one(struct objfs_opts *o, const struct opt_def *d, const char *
 	case K_ID:
 		errno = 0;
 		uv = strtoull(val, &end, 10);
-		if (errno || *end || *val == '-' || uv < d->min || uv > d->max) {
+		if (errno || *end || !isdigit((unsigned char)*val) || uv < d->min || uv > d->max) {
 			snprintf(err, errlen, "option '%s': expected a whole number from "
 				 "%.0f to %.0f, got '%s'", d->name, d->min, d->max, val);
 			return -EINVAL;
@@ -181,7 +183,7 @@ static int parse_one(struct objfs_opts *o, const struct opt_def *d, const char *
 	case K_MODE:
 		errno = 0;
 		uv = strtoull(val, &end, 8);
-		if (errno || *end || *val == '-' || uv > 0777) {
+		if (errno || *end || !isdigit((unsigned char)*val) || uv > 0777) {
 			snprintf(err, errlen, "option '%s': expected an octal mask such as "
 				 "022, got '%s'", d->name, val);
 			return -EINVAL;

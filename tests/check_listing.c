@@ -23,6 +23,7 @@
 
 #include "listing.h"
 #include "log.h"
+#include "store_s3_i.h"
 
 #define MAXE 12
 #define T_NGX 1795356477 /* Sun, 22 Nov 2026 14:07:57 GMT */
@@ -776,6 +777,147 @@ START_TEST(test_clear_and_reuse)
 }
 END_TEST
 
+/* ------------------------------------------- keys that confuse tools */
+
+/*
+ * Object keys and names that would escape the mount or confuse tools, in all
+ * three listing formats (S3 ListObjectsV2 pages too, through store_s3_i.h):
+ * "..", ".", '/' runs, control characters, names over 255 bytes, names that
+ * differ only in a trailing slash. The contract: such an entry is dropped,
+ * never rewritten into another name (so it can neither escape the mount nor
+ * alias a real file); control characters are legal in Linux names and kept
+ * byte for byte; the S3 parser returns an object "a" and a prefix "a/" both
+ * (the S3 backend shows the directory), JSON and HTML keep the first. In
+ * bodies and names "@255" / "@256" stand for runs of that many 'L's.
+ */
+enum key_fmt { KEY_S3, KEY_JSON, KEY_HTML };
+
+struct key_vec {
+	const char *case_name;
+	enum key_fmt fmt;
+	const char *body;
+	struct exp_ent files[MAXE]; /* S3: objects; JSON, HTML: everything */
+	struct exp_ent dirs[MAXE];  /* S3: common prefixes */
+};
+
+#define S3_OBJ(k) "<Contents><Key>" k "</Key><Size>7</Size></Contents>"
+#define S3_DIR(k) "<CommonPrefixes><Prefix>" k "</Prefix></CommonPrefixes>"
+#define S3_PAGE(x) "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult>" \
+	"<IsTruncated>false</IsTruncated>" x "</ListBucketResult>"
+#define OBJ(n) { n, 0, 7, -1 }
+#define JF(n) "{\"name\":\"" n "\",\"type\":\"file\"},"
+#define JD(n) "{\"name\":\"" n "\",\"type\":\"directory\"},"
+#define HREF(h) "<a href=\"" h "\">x</a>"
+
+static const struct key_vec key_vecs[] = {
+	{ "s3-dots-and-slash-runs", KEY_S3,
+	  S3_PAGE(S3_OBJ("p%2F..") S3_OBJ("p%2F.") S3_OBJ("p%2F..%2Fescape") S3_OBJ("p%2F%2E%2E")
+		  S3_OBJ("p%2F%2F%2Fx") S3_OBJ("p%2F") S3_OBJ("p%2Fok")
+		  S3_DIR("p%2F%2F") S3_DIR("p%2F..%2F") S3_DIR("p%2F.%2F") S3_DIR("p%2F%2E%2E%2F")
+		  S3_DIR("p%2Fd%2F%2F") S3_DIR("p%2Fnoslash") S3_DIR("q%2Fp%2Fx%2F")
+		  S3_DIR("p%2Fsub%2F")),
+	  { OBJ("ok") }, { D("sub") } },
+	{ "s3-control-characters", KEY_S3,
+	  S3_PAGE(S3_OBJ("p%2Fnew%0Aline") S3_OBJ("p%2Fesc%1B%5B1m") S3_OBJ("p%2Fdel%7F")
+		  S3_OBJ("p%2Fbell%07+tab%09") S3_OBJ("p%2Fnul%00byte") S3_OBJ("p%2Fbad%zz")
+		  S3_DIR("p%2Fcr%0D%2F")),
+	  { OBJ("new\nline"), OBJ("esc\x1b[1m"), OBJ("del\x7f"), OBJ("bell\a tab\t") },
+	  { D("cr\r") } },
+	{ "s3-long-names", KEY_S3,
+	  S3_PAGE(S3_OBJ("p%2F@255") S3_OBJ("p%2F@256") S3_DIR("p%2F@255%2F") S3_DIR("p%2F@256%2F")),
+	  { OBJ("@255") }, { D("@255") } },
+	{ "s3-trailing-slash-twins", KEY_S3,
+	  S3_PAGE(S3_OBJ("p%2Fa") S3_OBJ("p%2Fa%2F") S3_OBJ("p%2Fa") S3_DIR("p%2Fa%2F")
+		  S3_DIR("p%2Fa%2F")),
+	  { OBJ("a") }, { D("a") } },
+	{ "json-dots-slashes-controls", KEY_JSON,
+	  "[" JF("..") JD(".") JF("../x") JF("a/b") JD("//") JD("d/") JF("%2E%2E")
+	  JF("new\\nline") JF("\\u001b[1m") JF("del\\u007f") JF("nul\\u0000") "{}]",
+	  { F("%2E%2E"), F("new\nline"), F("\x1b[1m"), F("del\x7f") }, { { NULL, 0, 0, 0 } } },
+	{ "json-long-names-and-twins", KEY_JSON,
+	  "[" JF("@256") JD("@255") JF("a") JD("a") JD("b") JF("b") "{}]",
+	  { D("@255"), F("a"), D("b") }, { { NULL, 0, 0, 0 } } },
+	{ "html-dots-slashes-controls", KEY_HTML,
+	  HREF("../") HREF("./") HREF("..%2Fx") HREF("%2E%2E/") HREF("%2e") HREF("a//")
+	  HREF("//x") HREF("/d/..%2F") HREF("/d//x") HREF("new%0Aline") HREF("%1B%5B1m")
+	  HREF("del%7F") HREF("nul%00"),
+	  { F("new\nline"), F("\x1b[1m"), F("del\x7f") }, { { NULL, 0, 0, 0 } } },
+	{ "html-long-names-and-twins", KEY_HTML,
+	  HREF("@256") HREF("@255/") HREF("a") HREF("a/") HREF("/d/b/") HREF("b"),
+	  { D("@255"), F("a"), D("b") }, { { NULL, 0, 0, 0 } } },
+};
+
+/* @t with every "@255" / "@256" replaced by that many 'L's; caller frees. */
+static char *expand(const char *t)
+{
+	char *out = malloc(strlen(t) / 4 * 256 + strlen(t) + 1), *o = out;
+
+	ck_assert_ptr_nonnull(out);
+	while (*t) {
+		if (strncmp(t, "@255", 4) == 0 || strncmp(t, "@256", 4) == 0) {
+			size_t n = t[3] == '5' ? 255 : 256;
+
+			memset(o, 'L', n);
+			o += n;
+			t += 4;
+		} else {
+			*o++ = *t++;
+		}
+	}
+	*o = '\0';
+	return out;
+}
+
+static void expect_keys(const char *case_name, const struct objfs_listing *l,
+			const struct exp_ent *want)
+{
+	size_t n = 0;
+
+	while (n < MAXE && want[n].name)
+		n++;
+	ck_assert_msg(l->n == n, "%s: %zu entries, want %zu", case_name, l->n, n);
+	for (size_t i = 0; i < n; i++) {
+		char *name = expand(want[i].name);
+
+		ck_assert_msg(strcmp(l->ents[i].name, name) == 0, "%s: entry %zu is \"%s\"",
+			      case_name, i, l->ents[i].name);
+		ck_assert_msg(l->ents[i].is_dir == want[i].is_dir && l->ents[i].size == want[i].size,
+			      "%s: %s: is_dir %d size %lld", case_name, name, l->ents[i].is_dir,
+			      (long long)l->ents[i].size);
+		free(name);
+	}
+	expect_invariants(l);
+}
+
+START_TEST(test_hostile_keys)
+{
+	const struct key_vec *v = &key_vecs[_i];
+	struct objfs_listing files = { 0 }, dirs = { 0 };
+	struct objfs_s3_page page;
+	char *body = expand(v->body);
+	int rc;
+
+	switch (v->fmt) {
+	case KEY_S3:
+		rc = objfs_s3_parse_list(body, strlen(body), "p/", &files, &dirs, &page);
+		ck_assert_ptr_null(page.next_token);
+		break;
+	case KEY_JSON:
+		rc = objfs_listing_parse_json(body, strlen(body), &files);
+		break;
+	default:
+		rc = objfs_listing_parse_html(body, strlen(body), "/d/", &files);
+		break;
+	}
+	ck_assert_msg(rc == 0, "%s: rc %d", v->case_name, rc);
+	expect_keys(v->case_name, &files, v->files);
+	expect_keys(v->case_name, &dirs, v->dirs);
+	objfs_listing_clear(&files);
+	objfs_listing_clear(&dirs);
+	free(body);
+}
+END_TEST
+
 #define NVEC(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static Suite *listing_suite(void)
@@ -803,6 +945,10 @@ static Suite *listing_suite(void)
 	tcase_add_test(tc, test_html_large_listing);
 	tcase_add_test(tc, test_html_appends);
 	tcase_add_test(tc, test_debug_logging);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("hostile-keys");
+	tcase_add_loop_test(tc, test_hostile_keys, 0, NVEC(key_vecs));
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("core");

@@ -19,6 +19,9 @@ static const char *const bad[] = {
 	"side", "side=yes", "side=", "ring_slots=1", "ring_slots=65", "ring_slot_size=4K",
 	"ring_slot_size=65M",
 	"cache_dir", "cache_dir=", "cache_dir_size=", "cache_dir_size=512K", "cache_dir_size=x",
+	/* found by tests/fuzz/fuzz_options: strtoull() skips blanks and takes a sign */
+	"chunk_size= 8M", "chunk_size=\t8M", "threads= 4", "uid= -1", "gid=+5", "umask= 022",
+	"cache_size= -1",
 };
 
 START_TEST(test_bad)
@@ -76,6 +79,8 @@ START_TEST(test_sizes)
 		{ "1G", 1u << 30, 1 }, { "1GiB", 1u << 30, 1 }, { "2MB", 2u << 20, 1 },
 		{ "", 0, 0 }, { "K", 0, 0 }, { "-1", 0, 0 }, { "+1", 0, 0 }, { "1T", 0, 0 },
 		{ "99999999999999999999", 0, 0 }, { "17179869184G", 0, 0 }, { "1Kx", 0, 0 },
+		/* fuzz_options: " -5" was 2^64 - 5, "\t55g" was 55 GiB */
+		{ " 5", 0, 0 }, { " -5", 0, 0 }, { "\t55g", 0, 0 }, { "\n1M", 0, 0 },
 	};
 
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {

@@ -1,0 +1,483 @@
+/*
+ * fuzz_side_daemon: the GPU side API daemon (src/side.c) against a hostile
+ * client, through its real socket.
+ *
+ * A real side server runs on a real block cache whose fetcher is fake (each
+ * byte a function of its offset; one 64 KiB block always fails). For every
+ * input the fuzzer connects as a client and plays a script decoded from the
+ * input: a valid HELLO with a sealed memfd ring, or none; then records
+ *   [kind][len][len bytes]
+ * where kind & 7 is
+ *   0 raw bytes as a message (the fuzzer builds the header itself)
+ *   1 FILL with the right token: first piece, offset, length from the bytes
+ *   2 HELLO (again) with token, inode, geometry and ring size from the bytes
+ *   3 FILL with another capability's token
+ *   4 raw bytes behind a well-formed header of type bytes[0] % 6
+ *   5 an oversized message
+ *   6 a lying release word (rel) written into the ring
+ *   7 consume for a while (let the daemon run)
+ * and kind & 8 attaches the ring memfd. The client then consumes what was
+ * published and closes.
+ *
+ * The daemon must: answer only well-formed HELLO_OK / DONE / ERR messages;
+ * send DONEs in request order for FILLs it was sent, with the request's byte
+ * count when they succeed; publish exactly the bytes asked for, piece by
+ * piece (a piece below err_piece is intact even in a poisoned ring); and end
+ * the session within seconds once the client has gone, whatever came
+ * before. Once the script has lied about a release the ring's data is the
+ * client's own problem and is no longer checked.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <poll.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "fuzz.h"
+#include "log.h"
+#include "side.h"
+#include "side_proto.h"
+
+#define SLOTS     2
+#define SLOT_SIZE (64u << 10)
+#define FILE_SIZE ((int64_t)(1u << 20) + 12345)
+#define FAIL_BLOCK 9 /* fetches of this 64 KiB block fail */
+#define MAX_FILLS 256
+
+static struct objfs_cache *cache;
+static struct objfs_side *side;
+static struct objfs_side_cap cap, other;
+
+static void fake_fetch(void *ctx, int64_t off, size_t len, char *dst, objfs_fetch_done_fn done,
+		       void *arg)
+{
+	(void)ctx;
+	if (off / SLOT_SIZE <= FAIL_BLOCK && (off + (int64_t)len - 1) / SLOT_SIZE >= FAIL_BLOCK) {
+		done(arg, -EIO);
+		return;
+	}
+	for (size_t i = 0; i < len; i++)
+		dst[i] = (char)fuzz_byte_at(off + (int64_t)i);
+	done(arg, 0);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	struct objfs_side_cfg cfg = {
+		.ring_slots = SLOTS, .ring_slot_size = SLOT_SIZE, .max_sessions = 4,
+		.max_caps = 16, .cap_ttl = 86400, .fill_threads = 2,
+	};
+	struct objfs_side_obj o = {
+		.ino = 42, .generation = 1, .size = FILE_SIZE, .etag = "\"e1\"",
+		.path = "dir/file", .fetch = fake_fetch,
+	};
+
+	(void)argc;
+	(void)argv;
+	objfs_log_set_level(OBJFS_LOG_DEBUG);
+	if (objfs_cache_new(8u << 20, SLOT_SIZE, &cache) || objfs_side_new(&cfg, cache, &side) ||
+	    objfs_side_grant(side, getuid(), &o, &cap))
+		abort();
+	o.ino = 43;
+	o.path = "dir/other";
+	if (objfs_side_grant(side, getuid(), &o, &other))
+		abort();
+	return 0;
+}
+
+/* ---------------------------------------------------------------- client */
+
+struct fill {
+	uint64_t req_id, first, pieces, len;
+	int64_t off;
+};
+
+struct client {
+	int sock, memfd;
+	struct objfs_ring_hdr *ring;
+	size_t ring_bytes;
+	char *data;
+	int consume, verify, eof;
+	struct fill fills[MAX_FILLS];
+	size_t nfills, ndone;
+	uint64_t next_first; /* first piece of the next FILL, if all are accepted */
+	uint64_t cons_piece; /* next piece to consume */
+};
+
+static int sock_connect(const char *name)
+{
+	struct sockaddr_un sa;
+	socklen_t salen = fuzz_unix_addr(&sa, name);
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+
+	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, salen))
+		abort();
+	return fd;
+}
+
+/* Sends; 0, or -1 once the daemon has closed (the script then stops). */
+static int send_fd(struct client *c, const void *m, size_t len, int fd)
+{
+	union {
+		struct cmsghdr align;
+		char b[CMSG_SPACE(sizeof(int))];
+	} cbuf;
+	struct iovec iov = { (void *)m, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (fd >= 0) {
+		struct cmsghdr *cm;
+
+		memset(&cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf.b;
+		mh.msg_controllen = sizeof(cbuf.b);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	for (int tries = 0; tries < 100; tries++) {
+		if (sendmsg(c->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0)
+			return 0;
+		if (errno != EAGAIN)
+			return -1;
+		usleep(1000);
+	}
+	return -1;
+}
+
+/* The FILL that piece @p belongs to if every FILL so far was accepted. */
+static const struct fill *fill_of(const struct client *c, uint64_t p)
+{
+	uint64_t first = 0;
+
+	for (size_t i = 0; i < c->nfills; i++) {
+		const struct fill *f = &c->fills[i];
+
+		if (f->first != first)
+			return NULL; /* the daemon must have refused this one */
+		if (p < first + f->pieces)
+			return f;
+		first += f->pieces;
+	}
+	return NULL;
+}
+
+static void check_piece(const struct client *c, uint64_t p, uint32_t slot)
+{
+	const struct fill *f = fill_of(c, p);
+	uint64_t k, plen;
+	int64_t poff;
+	const unsigned char *d = (const unsigned char *)c->data + (size_t)slot * SLOT_SIZE;
+
+	FUZZ_CHECK(f, "piece %llu published, but no accepted FILL covers it",
+		   (unsigned long long)p);
+	k = p - f->first;
+	poff = f->off + (int64_t)(k * SLOT_SIZE);
+	plen = f->len - k * SLOT_SIZE < SLOT_SIZE ? f->len - k * SLOT_SIZE : SLOT_SIZE;
+	FUZZ_CHECK(__atomic_load_n(&c->ring->ctl[slot].len, __ATOMIC_RELAXED) == plen,
+		   "piece %llu: len %u, want %llu", (unsigned long long)p,
+		   c->ring->ctl[slot].len, (unsigned long long)plen);
+	for (uint64_t i = 0; i < plen; i++)
+		FUZZ_CHECK(d[i] == fuzz_byte_at(poff + (int64_t)i), "piece %llu: byte %llu wrong",
+			   (unsigned long long)p, (unsigned long long)i);
+}
+
+/* Reads and checks what the daemon sent. Returns 1 when something came. */
+static int drain(struct client *c)
+{
+	char buf[OBJFS_MSG_MAX * 2] __attribute__((aligned(8)));
+	const struct objfs_msg_hdr *h = (const void *)buf;
+	int got = 0;
+
+	while (!c->eof) {
+		ssize_t n = recv(c->sock, buf, sizeof(buf), MSG_DONTWAIT);
+
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n <= 0) {
+			c->eof = 1;
+			break;
+		}
+		got = 1;
+		FUZZ_CHECK((size_t)n >= sizeof(*h) && h->magic == OBJFS_SIDE_MAGIC &&
+			   h->version == OBJFS_SIDE_VERSION && h->len == (size_t)n && !h->reserved,
+			   "malformed message from the daemon (%zd bytes)", n);
+		switch (h->type) {
+		case OBJFS_MSG_HELLO_OK:
+			FUZZ_CHECK((size_t)n == sizeof(struct objfs_msg_hello_ok), "HELLO_OK size");
+			break;
+		case OBJFS_MSG_ERR: {
+			const struct objfs_msg_err *e = (const void *)buf;
+
+			FUZZ_CHECK((size_t)n == sizeof(*e) && e->err > 0 && e->err < 4096,
+				   "ERR size %zd err %d", n, e->err);
+			break;
+		}
+		case OBJFS_MSG_DONE: {
+			const struct objfs_msg_done *d = (const void *)buf;
+			const struct fill *f;
+
+			FUZZ_CHECK((size_t)n == sizeof(*d), "DONE size %zd", n);
+			FUZZ_CHECK(c->ndone < c->nfills, "DONE %llu without a FILL",
+				   (unsigned long long)d->req_id);
+			f = &c->fills[c->ndone++];
+			FUZZ_CHECK(d->req_id == f->req_id, "DONE for request %llu, want %llu",
+				   (unsigned long long)d->req_id, (unsigned long long)f->req_id);
+			FUZZ_CHECK(d->err >= 0 && d->err < 4096, "DONE err %d", d->err);
+			FUZZ_CHECK(d->err || d->bytes == f->len, "DONE bytes %llu, want %llu",
+				   (unsigned long long)d->bytes, (unsigned long long)f->len);
+			break;
+		}
+		default:
+			FUZZ_CHECK(0, "message of type %u from the daemon", h->type);
+		}
+	}
+	return got;
+}
+
+/* Consumes published pieces in order, like libobjfs's CPU path. 1 on progress. */
+static int consume_ready(struct client *c)
+{
+	int progress = 0;
+
+	while (c->ring && c->consume) {
+		uint64_t p = c->cons_piece;
+		uint32_t slot = (uint32_t)(p % SLOTS), g = (uint32_t)(p / SLOTS + 1);
+		uint32_t v = __atomic_load_n(&c->ring->ctl[slot].seq, __ATOMIC_ACQUIRE);
+
+		if (v == OBJFS_SEQ_ERROR) {
+			uint64_t ep = __atomic_load_n(&c->ring->err_piece, __ATOMIC_SEQ_CST);
+
+			FUZZ_CHECK(ep != UINT64_MAX, "poisoned ring without err_piece");
+			if (p >= ep || !fill_of(c, p))
+				break; /* nothing valid from here on */
+		} else if (v < g) {
+			break;
+		} else {
+			/* after a lying release the daemon may legitimately be ahead */
+			FUZZ_CHECK(v == g || !c->verify, "slot %u at gen %u, want %u", slot, v, g);
+		}
+		if (c->verify)
+			check_piece(c, p, slot);
+		__atomic_store_n(&c->ring->ctl[slot].rel, g, __ATOMIC_RELEASE);
+		syscall(SYS_futex, &c->ring->ctl[slot].rel, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+		c->cons_piece++;
+		progress = 1;
+	}
+	return progress;
+}
+
+/*
+ * Lets the daemon run for up to @ms, consuming and reading its answers;
+ * stops early after @idle_ms without anything happening.
+ */
+static void pump(struct client *c, double ms, double idle_ms)
+{
+	double t = fuzz_now(), end = t + ms / 1000, last = t;
+
+	do {
+		int a = drain(c), b = consume_ready(c);
+
+		if (c->eof && !b)
+			break;
+		t = fuzz_now();
+		if (a || b)
+			last = t;
+		else if (t - last > idle_ms / 1000)
+			break;
+		else
+			usleep(100);
+	} while (t < end);
+}
+
+static void ring_new(struct client *c, int variant)
+{
+	c->ring_bytes = objfs_ring_bytes(SLOTS, SLOT_SIZE) + (variant == 2 ? 4096 : 0);
+	c->memfd = memfd_create("fuzz-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (c->memfd < 0 || ftruncate(c->memfd, (off_t)c->ring_bytes) ||
+	    (variant != 1 && fcntl(c->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW)))
+		abort();
+	c->ring = mmap(NULL, c->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->memfd, 0);
+	if (c->ring == MAP_FAILED)
+		abort();
+	c->ring->magic = OBJFS_SIDE_MAGIC;
+	c->ring->version = OBJFS_SIDE_VERSION;
+	c->ring->slots = variant == 3 ? SLOTS + 1 : SLOTS;
+	c->ring->slot_size = SLOT_SIZE;
+	c->ring->hdr_size = objfs_ring_hdr_size(SLOTS);
+	c->ring->err_piece = UINT64_MAX;
+	c->data = (char *)c->ring + objfs_ring_hdr_size(SLOTS);
+}
+
+static void hello(struct objfs_msg_hello *m, const uint8_t *token, uint64_t ino)
+{
+	memset(m, 0, sizeof(*m));
+	objfs_msg_init(&m->h, OBJFS_MSG_HELLO, sizeof(*m));
+	memcpy(m->token, token, OBJFS_TOKEN_LEN);
+	m->ino = ino;
+	m->slots = SLOTS;
+	m->slot_size = SLOT_SIZE;
+	m->ring_bytes = objfs_ring_bytes(SLOTS, SLOT_SIZE);
+}
+
+/* One FILL record: returns -1 when the script must stop. */
+static int do_fill(struct client *c, const uint8_t *p, size_t n, int other_cap, int fd)
+{
+	uint8_t b[26] = { 0 };
+	struct objfs_msg_fill m;
+	struct fill f;
+
+	memcpy(b, p, n < sizeof(b) ? n : sizeof(b));
+	f.first = c->next_first + ((b[0] & 1) ? (uint64_t)(int64_t)(int8_t)b[1] : 0);
+	if (b[0] & 2)
+		f.off = (int64_t)fuzz_le(b + 2, 8);
+	else
+		f.off = (int64_t)(fuzz_le(b + 2, 4) % (FILE_SIZE + 2));
+	if (b[0] & 4)
+		f.len = fuzz_le(b + 10, 8);
+	else
+		f.len = fuzz_le(b + 10, 4) % (uint64_t)(f.off >= 0 && f.off <= FILE_SIZE ?
+						   FILE_SIZE - f.off + 2 : 1000);
+	f.req_id = (b[0] & 8) ? fuzz_le(b + 18, 8) : c->nfills + 1000;
+	f.pieces = f.len / SLOT_SIZE + (f.len % SLOT_SIZE != 0);
+	memset(&m, 0, sizeof(m));
+	objfs_msg_init(&m.h, OBJFS_MSG_FILL, sizeof(m));
+	memcpy(m.token, other_cap ? other.token : cap.token, OBJFS_TOKEN_LEN);
+	m.ino = (b[0] & 16) ? 43 : 42;
+	m.req_id = f.req_id;
+	m.first_piece = f.first;
+	m.off = f.off;
+	m.len = f.len;
+	if (!other_cap && m.ino == 42 && c->nfills < MAX_FILLS) {
+		c->fills[c->nfills++] = f;
+		c->next_first = f.first + f.pieces;
+	} else if (!other_cap && m.ino == 42) {
+		return -1; /* the model is full: stop here */
+	}
+	return send_fd(c, &m, sizeof(m), fd);
+}
+
+static int do_hello(struct client *c, const uint8_t *p, size_t n, int fd)
+{
+	uint8_t b[17] = { 0 };
+	struct objfs_msg_hello m;
+
+	memcpy(b, p, n < sizeof(b) ? n : sizeof(b));
+	hello(&m, (b[0] & 1) ? other.token : cap.token, (b[0] & 2) ? 43 : 42);
+	if (b[0] & 4)
+		m.slots = (uint32_t)fuzz_le(b + 1, 4);
+	if (b[0] & 8)
+		m.slot_size = (uint32_t)fuzz_le(b + 5, 4);
+	if (b[0] & 16)
+		m.ring_bytes = fuzz_le(b + 9, 8);
+	return send_fd(c, &m, sizeof(m), fd);
+}
+
+static int do_raw(struct client *c, const uint8_t *p, size_t n, int framed, int fd)
+{
+	char buf[OBJFS_MSG_MAX + sizeof(struct objfs_msg_hdr)] __attribute__((aligned(8)));
+	size_t len = n;
+
+	memset(buf, 0, sizeof(buf));
+	if (framed) {
+		struct objfs_msg_hdr *h = (struct objfs_msg_hdr *)buf;
+
+		len = sizeof(*h) + (n ? n - 1 : 0);
+		objfs_msg_init(h, (enum objfs_msg_type)(n ? p[0] % 6 : 0), (uint32_t)len);
+		if (n > 1)
+			memcpy(buf + sizeof(*h), p + 1, n - 1);
+	} else {
+		memcpy(buf, p, n);
+	}
+	return send_fd(c, buf, len, fd);
+}
+
+static void wait_sessions_closed(void)
+{
+	struct objfs_side_stats st;
+	double t0 = fuzz_now();
+
+	for (;;) {
+		objfs_side_get_stats(side, &st);
+		if (st.sessions_open == 0)
+			return;
+		FUZZ_CHECK(fuzz_now() - t0 < 10, "a session outlived its client by 10 s");
+		usleep(100);
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct client c;
+	uint8_t flags = size ? data[0] : 0;
+	size_t pos = 1;
+
+	if (size > 4096)
+		return 0;
+	memset(&c, 0, sizeof(c));
+	c.consume = flags & 2;
+	c.verify = 1;
+	ring_new(&c, (flags >> 2) & 3);
+	c.sock = sock_connect(cap.sock);
+	if (flags & 1) {
+		struct objfs_msg_hello m;
+
+		hello(&m, cap.token, 42);
+		if (send_fd(&c, &m, sizeof(m), c.memfd))
+			goto out;
+	}
+	while (pos + 2 <= size) {
+		uint8_t kind = data[pos], n = data[pos + 1];
+		const uint8_t *p = data + pos + 2;
+		int fd = (kind & 8) ? c.memfd : -1, rc = 0;
+
+		if (n > size - pos - 2)
+			n = (uint8_t)(size - pos - 2);
+		pos += 2 + (size_t)n;
+		switch (kind & 7) {
+		case 0: rc = do_raw(&c, p, n, 0, fd); break;
+		case 1: rc = do_fill(&c, p, n, 0, fd); break;
+		case 2: rc = do_hello(&c, p, n, fd); break;
+		case 3: rc = do_fill(&c, p, n, 1, fd); break;
+		case 4: rc = do_raw(&c, p, n, 1, fd); break;
+		case 5: {
+			char big[OBJFS_MSG_MAX * 2];
+
+			for (size_t i = 0; i < sizeof(big); i++)
+				big[i] = n ? (char)p[i % n] : 0;
+			rc = send_fd(&c, big, sizeof(big), fd);
+			break;
+		}
+		case 6:
+			if (n >= 5) {
+				uint32_t *rel = &c.ring->ctl[p[0] % SLOTS].rel;
+				uint32_t lie = (uint32_t)fuzz_le(p + 1, 4);
+
+				__atomic_store_n(rel, lie, __ATOMIC_SEQ_CST);
+				c.verify = 0; /* now the daemon may overwrite our data */
+			}
+			break;
+		case 7: pump(&c, n % 20, n % 20); break;
+		}
+		if (rc)
+			break;
+	}
+	pump(&c, 100, 5);
+out:
+	close(c.sock);
+	wait_sessions_closed();
+	munmap(c.ring, c.ring_bytes);
+	close(c.memfd);
+	return 0;
+}
