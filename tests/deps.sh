@@ -9,6 +9,8 @@ need=(build-essential autoconf automake libtool pkg-config
       libxml2-dev libjson-c-dev check python3 curl ca-certificates
       # S3 tests: a single-node Ceph RGW (tests/integration/rgw.sh) and clients
       ceph-mon ceph-osd ceph-base ceph-common radosgw python3-boto3 awscli
+      # libFuzzer targets (tests/fuzz/run.sh): clang and its fuzzer runtime
+      clang libclang-rt-14-dev
       # hardening tests: certificates (perms.sh)
       openssl
       "$@")
