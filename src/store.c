@@ -135,6 +135,20 @@ static int read_errno(int err)
 	return -EIO;
 }
 
+int objfs_store_meta_errno(int err)
+{
+	switch (err) {
+	case 0:
+	case -ENOENT:
+	case -ENOTDIR:
+	case -EACCES:
+	case -ENOMEM:
+		return err;
+	default:
+		return -EIO;
+	}
+}
+
 struct fetch_op {
 	struct objfs_req r;
 	char etag[192];  /* ours: the opener's handle may be released mid-fetch */

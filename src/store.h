@@ -78,6 +78,16 @@ struct objfs_store_obj {
 void objfs_store_fetch(void *ctx, int64_t off, size_t len, char *dst,
 		       void (*done)(void *arg, int err), void *arg);
 
+/*
+ * What a lookup, open or readdir reports for a list() or stat() error: 0,
+ * -ENOENT, -ENOTDIR, -EACCES and -ENOMEM as they are, everything else
+ * (refused, reset or timed-out connections, 5xx after the retries, an
+ * unresolvable host, a garbled listing) -EIO, as reads do. Backends apply it
+ * in their ops; their mount-time probes keep the precise error for the
+ * message.
+ */
+int objfs_store_meta_errno(int err);
+
 /* Frees a store made by a backend constructor. Accepts NULL. */
 void objfs_store_free(struct objfs_store *s);
 

@@ -192,10 +192,22 @@ static void http_free(struct objfs_store *s)
 	free(h);
 }
 
+/* The ops see EIO for transport failures (objfs_store_meta_errno); the
+ * mount probe calls http_list itself for the precise reason. */
+static int http_list_op(struct objfs_store *s, const char *path, struct objfs_listing *out)
+{
+	return objfs_store_meta_errno(http_list(s, path, out));
+}
+
+static int http_stat_op(struct objfs_store *s, const char *path, struct objfs_stat *st)
+{
+	return objfs_store_meta_errno(http_stat(s, path, st));
+}
+
 static const struct objfs_store_ops http_ops = {
 	.name = "http",
-	.list = http_list,
-	.stat = http_stat,
+	.list = http_list_op,
+	.stat = http_stat_op,
 	.prepare = http_prepare,
 	.release = http_release,
 	.free = http_free,

@@ -470,7 +470,7 @@ static int s3_list(struct objfs_store *st, const char *path, struct objfs_listin
 	free(prefix);
 	if (err)
 		objfs_listing_clear(out);
-	return err;
+	return objfs_store_meta_errno(err);
 }
 
 static int s3_stat(struct objfs_store *st, const char *path, struct objfs_stat *out)
@@ -498,7 +498,7 @@ static int s3_stat(struct objfs_store *st, const char *path, struct objfs_stat *
 	cookie_free(c);
 	free(ep);
 	free(key);
-	return err;
+	return objfs_store_meta_errno(err);
 }
 
 static int s3_prepare(struct objfs_store *st, const char *path, struct objfs_req *r,
@@ -613,7 +613,10 @@ static void probe_message(struct s3_store *s, const struct objfs_req *r, int err
 		snprintf(msg, len, "access to bucket '%s' denied (%s): check the credentials "
 			 "and their s3:ListBucket permission%s", s->bucket,
 			 code[0] ? code : "HTTP 403", s->creds ? "" : " (no_sign is set)");
-	else if (err == -ECONNREFUSED || err == -EHOSTUNREACH || err == -ETIMEDOUT)
+	else if (err == -EHOSTUNREACH)
+		snprintf(msg, len, "cannot reach %s: its host name could not be resolved (DNS): "
+			 "check the endpoint", s->endpoint);
+	else if (err == -ECONNREFUSED || err == -ETIMEDOUT)
 		snprintf(msg, len, "cannot reach %s: %s", s->endpoint, strerror(-err));
 	else if (err == -EPROTO)
 		snprintf(msg, len, "%s did not answer with an S3 listing: is it an S3 endpoint?",
