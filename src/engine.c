@@ -10,6 +10,18 @@
  * Response validation happens in the first body callback, when status and
  * headers are complete, so no byte from a wrong range or a wrong object
  * version is ever copied into the caller's buffer.
+ *
+ * Stalls: curl's low-speed check averages the rate over its last ~5 s, so a
+ * body that stops after a fast start was only given up timeout + 5-7 s
+ * later (timeout=2: 8.7 s per attempt, 26 s per read with retries=2,
+ * measured with tests/integration/faultproxy.py). The engine thread
+ * therefore keeps its own watchdog: every callback that sees bytes stamps
+ * the request's progress_ns, and at most every WATCH_NS the thread ends
+ * in-flight attempts silent for longer than the timeout (-ETIMEDOUT, retried
+ * like any stall). The clock starts when curl hands the request a
+ * connection (the pre-request callback), not at submit: time queued behind
+ * max_connections is not a stall. Connecting is bounded by the connect
+ * timeout; curl's low-speed check stays as a backstop.
  */
 #include "config.h"
 
@@ -35,6 +47,7 @@
 #define ERR_BODY_MAX (16u << 10)
 #define EASY_POOL_MAX 64
 #define RECV_BUFFER (512L << 10)
+#define WATCH_NS (100 * 1000000LL) /* stall watchdog period */
 
 struct engine_thread {
 	struct objfs_engine *e;
@@ -46,6 +59,7 @@ struct engine_thread {
 	/* Engine thread only: */
 	struct objfs_req *delayed;
 	struct objfs_req *inflight; /* doubly linked through next/prev */
+	int64_t watched_ns;         /* last stall watchdog pass */
 	CURL *pool[EASY_POOL_MAX];
 	unsigned npool;
 	int started;
@@ -269,6 +283,7 @@ static size_t on_header(char *line, size_t sz, size_t nmemb, void *ud)
 	const char *v;
 	char tmp[256];
 
+	r->progress_ns = mono_ns();
 	if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
 		/* A new response (redirect hop or interim): forget the last. */
 		r->etag_out[0] = r->content_type[0] = r->location[0] = '\0';
@@ -390,6 +405,7 @@ static size_t on_body(char *p, size_t sz, size_t nmemb, void *ud)
 	struct objfs_req *r = ud;
 	size_t n = sz * nmemb;
 
+	r->progress_ns = mono_ns();
 	if (!r->checked) {
 		r->checked = 1;
 		if (r->status >= 200 && r->status < 300 && r->len) {
@@ -451,6 +467,20 @@ static size_t on_header_status(char *line, size_t sz, size_t nmemb, void *ud)
 	return on_header(line, sz, nmemb, ud);
 }
 
+/* The request goes out on a connection: the stall clock starts. */
+static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int conn_primary_port,
+		     int conn_local_port)
+{
+	struct objfs_req *r = ud;
+
+	(void)conn_primary_ip;
+	(void)conn_local_ip;
+	(void)conn_primary_port;
+	(void)conn_local_port;
+	r->progress_ns = mono_ns();
+	return CURL_PREREQFUNC_OK;
+}
+
 static CURL *easy_get(struct engine_thread *th)
 {
 	CURL *h;
@@ -495,6 +525,7 @@ static int start(struct engine_thread *th, struct objfs_req *r)
 
 	req_reset_attempt(r);
 	r->attempts++;
+	r->progress_ns = 0;
 	h = easy_get(th);
 	if (!h)
 		return -ENOMEM;
@@ -532,6 +563,8 @@ static int start(struct engine_thread *th, struct objfs_req *r)
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
+	curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, on_prereq);
+	curl_easy_setopt(h, CURLOPT_PREREQDATA, r);
 	curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, NULL);
 	curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L); /* keys may hold "//" */
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -603,6 +636,18 @@ static void inflight_remove(struct engine_thread *th, struct objfs_req *r)
 	r->next = r->prev = NULL;
 }
 
+/* An attempt ended with @err: retry it, or finish the request. */
+static void conclude(struct engine_thread *th, struct objfs_req *r, int err, int retry,
+		     int64_t ttfb)
+{
+	if (err && retry && r->attempts <= th->e->cfg.retries) {
+		schedule_retry(th, r);
+		return;
+	}
+	objfs_stats_request(r->attempts, r->got, err, ttfb);
+	finish(th, r, err);
+}
+
 static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
 {
 	struct objfs_req *r;
@@ -652,12 +697,32 @@ static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
 		if (r->clen >= 0 && r->clen != (int64_t)r->got)
 			err = -EIO, retry = 1;
 	}
-	if (err && retry && r->attempts <= th->e->cfg.retries) {
-		schedule_retry(th, r);
-		return;
+	conclude(th, r, err, retry, (int64_t)ttfb);
+}
+
+/*
+ * Ends in-flight attempts that have received nothing for the timeout (see
+ * the file header). Removing the handle closes its connection: curl never
+ * reuses one with a transfer cut short.
+ */
+static void watch_stalls(struct engine_thread *th, int64_t now)
+{
+	int64_t limit = (int64_t)(th->e->cfg.timeout * 1e9);
+	struct objfs_req *r = th->inflight, *next;
+
+	th->watched_ns = now;
+	for (; r; r = next) {
+		CURL *h = r->easy;
+
+		next = r->next;
+		if (!r->progress_ns || now - r->progress_ns <= limit)
+			continue;
+		objfs_info("%s: nothing received for %.1f s (attempt %u)", r->url,
+			   (double)(now - r->progress_ns) / 1e9, r->attempts);
+		inflight_remove(th, r);
+		easy_put(th, h);
+		conclude(th, r, -ETIMEDOUT, 1, -1);
 	}
-	objfs_stats_request(r->attempts, r->got, err, (int64_t)ttfb);
-	finish(th, r, err);
 }
 
 static void *engine_main(void *arg)
@@ -714,6 +779,13 @@ static void *engine_main(void *arg)
 		while ((m = curl_multi_info_read(th->multi, &msgs)))
 			if (m->msg == CURLMSG_DONE)
 				completed(th, m->easy_handle, m->data.result);
+		if (th->inflight) {
+			now = mono_ns();
+			if (now - th->watched_ns >= WATCH_NS)
+				watch_stalls(th, now);
+			if (timeout_ms > WATCH_NS / 1000000)
+				timeout_ms = (int)(WATCH_NS / 1000000);
+		}
 		curl_multi_poll(th->multi, NULL, 0, timeout_ms, NULL);
 	}
 	return NULL;

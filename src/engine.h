@@ -14,6 +14,9 @@
  * body; one that answers a different range or a different object version
  * fails the request. Transient failures (connection errors, stalls, 5xx,
  * 429, truncated bodies) are retried with exponential backoff and jitter.
+ * A stall is an attempt that receives nothing for cfg.timeout seconds once
+ * its request is on a connection; the engine's own watchdog ends it (see
+ * engine.c), so an attempt never waits much past the timeout.
  *
  * Errors come out as -errno only (see objfs_http_errno()).
  */
@@ -76,6 +79,9 @@ struct objfs_req {
 	int checked;            /* response headers validated */
 	int full_early;         /* all wanted bytes arrived; rest discarded */
 	int64_t due_ns;         /* retry time */
+	int64_t progress_ns;    /* in flight: last byte received, or the request
+				   going out on a connection; 0 while curl still
+				   waits for a connection */
 	struct curl_slist *own_headers;
 	void *easy;             /* in flight: its curl handle */
 	struct objfs_req *next; /* queue, retry list or in-flight list */
