@@ -11,8 +11,8 @@ need=(build-essential autoconf automake libtool pkg-config
       ceph-mon ceph-osd ceph-base ceph-common radosgw python3-boto3 awscli
       # libFuzzer targets (tests/fuzz/run.sh): clang and its fuzzer runtime
       clang libclang-rt-14-dev
-      # hardening tests: certificates (perms.sh)
-      openssl
+      # hardening tests: certificates (perms.sh), memcheck (valgrind.sh, leaks.sh)
+      openssl valgrind
       "$@")
 missing=()
 for p in "${need[@]}"; do
