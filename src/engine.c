@@ -21,7 +21,10 @@
  * like any stall). The clock starts when curl hands the request a
  * connection (the pre-request callback), not at submit: time queued behind
  * max_connections is not a stall. Connecting is bounded by the connect
- * timeout; curl's low-speed check stays as a backstop.
+ * timeout. curl's low-speed check stays as a backstop at twice the timeout:
+ * at the timeout itself it fired on bodies that were slow to start but never
+ * silent that long (its rate is sampled once a second and counts body bytes
+ * only; tests/check_engine's trickle under ASan).
  */
 #include "config.h"
 
@@ -555,16 +558,18 @@ static int start(struct engine_thread *th, struct objfs_req *r)
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, tmo < 10 ? tmo : 10L);
+	/* A backstop only, never before the watchdog: see the file header. */
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, tmo);
+	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 2 * tmo);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "objfs/" PACKAGE_VERSION);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, r->own_headers);
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header_status);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
-	curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, on_prereq);
 	curl_easy_setopt(h, CURLOPT_PREREQDATA, r);
+	if (curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, on_prereq) != CURLE_OK)
+		r->progress_ns = mono_ns(); /* libcurl < 7.80: queued time counts */
 	curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, NULL);
 	curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L); /* keys may hold "//" */
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
