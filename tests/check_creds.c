@@ -175,6 +175,57 @@ START_TEST(test_files)
 }
 END_TEST
 
+/*
+ * The file is read into a buffer of its own size (plus slack), pipes up to
+ * the 1 MiB cap: a credentials file that is a pipe (<(pass show aws)) and
+ * one just under the cap are both read to their last line.
+ */
+START_TEST(test_files_pipe_and_large)
+{
+	static const char tail[] = "[default]\naws_access_key_id=AKEND\naws_secret_access_key=s\n";
+	char path[512], line[80];
+	struct objfs_creds c;
+	char err[512] = "";
+	size_t filler;
+	pid_t pid;
+	FILE *f;
+
+	memset(line, '#', sizeof(line) - 1);
+	line[sizeof(line) - 2] = '\n';
+	line[sizeof(line) - 1] = '\0';
+	snprintf(path, sizeof(path), "%s/fifo", home);
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		f = fopen(path, "w");
+		for (int i = 0; f && i < 200; i++) /* 16 KiB before the profile */
+			fputs(line, f);
+		if (f)
+			fputs(tail, f);
+		_exit(f && fclose(f) == 0 ? 0 : 1);
+	}
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.access_key, "AKEND");
+	objfs_creds_clear(&c);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
+
+	snprintf(path, sizeof(path), "%s/large", home);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	for (filler = 0; filler + sizeof(line) - 1 + sizeof(tail) - 1 < (1u << 20);)
+		filler += (size_t)fprintf(f, "%s", line);
+	fputs(tail, f);
+	ck_assert_int_eq(fclose(f), 0);
+	chmod(path, 0600);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", path, 1);
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.access_key, "AKEND");
+	objfs_creds_clear(&c);
+}
+END_TEST
+
 /* Runs @fn with stderr captured at debug level; returns the captured text. */
 static char *capture(void (*fn)(void))
 {
@@ -345,6 +396,7 @@ static Suite *creds_suite(void)
 	tcase_add_test(tc, test_ini_long_line);
 	tcase_add_test(tc, test_env);
 	tcase_add_test(tc, test_files);
+	tcase_add_test(tc, test_files_pipe_and_large);
 	tcase_add_test(tc, test_no_secret_in_logs);
 	tcase_add_test(tc, test_imds);
 	tcase_add_test(tc, test_imds_unreachable_fast);
