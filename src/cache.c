@@ -624,6 +624,29 @@ static void fill_part_fetch(struct fill_part *p)
 	p->f->o->fetch(p->f->o->ctx, p->off, p->len, p->dst, fill_part_done, p);
 }
 
+/*
+ * A fetch straight into the caller's memory bypassed the block cache, and
+ * with it the disk cache's write-behind: the whole blocks it holds are
+ * written behind from copies, before the caller gets the memory back, so
+ * a second pass (the next epoch) still reads from disk.
+ */
+static void fill_write_behind(struct objfs_cache *c, const struct fill_part *p)
+{
+	const struct objfs_cache_obj *o = p->f->o;
+	int64_t end = p->off + (int64_t)p->len;
+
+	for (uint64_t idx = ((uint64_t)p->off + c->bsize - 1) / c->bsize;; idx++) {
+		int64_t bstart = (int64_t)(idx * c->bsize);
+		int64_t bend = bstart + (int64_t)c->bsize < o->size ? bstart + (int64_t)c->bsize :
+								    o->size;
+
+		if (bstart >= end || bend > end)
+			break;
+		objfs_diskcache_put(c->disk, o->id, idx, p->dst + (bstart - p->off),
+				    (size_t)(bend - bstart));
+	}
+}
+
 static void fill_part_done(void *arg, int err)
 {
 	struct fill_part *p = arg;
@@ -634,6 +657,8 @@ static void fill_part_done(void *arg, int err)
 		fill_part_fetch(p); /* the disk copy was bad and is gone */
 		return;
 	}
+	if (!p->from_disk && !err && c->disk)
+		fill_write_behind(c, p);
 	if (!p->from_disk) {
 		pthread_mutex_lock(&c->lock);
 		c->inflight--;

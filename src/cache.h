@@ -81,8 +81,9 @@ int objfs_cache_read(struct objfs_cache *c, const struct objfs_cache_obj *o, int
  * blocks the disk cache holds are read from disk straight into @dst, and
  * everything else is fetched from the store straight into @dst, in runs of
  * neighbouring blocks, with no block memory, no copy and no page faults on
- * fresh buffers; those bytes are not kept (nor written to disk). Part of a
- * block that is only on disk goes through the cache. May block the caller
+ * fresh buffers; those bytes are not kept in memory (with a disk cache,
+ * whole blocks are written behind from copies). Part of a block that is
+ * only on disk goes through the cache. May block the caller
  * (copies, waits for blocks in flight). done(arg, err) is called exactly
  * once, from any thread, possibly before this returns; on error @dst must
  * not be delivered. @o must stay valid until done().

@@ -126,7 +126,9 @@ struct dreq {
 	struct iovec cur[2];       /* what is left of it, as submitted */
 	size_t total, pos;         /* bytes to transfer, transferred */
 	char *data;                /* the fetch's dst, borrowed: read into, or (write)
-				    * held through dc->hold until the write ends */
+				    * held through dc->hold until the write ends;
+				    * owned: a copy, freed when the write ends */
+	int owned;
 	size_t len;
 	objfs_fetch_done_fn done;  /* read */
 	void *arg;                 /* read: done's; write: hold's, for release */
@@ -441,7 +443,10 @@ static void write_end(struct objfs_diskcache *dc, struct dreq *r, int written)
 {
 	size_t len = r->len;
 
-	dc->release(r->arg); /* outside dc->lock: the owner takes its own lock */
+	if (r->owned)
+		free(r->data);
+	else
+		dc->release(r->arg); /* outside dc->lock: the owner takes its own lock */
 	dreq_free(r);
 	unreserve(dc, len, written);
 }
@@ -856,15 +861,16 @@ static void *disk_thread(void *arg)
  * before done(), while the fetch still owns the buffer. NULL when the write
  * is dropped (counted): no holder, bound reached, or out of memory.
  */
-static struct dreq *write_req(struct objfs_diskcache *dc, const struct miss *m)
+static struct dreq *write_req(struct objfs_diskcache *dc, struct key key, const char *ident,
+			      size_t ident_len, char *data, size_t len, void *arg, int owned)
 {
 	struct dreq *r;
 	int room;
 
 	pthread_mutex_lock(&dc->lock);
-	room = dc->hold && !dc->degraded && dc->wq_bytes + m->len <= dc->wq_cap;
+	room = (owned || dc->hold) && !dc->degraded && dc->wq_bytes + len <= dc->wq_cap;
 	if (room) {
-		dc->wq_bytes += m->len;
+		dc->wq_bytes += len;
 		dc->wq_count++;
 	} else {
 		dc->st.writes_dropped++;
@@ -872,24 +878,26 @@ static struct dreq *write_req(struct objfs_diskcache *dc, const struct miss *m)
 	pthread_mutex_unlock(&dc->lock);
 	if (!room)
 		return NULL;
-	r = calloc(1, sizeof(*r) + m->ident_len);
+	r = calloc(1, sizeof(*r) + ident_len);
 	if (r && !(r->hdr = malloc(HDR_SIZE))) {
 		free(r);
 		r = NULL;
 	}
 	if (!r) {
-		unreserve(dc, m->len, 0);
+		unreserve(dc, len, 0);
 		return NULL;
 	}
 	r->op = OP_WRITE;
-	r->key = m->key;
-	r->len = m->len;
+	r->key = key;
+	r->len = len;
 	r->fd = -1;
-	r->data = m->dst;
-	r->arg = m->arg;
-	r->ident_len = m->ident_len;
-	memcpy(r->ident, m->ident, m->ident_len);
-	dc->hold(m->arg);
+	r->data = data;
+	r->owned = owned;
+	r->arg = arg;
+	r->ident_len = ident_len;
+	memcpy(r->ident, ident, ident_len);
+	if (!owned)
+		dc->hold(arg);
 	return r;
 }
 
@@ -900,7 +908,7 @@ static void miss_done(void *arg, int err)
 	struct dreq *r = NULL;
 
 	if (!err && !is_degraded(dc))
-		r = write_req(dc, m);
+		r = write_req(dc, m->key, m->ident, m->ident_len, m->dst, m->len, m->arg, 0);
 	m->done(m->arg, err);
 	if (r)
 		enqueue(dc, r);
@@ -962,6 +970,32 @@ int objfs_diskcache_read(struct objfs_diskcache *dc, const char *id, uint64_t id
 	size_t ilen;
 
 	return read_hit(dc, id, idx, len, dst, done, arg, ident, &ilen);
+}
+
+void objfs_diskcache_put(struct objfs_diskcache *dc, const char *id, uint64_t idx,
+			 const char *data, size_t len)
+{
+	char ident[IDENT_MAX];
+	size_t ilen;
+	struct key k;
+	struct dreq *r;
+	char *copy;
+	int have;
+
+	if (is_degraded(dc) || ident_make(dc, id, idx, ident, &ilen))
+		return;
+	k = key_of(ident, ilen);
+	pthread_mutex_lock(&dc->lock);
+	have = find(dc, k) != NULL;
+	pthread_mutex_unlock(&dc->lock);
+	if (have || !(copy = malloc(len ? len : 1)))
+		return;
+	memcpy(copy, data, len);
+	r = write_req(dc, k, ident, ilen, copy, len, NULL, 1);
+	if (r)
+		enqueue(dc, r);
+	else
+		free(copy);
 }
 
 void objfs_diskcache_fetch(struct objfs_diskcache *dc, const char *id, uint64_t idx,

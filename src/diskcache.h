@@ -109,6 +109,17 @@ int objfs_diskcache_read(struct objfs_diskcache *dc, const char *id, uint64_t id
 			 char *dst, objfs_fetch_done_fn done, void *arg);
 
 /*
+ * Queues a write-behind of block @idx of @id from a copy of @data (@len
+ * bytes, the whole block), for fetches that did not land in a block cache
+ * block (GPU fills straight into the ring). The copy is made before this
+ * returns; it counts against the write-behind bound like held blocks and
+ * is dropped (counted) beyond it. Nothing happens when the chunk is cached
+ * or being written already.
+ */
+void objfs_diskcache_put(struct objfs_diskcache *dc, const char *id, uint64_t idx,
+			 const char *data, size_t len);
+
+/*
  * Enables write-behind. For a miss fetched without error, hold(arg) -- the
  * fetch's done() argument -- is called before done(arg, 0) and must keep
  * the fetch's @dst alive and unchanged; release(arg) is called once the

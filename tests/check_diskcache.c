@@ -670,13 +670,24 @@ START_TEST(test_fill_from_disk)
 	ck_assert_uint_eq(cs.bytes, BS);
 	ck_assert_uint_eq(cs.direct_bytes, 2 * BS + 1000);
 	ck_assert_int_eq(atomic_load(&net_calls), 1);
+	/* the whole blocks fetched straight into buf are written behind from
+	 * copies (the next pass reads them from disk); the partial one is not */
+	objfs_diskcache_flush(dc);
+	ck_assert(objfs_diskcache_has(dc, o.id, 8) && objfs_diskcache_has(dc, o.id, 9));
+	ck_assert(!objfs_diskcache_has(dc, o.id, 10));
+	fill_check(c, &o, 8 * BS, 2 * BS, buf);
+	ck_assert_int_eq(atomic_load(&net_calls), 1);
+	/* the object's last, short block counts as whole */
+	fill_check(c, &o, 15 * BS, 1000000 - 15 * BS, buf);
+	objfs_diskcache_flush(dc);
+	ck_assert(objfs_diskcache_has(dc, o.id, 15));
 	/* part of block 3, on disk: through the cache too */
 	fill_check(c, &o, 3 * BS + 5, BS - 10, buf);
 	objfs_diskcache_get_stats(dc, &ds);
-	ck_assert_uint_eq(ds.hits, 5 + 1 + 7 + 1);
+	ck_assert_uint_eq(ds.hits, 5 + 1 + 7 + 2 + 1); /* + blocks 8, 9 above */
 	objfs_cache_get_stats(c, &cs);
 	ck_assert_uint_eq(cs.bytes, 2 * BS);
-	ck_assert_int_eq(atomic_load(&net_calls), 1);
+	ck_assert_int_eq(atomic_load(&net_calls), 2); /* + block 15 above */
 	objfs_cache_free(c);
 	objfs_diskcache_free(dc);
 	free(buf);

@@ -4,8 +4,9 @@
  *
  *   side_client reads MNTFILE SRCFILE   odd offsets and sizes, compared with
  *                                       the source file; short count at EOF
- *   side_client hang MNTFILE            starts a whole-file read and prints
- *                                       "reading" (the script kills it)
+ *   side_client hang MNTFILE            a whole-file read into host memory:
+ *                                       prints "reading", then "read ended:
+ *                                       RESULT" (the script may kill it)
  *   side_client wrongino MNT_A MNT_B    a token of B is refused for A
  *   side_client open MNTFILE            prints objfs_gpu_open's result
  *   side_client cap MNTFILE OUT         writes the file's capability to OUT

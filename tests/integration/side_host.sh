@@ -147,14 +147,19 @@ else
 fi
 check_unmount "side API mount" "$MNT"
 
-# Disk cache under the side API (issue 7): one FUSE read fills the disk
-# cache; a fresh mount on it then serves side reads with the server stopped,
-# whole blocks read from disk straight into the ring.
+# Disk cache under the side API (issue 7): one whole-file side read (the
+# first epoch: fetched straight into the ring, written behind from copies)
+# fills the disk cache; a fresh mount on it then serves side reads with the
+# server stopped, whole blocks read from disk straight into the ring.
 MNT_DC=$TEST_TMP/mnt-dc
 DC=$TEST_TMP/dc
 opts="cache_dir=$DC,chunk_size=1M,ring_slots=4,ring_slot_size=2M"
 mount_objfs "$URL/data/" "$MNT_DC" "$opts" || exit 99
-cat "$MNT_DC/big.bin" >/dev/null
+out=$(timeout 120 "$CLIENT" hang "$MNT_DC/big.bin" 2>&1)
+case $out in
+*"read ended: success"*) ;;
+*) fail "expected a whole-file side read to succeed; side_client said: $out" ;;
+esac
 check_unmount "disk cache mount, first" "$MNT_DC"
 mount_objfs "$URL/data/" "$MNT_DC" "$opts,retries=0,timeout=5" || exit 99
 head -c 1 "$MNT_DC/big.bin" >/dev/null # an open while the server is up pins the ETag
