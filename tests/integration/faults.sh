@@ -29,7 +29,8 @@
 #   6. With Ceph RGW (tests/deps.sh installs it): the same random reads at 5%
 #      through the proxy into a SigV4-checking S3 server.
 #   7. The daemon is alive at the end and unmounts cleanly (fusermount3 -u,
-#      exit status 0); lib.sh's trap unmounts on every other exit path.
+#      exit status 0); lib.sh's trap unmounts on every other exit path; no
+#      sanitizer report in any objfs log.
 #
 # The bound for one read: (retries + 1) x timeout + the retry backoffs
 # (100 ms doubling, capped at 5 s) + slack (4 s, 8 s for sanitizer builds);
@@ -52,6 +53,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 . "$HERE/lib.sh"
 # shellcheck source=rgw.sh
 . "$HERE/rgw.sh"
+# shellcheck source=battery.sh
+. "$HERE/battery.sh" # t_sanitizer_logs
 
 [ -c /dev/fuse ] || skip "/dev/fuse is missing"
 
@@ -797,6 +800,7 @@ note "metadata and DNS: $((SECONDS - t1)) s"
 t1=$SECONDS
 t_rgw
 note "RGW: $((SECONDS - t1)) s"
+t_sanitizer_logs
 
 echo
 echo "FIGURES for docs/reliability.md: -o $MOUNT_OPTS; $THREADS reader threads;"
