@@ -155,6 +155,13 @@ static void poison(struct objfs_gpu *h, int err)
 	}
 }
 
+/* An errno from the daemon (a message or the shared ring: any value) as a
+ * positive errno the caller may see: 1..4095, anything else EIO. */
+static int peer_errno(int64_t e)
+{
+	return e > 0 && e < 4096 ? (int)e : EIO;
+}
+
 /* Result of a read whose last piece is @last: 0 or -errno. */
 static int read_result(const struct objfs_gpu *h, uint64_t last)
 {
@@ -164,7 +171,7 @@ static int read_result(const struct objfs_gpu *h, uint64_t last)
 	if (ep == UINT64_MAX || last < ep)
 		return 0;
 	err = __atomic_load_n(&h->ring->err, __ATOMIC_SEQ_CST);
-	return -(err > 0 ? err : EIO);
+	return -peer_errno(err);
 }
 
 static void set_dead(struct objfs_gpu *h, int err)
@@ -215,13 +222,13 @@ static void *watchdog_main(void *arg)
 			pthread_cond_broadcast(&h->cond);
 			pthread_mutex_unlock(&h->lock);
 			if (d->err) {
-				err = d->err > 0 ? d->err : EIO;
+				err = peer_errno(d->err);
 				break;
 			}
 		} else if (m->type == OBJFS_MSG_ERR && (size_t)n == sizeof(struct objfs_msg_err)) {
 			const struct objfs_msg_err *e = (const void *)buf;
 
-			err = e->err > 0 && e->err < 4096 ? e->err : EIO;
+			err = peer_errno(e->err);
 			break;
 		} else {
 			err = EPROTO;
@@ -858,7 +865,7 @@ static int hello(struct objfs_gpu *h, int memfd)
 	if (r->type == OBJFS_MSG_ERR && (size_t)n == sizeof(struct objfs_msg_err)) {
 		int e = ((const struct objfs_msg_err *)buf)->err;
 
-		return e > 0 && e < 4096 ? -e : -EIO;
+		return -peer_errno(e);
 	}
 	if (r->type != OBJFS_MSG_HELLO_OK || (size_t)n != sizeof(struct objfs_msg_hello_ok))
 		return -EPROTO;

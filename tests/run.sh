@@ -34,7 +34,8 @@ run_suite() {
 	local rc=0
 	(cd "$dir" && make -s check -j1) || rc=$?
 	local log
-	for log in "$dir"/tests/*.log "$dir"/tests/integration/*.log "$dir"/tests/gpu/*.log; do
+	for log in "$dir"/tests/*.log "$dir"/tests/integration/*.log "$dir"/tests/gpu/*.log \
+		"$dir"/tests/fuzz/*.log; do
 		[ -f "$log" ] || continue
 		case "$log" in */test-suite.log) continue ;; esac
 		local res
