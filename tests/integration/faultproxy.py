@@ -214,12 +214,12 @@ class Handler(socketserver.BaseRequestHandler):
                 body = self.rfile.read(int(v))
         return parts[0], parts[1], parts[2], headers, body
 
-    def send_head(self, resp, length, close=False):
+    def send_head(self, resp, length):
         out = ["HTTP/1.1 %d %s" % (resp.status, resp.reason)]
         out += ["%s: %s" % (k, v) for k, v in resp.headers if k.lower() not in HOP]
         if length is not None:
             out.append("Content-Length: %d" % length)
-        out.append("Connection: %s" % ("close" if close else "keep-alive"))
+        out.append("Connection: keep-alive")  # even when a fault closes it
         self.sock.sendall(("\r\n".join(out) + "\r\n\r\n").encode("latin-1"))
 
     def send(self, method, resp):
