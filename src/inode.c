@@ -38,6 +38,8 @@ struct objfs_node {
 	size_t nkids;
 	double listed_at;       /* 0: never listed */
 	int listing;            /* a thread is listing it now */
+	unsigned list_gen;      /* listings ended; with list_err, the last one's */
+	int list_err;           /* result, for threads that waited for it */
 	struct objfs_node *hnext;
 };
 
@@ -281,8 +283,17 @@ static int ensure_listed(struct objfs_inodes *t, struct objfs_node *d)
 	char *path;
 	int err;
 
-	while (d->listing)
-		pthread_cond_wait(&t->listed, &t->lock);
+	if (d->listing) {
+		unsigned gen = d->list_gen;
+
+		while (d->listing)
+			pthread_cond_wait(&t->listed, &t->lock);
+		/* The listing we waited for failed: its error is ours too. Listing
+		 * again here would queue every waiter behind one more timeout
+		 * each (3 lookups of a stalled directory took 13, 20 and 33 s). */
+		if (d->list_gen != gen && d->list_err)
+			return d->list_err;
+	}
 	if (d->listed_at && now_s() - d->listed_at < t->list_ttl)
 		return 0;
 	d->listing = 1;
@@ -293,6 +304,8 @@ static int ensure_listed(struct objfs_inodes *t, struct objfs_node *d)
 	if (!err)
 		err = merge_listing(t, d, &l, now_s());
 	d->listing = 0;
+	d->list_err = err;
+	d->list_gen++;
 	pthread_cond_broadcast(&t->listed);
 	objfs_listing_clear(&l);
 	if (err)

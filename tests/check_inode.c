@@ -1,0 +1,114 @@
+/*
+ * Unit tests of src/inode.c with a fake store (no network): concurrent
+ * lookups of one directory share one listing, its success and its failure.
+ * A failed listing used to be repeated by every thread that had waited for
+ * it, one timeout each, so N lookups of a stalled directory took N
+ * timeouts (found with tests/integration/faultproxy.py).
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "inode.h"
+#include "listing.h"
+#include "store.h"
+
+static atomic_int list_calls;
+static atomic_int list_fail; /* the next listings fail with -EIO */
+
+static int fake_list(struct objfs_store *s, const char *path, struct objfs_listing *out)
+{
+	(void)s;
+	(void)path;
+	atomic_fetch_add(&list_calls, 1);
+	usleep(300 * 1000); /* long enough for every thread to queue behind it */
+	if (atomic_load(&list_fail))
+		return -EIO;
+	return objfs_listing_add(out, "a.bin", 5, 0, 123, 1);
+}
+
+static int fake_stat(struct objfs_store *s, const char *path, struct objfs_stat *st)
+{
+	(void)s;
+	(void)path;
+	(void)st;
+	return -ENOENT;
+}
+
+static const struct objfs_store_ops fake_ops = { .name = "fake", .list = fake_list,
+						 .stat = fake_stat };
+
+struct lookup_arg {
+	struct objfs_inodes *t;
+	int err;
+};
+
+static void *lookup_run(void *p)
+{
+	struct lookup_arg *a = p;
+	struct objfs_attr at;
+
+	a->err = objfs_inode_lookup(a->t, OBJFS_ROOT_INO, "a.bin", &at);
+	if (!a->err)
+		objfs_inode_forget(a->t, at.ino, 1);
+	return NULL;
+}
+
+/* Three lookups at once: returns how many listings they caused. */
+static int lookups3(struct objfs_inodes *t, int want_err)
+{
+	struct lookup_arg a[3];
+	pthread_t th[3];
+	int before = atomic_load(&list_calls);
+
+	for (int i = 0; i < 3; i++) {
+		a[i] = (struct lookup_arg){ t, 1 };
+		ck_assert_int_eq(pthread_create(&th[i], NULL, lookup_run, &a[i]), 0);
+	}
+	for (int i = 0; i < 3; i++) {
+		pthread_join(th[i], NULL);
+		ck_assert_int_eq(a[i].err, want_err);
+	}
+	return atomic_load(&list_calls) - before;
+}
+
+START_TEST(test_waiters_share_the_listing)
+{
+	struct objfs_store st = { .ops = &fake_ops };
+	struct objfs_inodes *t;
+
+	ck_assert_int_eq(objfs_inodes_new(&st, 60, 60, &t), 0);
+	/* failing: one listing, its error for all three */
+	atomic_store(&list_fail, 1);
+	ck_assert_int_eq(lookups3(t, -EIO), 1);
+	/* a failure is not remembered: the next lookups list again, and share
+	 * the success */
+	atomic_store(&list_fail, 0);
+	ck_assert_int_eq(lookups3(t, 0), 1);
+	/* within list_ttl: no listing at all */
+	ck_assert_int_eq(lookups3(t, 0), 0);
+	objfs_inodes_free(t);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("inode");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_waiters_share_the_listing);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
