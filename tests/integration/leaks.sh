@@ -55,7 +55,7 @@ SESSIONS=100
 VG_CYCLES=300
 
 sanitized=0
-if ldd "$OBJFS" 2>/dev/null | grep -q 'libasan\|libubsan'; then
+if objfs_sanitized; then
 	sanitized=1
 	# LeakSanitizer at exit, whatever the caller's ASAN_OPTIONS say
 	export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1

@@ -259,6 +259,48 @@ check_unmount() {
 	fi
 }
 
+# ---------------------------------------------------------------- memory
+
+# What objfs may hold beyond cache_size (README, "Memory and unmounting"):
+# threads' buffers, connections, listings.  The RSS bound of the load tests.
+OBJFS_RSS_OVERHEAD_MB=64
+export OBJFS_RSS_OVERHEAD_MB
+
+# objfs_sanitized: true for an ASan/UBSan build of $OBJFS (its RSS is
+# shadow memory and quarantine too: no RSS bound applies).
+objfs_sanitized() {
+	ldd "$OBJFS" 2>/dev/null | grep -q 'libasan\|libubsan'
+}
+
+# rss_sampler PID FILE: append PID's VmRSS (kB) to FILE every 0.2 s, in the
+# background, until PID exits or the sampler is killed; sets RSS_SAMPLER.
+# check_rss_cap FILE CACHE_MB: pass when the largest sample in FILE is under
+# CACHE_MB + OBJFS_RSS_OVERHEAD_MB (a note only for sanitizer builds).
+RSS_SAMPLER=
+export RSS_SAMPLER
+rss_sampler() {
+	(
+		while [ -r "/proc/$1/status" ]; do
+			sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status"
+			sleep 0.2
+		done
+	) >>"$2" 2>/dev/null &
+	RSS_SAMPLER=$!
+}
+check_rss_cap() {
+	local max_kb limit_kb=$((($2 + OBJFS_RSS_OVERHEAD_MB) * 1024))
+	max_kb=$(sort -n "$1" | tail -n 1)
+	if [ -z "$max_kb" ]; then
+		fail "expected RSS samples of objfs in $1, got none"
+	elif objfs_sanitized; then
+		note "sanitizer build: peak RSS ${max_kb} kB not checked against ${limit_kb} kB"
+	elif [ "$max_kb" -le "$limit_kb" ]; then
+		pass "peak RSS ${max_kb} kB stayed under cache_size + ${OBJFS_RSS_OVERHEAD_MB} MiB = ${limit_kb} kB ($(wc -l <"$1") samples)"
+	else
+		fail "expected peak RSS under cache_size + ${OBJFS_RSS_OVERHEAD_MB} MiB = ${limit_kb} kB, got ${max_kb} kB"
+	fi
+}
+
 # remember_mountpoint DIR: cleanup() will unmount DIR if something (e.g. a
 # daemonising objfs run by a test directly) left it mounted.
 remember_mountpoint() {

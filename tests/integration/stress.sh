@@ -53,20 +53,10 @@ if ! mount_objfs "http://127.0.0.1:$NGINX_PORT/data/" "$MNT" \
 fi
 PID=$OBJFS_PID
 
-sanitized=0
-if ldd "$OBJFS" 2>/dev/null | grep -q 'libasan\|libubsan'; then
-	sanitized=1
-fi
-
 # Sample VmRSS of the daemon every 0.2 s while the readers run.
 rss_log=$TEST_TMP/rss.log
-(
-	while [ -r "/proc/$PID/status" ]; do
-		sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$PID/status"
-		sleep 0.2
-	done
-) >"$rss_log" 2>/dev/null &
-sampler=$!
+rss_sampler "$PID" "$rss_log"
+sampler=$RSS_SAMPLER
 
 rc=0
 timeout $((SECONDS_TO_RUN + 120)) python3 - "$SRC" "$MNT" "$SECONDS_TO_RUN" <<'EOF' >"$TEST_TMP/readers.out" 2>&1 || rc=$?
@@ -177,18 +167,7 @@ else
 	fail "killed readers: expected objfs (pid $PID) alive and obj-19.bin equal to the source"
 fi
 
-max_kb=$(sort -n "$rss_log" | tail -n 1)
-limit_kb=$(((CACHE_MB + 64) * 1024))
-if [ -z "$max_kb" ]; then
-	fail "expected RSS samples of objfs (pid $PID) from /proc, got none"
-elif [ "$sanitized" -eq 1 ]; then
-	note "sanitizer build: peak RSS ${max_kb} kB not checked against ${limit_kb} kB"
-	pass "RSS sampled (sanitizer build: bound not applied)"
-elif [ "$max_kb" -le "$limit_kb" ]; then
-	pass "peak RSS ${max_kb} kB stayed under cache_size + 64 MiB = ${limit_kb} kB ($(wc -l <"$rss_log") samples)"
-else
-	fail "expected peak RSS under cache_size + 64 MiB = ${limit_kb} kB, got ${max_kb} kB"
-fi
+check_rss_cap "$rss_log" "$CACHE_MB"
 
 if ! _pid_alive "$PID"; then
 	fail "expected objfs (pid $PID) to survive the stress run"
