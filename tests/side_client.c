@@ -137,11 +137,17 @@ static int do_hang(const char *mnt)
 		fprintf(stderr, "objfs_gpu_open(%s): %s\n", mnt, objfs_strerror(err));
 		return 1;
 	}
-	buf = malloc((size_t)st.st_size);
+	buf = malloc((size_t)st.st_size ? (size_t)st.st_size : 1);
+	if (!buf) {
+		objfs_gpu_close(h);
+		return 1;
+	}
 	printf("reading\n");
 	fflush(stdout);
 	err = objfs_gpu_read(h, buf, (size_t)st.st_size, 0, &n);
 	printf("read ended: %s\n", objfs_strerror(err));
+	objfs_gpu_close(h);
+	free(buf);
 	return 0;
 }
 
