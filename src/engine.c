@@ -675,7 +675,9 @@ static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
 	} else if (rc != CURLE_OK) {
 		retry = curl_retryable(rc);
 		err = curl_errno(rc);
-		objfs_info("%s: %s (attempt %u)", r->url, curl_easy_strerror(rc), r->attempts);
+		/* a refused certificate is never retried away: say so at warn */
+		objfs_log(err == -EACCES ? OBJFS_LOG_WARN : OBJFS_LOG_INFO, "%s: %s (attempt %u)",
+			  r->url, curl_easy_strerror(rc), r->attempts);
 	} else if (r->no_redirect && r->status >= 300 && r->status < 400 && !r->len) {
 		err = 0; /* the caller wants to see the redirect itself */
 	} else if (r->status < 200 || r->status >= 300) {

@@ -609,6 +609,10 @@ static void probe_message(struct s3_store *s, const struct objfs_req *r, int err
 			 "bucket's region", s->bucket, s->region, code[0] ? code : "redirect");
 	else if (strcmp(code, "NoSuchBucket") == 0 || (err == -ENOENT))
 		snprintf(msg, len, "bucket '%s' does not exist at %s", s->bucket, s->endpoint);
+	else if (err == -EACCES && !r->status)
+		/* no HTTP answer at all: curl refused the server's certificate */
+		snprintf(msg, len, "TLS certificate of %s not trusted (verification failed): "
+			 "pass -o ca_file=PATH with the CA that signed it", s->endpoint);
 	else if (strcmp(code, "AccessDenied") == 0 || err == -EACCES)
 		snprintf(msg, len, "access to bucket '%s' denied (%s): check the credentials "
 			 "and their s3:ListBucket permission%s", s->bucket,
