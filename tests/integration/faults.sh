@@ -702,14 +702,7 @@ t_rgw() {
 		note "RGW part left out (FAULTS_RGW=0)"
 		return
 	fi
-	if ! rgw_check 2>"$WORK/rgw_check.err" || ! "$PY" -c 'import boto3' 2>/dev/null; then
-		if [ "${CI:-}" = true ]; then
-			fail "RGW: expected Ceph and boto3 (CI=true: tests/deps.sh installs them): $(cat "$WORK/rgw_check.err")"
-		else
-			note "RGW part skipped: $(cat "$WORK/rgw_check.err") (boto3 for $PY needed too)"
-		fi
-		return
-	fi
+	rgw_require "RGW part" "$PY" || return
 	if ! rgw_start "$TEST_TMP/rgw" 2>"$WORK/rgw_start.err"; then
 		fail "RGW: expected a throw-away RGW to start: $(tail -c 600 "$WORK/rgw_start.err")"
 		return

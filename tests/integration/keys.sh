@@ -343,14 +343,7 @@ t_s3_stub() {
 # control characters and dots must be encoded alike on both sides).
 t_rgw() {
 	local label="RGW keys" out
-	if ! rgw_check 2>"$WORK/rgw_check.err" || ! python3 -c 'import boto3' 2>/dev/null; then
-		if [ "${CI:-}" = true ]; then
-			fail "$label: Ceph RGW and boto3 must be installed under CI ($(cat "$WORK/rgw_check.err"))"
-		else
-			note "RGW part skipped: $(cat "$WORK/rgw_check.err") (or no boto3)"
-		fi
-		return
-	fi
+	rgw_require "$label" || return
 	if ! rgw_start "$TEST_TMP/rgw" 2>"$WORK/rgw.err"; then
 		fail "$label: expected Ceph RGW to start: $(tail -n 5 "$WORK/rgw.err")"
 		return

@@ -127,6 +127,23 @@ _rgw_wait() {
 	_rgw_fail "expected $what within ${RGW_START_TIMEOUT:-120} s, but it did not happen"
 }
 
+# rgw_require LABEL [PYTHON]: 0 when a throw-away RGW can run here and
+# PYTHON (default python3) has boto3; otherwise a failure under CI=true
+# (tests/deps.sh installs both) or a note, and 1. Needs lib.sh's fail/note.
+rgw_require() {
+	local label=$1 py=${2:-python3} why
+	if rgw_check 2>"$TEST_TMP/rgw_check.err" && "$py" -c 'import boto3' 2>/dev/null; then
+		return 0
+	fi
+	why="$(cat "$TEST_TMP/rgw_check.err") (and boto3 for $py)"
+	if [ "${CI:-}" = true ]; then
+		fail "$label: expected Ceph RGW and boto3 under CI=true (tests/deps.sh installs them): $why"
+	else
+		note "$label skipped: $why"
+	fi
+	return 1
+}
+
 rgw_ceph() {
 	timeout 30 "$(_rgw_bin ceph)" -c "$RGW_CONF" --connect-timeout 10 "$@"
 }
