@@ -824,13 +824,9 @@ static int connect_sock(const char *name)
 static int hello(struct objfs_gpu *h, int memfd)
 {
 	struct objfs_msg_hello m = { 0 };
-	union {
-		struct cmsghdr align;
-		char b[CMSG_SPACE(sizeof(int))];
-	} cbuf;
+	union objfs_fd_cmsg cbuf;
 	struct iovec iov = { &m, sizeof(m) };
 	struct msghdr mh = { 0 };
-	struct cmsghdr *cm;
 	char buf[OBJFS_MSG_MAX] __attribute__((aligned(8)));
 	const struct objfs_msg_hdr *r = (const void *)buf;
 	struct pollfd p = { h->sock, POLLIN, 0 };
@@ -842,16 +838,9 @@ static int hello(struct objfs_gpu *h, int memfd)
 	m.slots = h->slots;
 	m.slot_size = h->slot_size;
 	m.ring_bytes = h->ring_bytes;
-	memset(&cbuf, 0, sizeof(cbuf));
 	mh.msg_iov = &iov;
 	mh.msg_iovlen = 1;
-	mh.msg_control = cbuf.b;
-	mh.msg_controllen = sizeof(cbuf.b);
-	cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &memfd, sizeof(int));
+	objfs_msg_attach_fd(&mh, &cbuf, memfd);
 	if (sendmsg(h->sock, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(m))
 		return -errno ? -errno : -EIO;
 	n = poll(&p, 1, HELLO_TIMEOUT_MS);

@@ -48,7 +48,9 @@
 #define OBJFS_SIDE_PROTO_H
 
 #include <stdint.h>
+#include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 
 #define OBJFS_SIDE_MAGIC   0x4f424a53u /* "OBJS" */
 #define OBJFS_SIDE_VERSION 1
@@ -195,6 +197,27 @@ static inline void objfs_msg_init(struct objfs_msg_hdr *h, enum objfs_msg_type t
 	h->type = (uint16_t)type;
 	h->len = len;
 	h->reserved = 0;
+}
+
+/* Control buffer for one descriptor passed with SCM_RIGHTS (HELLO's ring). */
+union objfs_fd_cmsg {
+	struct cmsghdr align;
+	char b[CMSG_SPACE(sizeof(int))];
+};
+
+/* Attaches @fd to @mh through @cb, which must live until sendmsg(). */
+static inline void objfs_msg_attach_fd(struct msghdr *mh, union objfs_fd_cmsg *cb, int fd)
+{
+	struct cmsghdr *cm;
+
+	memset(cb, 0, sizeof(*cb));
+	mh->msg_control = cb->b;
+	mh->msg_controllen = sizeof(cb->b);
+	cm = CMSG_FIRSTHDR(mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
 }
 
 /* Pieces of a request of @len bytes with @slot_size slots. */

@@ -220,25 +220,12 @@ static void raw_free(struct raw *r)
 
 static void raw_send(int sock, const void *m, size_t len, int fd)
 {
-	union {
-		struct cmsghdr align;
-		char b[CMSG_SPACE(sizeof(int))];
-	} cbuf;
+	union objfs_fd_cmsg cbuf;
 	struct iovec iov = { (void *)m, len };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
-	if (fd >= 0) {
-		struct cmsghdr *cm;
-
-		memset(&cbuf, 0, sizeof(cbuf));
-		mh.msg_control = cbuf.b;
-		mh.msg_controllen = sizeof(cbuf.b);
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	}
+	if (fd >= 0)
+		objfs_msg_attach_fd(&mh, &cbuf, fd);
 	ck_assert_int_eq(sendmsg(sock, &mh, MSG_NOSIGNAL), (ssize_t)len);
 }
 

@@ -169,11 +169,9 @@ static int raw_hello(const struct objfs_side_cap *cap, const uint8_t *token, uin
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	size_t n = strlen(cap->sock);
 	struct objfs_msg_hello m = { 0 };
-	union { struct cmsghdr a; char b[CMSG_SPACE(sizeof(int))]; } cb;
+	union objfs_fd_cmsg cb;
 	struct iovec iov = { &m, sizeof(m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cb.b,
-			     .msg_controllen = sizeof(cb.b) };
-	struct cmsghdr *cm;
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	char buf[OBJFS_MSG_MAX];
 	uint64_t bytes = objfs_ring_bytes(cap->ring_slots, cap->ring_slot_size);
 	struct objfs_ring_hdr *r;
@@ -200,12 +198,7 @@ static int raw_hello(const struct objfs_side_cap *cap, const uint8_t *token, uin
 	m.slots = cap->ring_slots;
 	m.slot_size = cap->ring_slot_size;
 	m.ring_bytes = bytes;
-	memset(&cb, 0, sizeof(cb));
-	cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &memfd, sizeof(int));
+	objfs_msg_attach_fd(&mh, &cb, memfd);
 	if (sendmsg(sock, &mh, 0) != (ssize_t)sizeof(m) || recv(sock, buf, sizeof(buf), 0) < 16)
 		return -1;
 	close(memfd);

@@ -127,25 +127,12 @@ static int sock_connect(const char *name)
 /* Sends; 0, or -1 once the daemon has closed (the script then stops). */
 static int send_fd(struct client *c, const void *m, size_t len, int fd)
 {
-	union {
-		struct cmsghdr align;
-		char b[CMSG_SPACE(sizeof(int))];
-	} cbuf;
+	union objfs_fd_cmsg cbuf;
 	struct iovec iov = { (void *)m, len };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 
-	if (fd >= 0) {
-		struct cmsghdr *cm;
-
-		memset(&cbuf, 0, sizeof(cbuf));
-		mh.msg_control = cbuf.b;
-		mh.msg_controllen = sizeof(cbuf.b);
-		cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	}
+	if (fd >= 0)
+		objfs_msg_attach_fd(&mh, &cbuf, fd);
 	for (int tries = 0; tries < 100; tries++) {
 		if (sendmsg(c->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0)
 			return 0;
