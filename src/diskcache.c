@@ -411,6 +411,29 @@ static void enqueue(struct objfs_diskcache *dc, struct dreq *r)
 	wake(dc);
 }
 
+/* A request for the chunk @key (@ident) moving @len bytes at @data, with its
+ * header buffer (aligned for O_DIRECT reads); the rest zeroed. NULL: no memory. */
+static struct dreq *dreq_new(enum op op, struct key key, const char *ident, size_t ident_len,
+			     char *data, size_t len)
+{
+	struct dreq *r = calloc(1, sizeof(*r) + ident_len);
+
+	if (r && posix_memalign((void **)&r->hdr, DIRECT_ALIGN, HDR_SIZE)) {
+		free(r);
+		return NULL;
+	}
+	if (!r)
+		return NULL;
+	r->op = op;
+	r->key = key;
+	r->fd = -1;
+	r->data = data;
+	r->len = len;
+	r->ident_len = ident_len;
+	memcpy(r->ident, ident, ident_len);
+	return r;
+}
+
 static void dreq_free(struct dreq *r)
 {
 	if (!r)
@@ -878,24 +901,13 @@ static struct dreq *write_req(struct objfs_diskcache *dc, struct key key, const 
 	pthread_mutex_unlock(&dc->lock);
 	if (!room)
 		return NULL;
-	r = calloc(1, sizeof(*r) + ident_len);
-	if (r && !(r->hdr = malloc(HDR_SIZE))) {
-		free(r);
-		r = NULL;
-	}
+	r = dreq_new(OP_WRITE, key, ident, ident_len, data, len);
 	if (!r) {
 		unreserve(dc, len, 0);
 		return NULL;
 	}
-	r->op = OP_WRITE;
-	r->key = key;
-	r->len = len;
-	r->fd = -1;
-	r->data = data;
 	r->owned = owned;
 	r->arg = arg;
-	r->ident_len = ident_len;
-	memcpy(r->ident, ident, ident_len);
 	if (!owned)
 		dc->hold(arg);
 	return r;
@@ -942,23 +954,12 @@ static int read_hit(struct objfs_diskcache *dc, const char *id, uint64_t idx, si
 	lru_push(dc, e);
 	gen = e->gen;
 	pthread_mutex_unlock(&dc->lock);
-	r = calloc(1, sizeof(*r) + *ilen);
-	if (r && posix_memalign((void **)&r->hdr, DIRECT_ALIGN, HDR_SIZE)) {
-		free(r);
-		r = NULL;
-	}
+	r = dreq_new(OP_READ, k, ident, *ilen, dst, len);
 	if (!r)
 		return -ENOMEM;
-	r->op = OP_READ;
-	r->key = k;
 	r->gen = gen;
-	r->fd = -1;
-	r->data = dst;
-	r->len = len;
 	r->done = done;
 	r->arg = arg;
-	r->ident_len = *ilen;
-	memcpy(r->ident, ident, *ilen);
 	enqueue(dc, r);
 	return 0;
 }
