@@ -42,42 +42,14 @@
 #include <strings.h>
 #include <time.h>
 
-#include "engine.h"
+#include "engine_i.h"
 #include "log.h"
 #include "range.h"
 #include "stats.h"
 
 #define ERR_BODY_MAX (16u << 10)
-#define EASY_POOL_MAX 64
 #define RECV_BUFFER (512L << 10)
 #define WATCH_NS (100 * 1000000LL) /* stall watchdog period */
-
-struct engine_thread {
-	struct objfs_engine *e;
-	pthread_t tid;
-	CURLM *multi;
-	pthread_mutex_t lock;
-	struct objfs_req *q_head, *q_tail; /* guarded by lock */
-	int stop;                          /* guarded by lock */
-	/* Engine thread only: */
-	struct objfs_req *delayed;
-	struct objfs_req *inflight; /* doubly linked through next/prev */
-	int64_t watched_ns;         /* last stall watchdog pass */
-	CURL *pool[EASY_POOL_MAX];
-	unsigned npool;
-	int started;
-	atomic_uint load; /* requests submitted here and not finished */
-};
-
-struct objfs_engine {
-	struct objfs_engine_cfg cfg;
-	char *ca_file;
-	CURLSH *share;
-	pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
-	unsigned nthreads;
-	struct engine_thread *th;
-	atomic_uint rr;
-};
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 static CURLcode curl_init_rc;
@@ -93,6 +65,11 @@ static int64_t mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t objfs_engine_now_ns(void)
+{
+	return mono_ns();
 }
 
 /* The one table from HTTP status to errno. */
@@ -328,7 +305,7 @@ static size_t on_header(char *line, size_t sz, size_t nmemb, void *ud)
  * Validates a successful ranged response before its first byte is used.
  * Returns 0 or -errno (the transfer is then aborted).
  */
-static int check_range_response(struct objfs_req *r)
+int objfs_engine_check_range(struct objfs_req *r)
 {
 	int64_t end = r->off + (int64_t)r->len - 1;
 
@@ -412,7 +389,7 @@ static size_t on_body(char *p, size_t sz, size_t nmemb, void *ud)
 	if (!r->checked) {
 		r->checked = 1;
 		if (r->status >= 200 && r->status < 300 && r->len) {
-			r->err = check_range_response(r);
+			r->err = objfs_engine_check_range(r);
 			if (r->err)
 				return 0;
 		}
@@ -468,6 +445,11 @@ static size_t on_header_status(char *line, size_t sz, size_t nmemb, void *ud)
 			r->status = strtol(sp + 1, NULL, 10);
 	}
 	return on_header(line, sz, nmemb, ud);
+}
+
+void objfs_engine_header_line(struct objfs_req *r, char *line, size_t n)
+{
+	(void)on_header_status(line, 1, n, r);
 }
 
 /* The request goes out on a connection: the stall clock starts. */
@@ -529,6 +511,8 @@ static int start(struct engine_thread *th, struct objfs_req *r)
 	req_reset_attempt(r);
 	r->attempts++;
 	r->progress_ns = 0;
+	if (objfs_direct_start(th, r) == 0)
+		return 0;
 	h = easy_get(th);
 	if (!h)
 		return -ENOMEM;
@@ -596,11 +580,7 @@ static int start(struct engine_thread *th, struct objfs_req *r)
 		return -EIO;
 	}
 	r->easy = h;
-	r->prev = NULL;
-	r->next = th->inflight;
-	if (th->inflight)
-		th->inflight->prev = r;
-	th->inflight = r;
+	objfs_engine_inflight_add(th, r);
 	return 0;
 nomem:
 	easy_put(th, h);
@@ -620,7 +600,7 @@ static void schedule_retry(struct engine_thread *th, struct objfs_req *r)
 	th->delayed = r;
 }
 
-static void launch(struct engine_thread *th, struct objfs_req *r)
+void objfs_engine_launch(struct engine_thread *th, struct objfs_req *r)
 {
 	int err = start(th, r);
 
@@ -628,22 +608,42 @@ static void launch(struct engine_thread *th, struct objfs_req *r)
 		finish(th, r, err);
 }
 
-static void inflight_remove(struct engine_thread *th, struct objfs_req *r)
+void objfs_engine_inflight_add(struct engine_thread *th, struct objfs_req *r)
 {
-	curl_multi_remove_handle(th->multi, r->easy);
+	r->prev = NULL;
+	r->next = th->inflight;
+	if (th->inflight)
+		th->inflight->prev = r;
+	th->inflight = r;
+}
+
+void objfs_engine_inflight_unlink(struct engine_thread *th, struct objfs_req *r)
+{
 	if (r->prev)
 		r->prev->next = r->next;
 	else
 		th->inflight = r->next;
 	if (r->next)
 		r->next->prev = r->prev;
-	r->easy = NULL;
 	r->next = r->prev = NULL;
 }
 
-/* An attempt ended with @err: retry it, or finish the request. */
-static void conclude(struct engine_thread *th, struct objfs_req *r, int err, int retry,
-		     int64_t ttfb)
+/* Ends @r's attempt on either path: its curl handle goes back to the pool,
+ * its direct connection is closed. */
+static void inflight_remove(struct engine_thread *th, struct objfs_req *r)
+{
+	if (r->easy) {
+		curl_multi_remove_handle(th->multi, r->easy);
+		easy_put(th, r->easy);
+		r->easy = NULL;
+	} else {
+		objfs_direct_abort(th, r);
+	}
+	objfs_engine_inflight_unlink(th, r);
+}
+
+void objfs_engine_conclude(struct engine_thread *th, struct objfs_req *r, int err, int retry,
+			   int64_t ttfb)
 {
 	if (err && retry && r->attempts <= th->e->cfg.retries) {
 		schedule_retry(th, r);
@@ -663,8 +663,8 @@ static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
 	if (curl_easy_getinfo(h, CURLINFO_STARTTRANSFER_TIME_T, &ttfb) != CURLE_OK || !r->status)
 		ttfb = -1;
+	objfs_direct_learn(th->e, h, r->url);
 	inflight_remove(th, r);
-	easy_put(th, h);
 
 	err = r->err;
 	if (err) {
@@ -691,7 +691,7 @@ static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
 		if (!r->checked) {
 			/* Empty body: run the checks anyway. */
 			r->checked = 1;
-			err = check_range_response(r);
+			err = objfs_engine_check_range(r);
 			retry = err == -EIO;
 		}
 		if (!err && r->got != r->len) {
@@ -704,7 +704,7 @@ static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
 		if (r->clen >= 0 && r->clen != (int64_t)r->got)
 			err = -EIO, retry = 1;
 	}
-	conclude(th, r, err, retry, (int64_t)ttfb);
+	objfs_engine_conclude(th, r, err, retry, (int64_t)ttfb);
 }
 
 /*
@@ -719,22 +719,21 @@ static void watch_stalls(struct engine_thread *th, int64_t now)
 
 	th->watched_ns = now;
 	for (; r; r = next) {
-		CURL *h = r->easy;
-
 		next = r->next;
 		if (!r->progress_ns || now - r->progress_ns <= limit)
 			continue;
 		objfs_info("%s: nothing received for %.1f s (attempt %u)", r->url,
 			   (double)(now - r->progress_ns) / 1e9, r->attempts);
 		inflight_remove(th, r);
-		easy_put(th, h);
-		conclude(th, r, -ETIMEDOUT, 1, -1);
+		objfs_engine_conclude(th, r, -ETIMEDOUT, 1, -1);
 	}
 }
 
 static void *engine_main(void *arg)
 {
 	struct engine_thread *th = arg;
+
+	unsigned nw = 0; /* th->wfds entries of the last poll */
 
 	for (;;) {
 		struct objfs_req *q, **pp;
@@ -764,7 +763,7 @@ static void *engine_main(void *arg)
 		while (q) {
 			struct objfs_req *next = q->next;
 
-			launch(th, q);
+			objfs_engine_launch(th, q);
 			q = next;
 		}
 		now = mono_ns();
@@ -773,7 +772,7 @@ static void *engine_main(void *arg)
 
 			if (r->due_ns <= now) {
 				*pp = r->next;
-				launch(th, r);
+				objfs_engine_launch(th, r);
 			} else {
 				int64_t ms = (r->due_ns - now) / 1000000 + 1;
 
@@ -786,6 +785,7 @@ static void *engine_main(void *arg)
 		while ((m = curl_multi_info_read(th->multi, &msgs)))
 			if (m->msg == CURLMSG_DONE)
 				completed(th, m->easy_handle, m->data.result);
+		objfs_direct_progress(th, nw);
 		if (th->inflight) {
 			now = mono_ns();
 			if (now - th->watched_ns >= WATCH_NS)
@@ -793,7 +793,8 @@ static void *engine_main(void *arg)
 			if (timeout_ms > WATCH_NS / 1000000)
 				timeout_ms = (int)(WATCH_NS / 1000000);
 		}
-		curl_multi_poll(th->multi, NULL, 0, timeout_ms, NULL);
+		nw = objfs_direct_waitfds(th);
+		curl_multi_poll(th->multi, th->wfds, nw, timeout_ms, NULL);
 	}
 	return NULL;
 }
@@ -829,6 +830,8 @@ int objfs_engine_new(const struct objfs_engine_cfg *cfg, struct objfs_engine **o
 		return -ENOMEM;
 	e->cfg = *cfg;
 	e->nthreads = cfg->threads ? cfg->threads : 1;
+	e->direct = cfg->direct && objfs_direct_usable();
+	pthread_mutex_init(&e->origin_lock, NULL);
 	if (cfg->ca_file) {
 		e->ca_file = strdup(cfg->ca_file);
 		if (!e->ca_file)
@@ -854,7 +857,11 @@ int objfs_engine_new(const struct objfs_engine_cfg *cfg, struct objfs_engine **o
 		struct engine_thread *th = &e->th[i];
 
 		th->e = e;
+		th->per = per;
 		pthread_mutex_init(&th->lock, NULL);
+		th->wfds = calloc(per, sizeof(*th->wfds));
+		if (!th->wfds)
+			goto err_free;
 		th->multi = curl_multi_init();
 		if (!th->multi)
 			goto err_free;
@@ -907,12 +914,12 @@ void objfs_engine_free(struct objfs_engine *e)
 		}
 		while (th->inflight) {
 			struct objfs_req *r = th->inflight;
-			CURL *h = r->easy;
 
 			inflight_remove(th, r);
-			curl_easy_cleanup(h);
 			finish(th, r, -ECANCELED);
 		}
+		objfs_direct_free(th);
+		free(th->wfds);
 		while (th->npool)
 			curl_easy_cleanup(th->pool[--th->npool]);
 		if (th->multi)
@@ -924,6 +931,7 @@ void objfs_engine_free(struct objfs_engine *e)
 		curl_share_cleanup(e->share);
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_destroy(&e->share_locks[i]);
+	pthread_mutex_destroy(&e->origin_lock);
 	free(e->ca_file);
 	free(e);
 }

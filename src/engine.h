@@ -3,7 +3,7 @@
  *
  * N engine threads each own a libcurl multi handle and run an event loop
  * (curl_multi_poll, woken by curl_multi_wakeup when work is queued). Requests
- * are spread round-robin over the threads; connections are pooled per thread
+ * go to the least loaded thread; connections are pooled per thread
  * and capped per host so warm keep-alive connections are reused. DNS and TLS
  * sessions are shared between threads through one share handle.
  *
@@ -17,6 +17,12 @@
  * A stall is an attempt that receives nothing for cfg.timeout seconds once
  * its request is on a connection; the engine's own watchdog ends it (see
  * engine.c), so an attempt never waits much past the timeout.
+ *
+ * With cfg.direct, ranged GETs over plain HTTP/1.1 skip libcurl's receive
+ * buffer: the engine's own small reader (engine_direct.c) writes request
+ * and validates the head itself and lets the kernel's recv() write the
+ * body into dst. It takes only the happy path; anything else is handed to
+ * libcurl, so both paths give the same results and errors.
  *
  * Errors come out as -errno only (see objfs_http_errno()).
  */
@@ -36,6 +42,9 @@ struct objfs_engine_cfg {
 	int insecure;            /* skip TLS verification */
 	double timeout;          /* seconds without progress before a retry */
 	unsigned retries;        /* extra attempts after the first */
+	int direct;              /* plain-HTTP ranged GETs received straight
+				    into dst, not through libcurl's buffer
+				    (engine_direct.c) */
 };
 
 enum objfs_method { OBJFS_GET, OBJFS_HEAD };
@@ -84,6 +93,9 @@ struct objfs_req {
 				   waits for a connection */
 	struct curl_slist *own_headers;
 	void *easy;             /* in flight: its curl handle */
+	void *dconn;            /* in flight on the direct path: its connection */
+	int no_direct;          /* this request goes through libcurl only */
+	int64_t sent_ns;        /* direct path: request written (for ttfb) */
 	struct objfs_req *next; /* queue, retry list or in-flight list */
 	struct objfs_req *prev; /* in-flight list */
 };

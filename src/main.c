@@ -80,6 +80,8 @@ static void usage(FILE *f, const char *prog)
 "  insecure               do not verify TLS certificates (dangerous)\n"
 "  log_level=LEVEL        error, warn (default), info or debug\n"
 "  side=on|off            GPU side API server for libobjfs (default on)\n"
+"  direct_recv=on|off     http:// bodies received straight into the destination,\n"
+"                         not through libcurl's buffer (default on)\n"
 "  ring_slots=N           GPU side API ring slots per session (default 16)\n"
 "  ring_slot_size=SIZE    GPU side API ring slot size (default 8M)\n"
 "  cache_dir=PATH         persistent chunk cache on local disk (default: none)\n"
@@ -187,6 +189,7 @@ static int serve(struct cli *c, char *argv0)
 		.insecure = c->opts.insecure,
 		.timeout = c->opts.timeout,
 		.retries = c->opts.retries,
+		.direct = c->opts.direct_recv,
 	};
 	struct objfs_engine *engine = NULL;
 	struct objfs_store *store = NULL;

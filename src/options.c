@@ -42,6 +42,7 @@ static const struct opt_def defs[] = {
 	{ "engine_threads", K_UINT, F(engine_threads), 0, 1, 64 },
 	{ "stats", K_FLAG, F(stats), 0, 0, 0 },
 	{ "side", K_ONOFF, F(side), 0, 0, 0 },
+	{ "direct_recv", K_ONOFF, F(direct_recv), 0, 0, 0 },
 	{ "ring_slots", K_UINT, F(ring_slots), 0, 2, 64 },
 	{ "ring_slot_size", K_SIZE, F(ring_slot_size), 0, 64 << 10, 64 << 20 },
 	{ "cache_dir", K_STR, F(cache_dir), 0, 0, 0 },
@@ -80,6 +81,7 @@ void objfs_opts_init(struct objfs_opts *o)
 	o->threads = 16;
 	o->engine_threads = 2;
 	o->side = 1;
+	o->direct_recv = 1;
 	o->ring_slots = 16;
 	o->ring_slot_size = 8u << 20;
 	o->cache_dir_size = 10ull << 30;

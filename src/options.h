@@ -25,6 +25,7 @@ struct objfs_opts {
 	unsigned engine_threads;  /* fetch engine threads */
 	int stats;                /* print counters at unmount */
 	int side;                 /* GPU side API server on (default) or off */
+	int direct_recv;          /* plain-HTTP bodies straight into buffers (on) */
 	unsigned ring_slots;      /* GPU side API ring: slots per session */
 	size_t ring_slot_size;    /* GPU side API ring: bytes per slot */
 	char *cache_dir;          /* owned; NULL: no disk cache */

@@ -11,7 +11,7 @@
 #include "stats.h"
 
 static struct {
-	atomic_uint_fast64_t requests, errors, retries, bytes;
+	atomic_uint_fast64_t requests, errors, retries, bytes, direct, direct_fallbacks;
 	atomic_uint_fast64_t ttfb[OBJFS_STATS_BUCKETS];
 } g;
 
@@ -39,12 +39,20 @@ void objfs_stats_request(unsigned attempts, size_t bytes, int err, int64_t ttfb_
 					  memory_order_relaxed);
 }
 
+void objfs_stats_direct(int fallback)
+{
+	atomic_fetch_add_explicit(fallback ? &g.direct_fallbacks : &g.direct, 1,
+				  memory_order_relaxed);
+}
+
 void objfs_stats_get(struct objfs_stats *out)
 {
 	out->requests = atomic_load_explicit(&g.requests, memory_order_relaxed);
 	out->errors = atomic_load_explicit(&g.errors, memory_order_relaxed);
 	out->retries = atomic_load_explicit(&g.retries, memory_order_relaxed);
 	out->bytes = atomic_load_explicit(&g.bytes, memory_order_relaxed);
+	out->direct = atomic_load_explicit(&g.direct, memory_order_relaxed);
+	out->direct_fallbacks = atomic_load_explicit(&g.direct_fallbacks, memory_order_relaxed);
 	for (unsigned i = 0; i < OBJFS_STATS_BUCKETS; i++)
 		out->ttfb[i] = atomic_load_explicit(&g.ttfb[i], memory_order_relaxed);
 }
@@ -55,6 +63,8 @@ void objfs_stats_reset(void)
 	atomic_store(&g.errors, 0);
 	atomic_store(&g.retries, 0);
 	atomic_store(&g.bytes, 0);
+	atomic_store(&g.direct, 0);
+	atomic_store(&g.direct_fallbacks, 0);
 	for (unsigned i = 0; i < OBJFS_STATS_BUCKETS; i++)
 		atomic_store(&g.ttfb[i], 0);
 }
@@ -105,6 +115,8 @@ size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
 	put(buf, cap, &len, "requests %llu\nrequest_errors %llu\nretries %llu\nbytes %llu\n",
 	    (unsigned long long)s->requests, (unsigned long long)s->errors,
 	    (unsigned long long)s->retries, (unsigned long long)s->bytes);
+	put(buf, cap, &len, "requests_direct %llu\ndirect_fallbacks %llu\n",
+	    (unsigned long long)s->direct, (unsigned long long)s->direct_fallbacks);
 	put(buf, cap, &len, "ttfb_p50_us %llu\nttfb_p90_us %llu\nttfb_p99_us %llu\n",
 	    (unsigned long long)objfs_stats_percentile(s->ttfb, 50),
 	    (unsigned long long)objfs_stats_percentile(s->ttfb, 90),

@@ -31,12 +31,19 @@ struct objfs_stats {
 	uint64_t errors;        /* finished with an error after retries */
 	uint64_t retries;       /* extra attempts */
 	uint64_t bytes;         /* body bytes delivered */
+	uint64_t direct;        /* ranged GETs received by the engine's direct
+				   path (engine_direct.c), not through libcurl */
+	uint64_t direct_fallbacks; /* direct attempts handed over to libcurl */
 	uint64_t ttfb[OBJFS_STATS_BUCKETS];
 };
 
 /* Records one finished request: attempts made, bytes, error, time to first
  * byte of the last attempt in microseconds (< 0: none arrived). */
 void objfs_stats_request(unsigned attempts, size_t bytes, int err, int64_t ttfb_us);
+
+/* Records a ranged GET finished on the direct path (@fallback 0) or one
+ * of its attempts handed over to libcurl (@fallback 1). */
+void objfs_stats_direct(int fallback);
 
 /* Copies the current counters into @out. */
 void objfs_stats_get(struct objfs_stats *out);

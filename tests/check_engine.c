@@ -9,9 +9,22 @@
  *   /silent   nothing at all (a first byte that never comes)
  *   /trickle  the 100 bytes in 10 pieces 250 ms apart: slower in total than
  *             the timeout, but never silent for it, so it must succeed
- *   /ok       the 100 bytes at once
+ *   /ok       the 100 bytes at once, connection kept alive
+ *   /close    the 100 bytes, then the server closes the connection without
+ *             saying so (a kept-alive connection gone stale)
+ *   /connclose the 100 bytes with "Connection: close", then closes
+ *   /full     200 with the whole 1000-byte object (Range ignored)
+ *   /chunked  206 with the 100 bytes in chunked encoding
+ *   /badrange 206 with Content-Range 1-100 (not the range asked for)
+ *   /short    206 headers and 50 of the 100 bytes, then close
+ *   /gone     404 with a small body
+ *   /head     206 whose head arrives in two pieces, the body in the second
  *
  * Every body is bytes 0-99 of a 1000-byte object whose byte i is i * 7.
+ * The first group runs against libcurl and the direct receive path
+ * (engine_direct.c) alike; the second group is the direct path's own:
+ * every way a response can leave it goes to libcurl or fails as libcurl
+ * would, and never puts a wrong byte into dst.
  */
 #include "config.h"
 
@@ -30,14 +43,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "engine_i.h"
+#include "stats.h"
 
 #define BODY 100
 #define MAX_CONNS 64
 
 struct srv {
 	int fd, port;
-	atomic_int stop, requests;
+	atomic_int stop, requests, accepted;
 	pthread_t acc;
 	pthread_mutex_t lock;
 	pthread_t conns[MAX_CONNS];
@@ -111,6 +125,51 @@ static void *conn_main(void *arg)
 				usleep(250 * 1000);
 				put(c, body + i * 10, 10);
 			}
+		} else if (strncmp(req, "GET /close ", 11) == 0) {
+			put(c, head, strlen(head));
+			put(c, body, BODY);
+			break;
+		} else if (strncmp(req, "GET /connclose ", 15) == 0) {
+			static const char h[] = "HTTP/1.1 206 Partial Content\r\nContent-Range: "
+				"bytes 0-99/1000\r\nContent-Length: 100\r\nConnection: close\r\n\r\n";
+
+			put(c, h, strlen(h));
+			put(c, body, BODY);
+			break;
+		} else if (strncmp(req, "GET /full ", 10) == 0) {
+			char all[1000];
+			static const char h[] = "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n";
+
+			body_of(all, sizeof(all));
+			put(c, h, strlen(h));
+			put(c, all, sizeof(all));
+		} else if (strncmp(req, "GET /chunked ", 13) == 0) {
+			static const char h[] = "HTTP/1.1 206 Partial Content\r\nContent-Range: "
+				"bytes 0-99/1000\r\nTransfer-Encoding: chunked\r\n\r\n64\r\n";
+
+			put(c, h, strlen(h));
+			put(c, body, BODY);
+			put(c, "\r\n0\r\n\r\n", 7);
+		} else if (strncmp(req, "GET /badrange ", 14) == 0) {
+			static const char h[] = "HTTP/1.1 206 Partial Content\r\nContent-Range: "
+				"bytes 1-100/1000\r\nContent-Length: 100\r\n\r\n";
+
+			put(c, h, strlen(h));
+			put(c, body, BODY);
+		} else if (strncmp(req, "GET /short ", 11) == 0) {
+			put(c, head, strlen(head));
+			put(c, body, BODY / 2);
+			break;
+		} else if (strncmp(req, "GET /gone ", 10) == 0) {
+			static const char h[] = "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\n"
+				"not here\n";
+
+			put(c, h, strlen(h));
+		} else if (strncmp(req, "GET /head ", 10) == 0) {
+			put(c, head, 20);
+			usleep(50 * 1000);
+			put(c, head + 20, strlen(head) - 20);
+			put(c, body, BODY);
 		} else {
 			put(c, head, strlen(head));
 			put(c, body, BODY);
@@ -134,6 +193,7 @@ static void *accept_main(void *arg)
 		c = accept(s->fd, NULL, NULL);
 		if (c < 0)
 			continue;
+		atomic_fetch_add(&s->accepted, 1);
 		a = malloc(2 * sizeof(*a));
 		ck_assert_ptr_nonnull(a);
 		a[0] = s;
@@ -174,10 +234,11 @@ static void srv_stop(struct srv *s)
 	pthread_mutex_destroy(&s->lock);
 }
 
-static struct objfs_engine *engine(unsigned conns)
+static struct objfs_engine *engine(unsigned conns, int direct)
 {
 	struct objfs_engine_cfg cfg = {
 		.threads = 1, .max_host_conns = conns, .timeout = 1.0, .retries = 1,
+		.direct = direct,
 	};
 	struct objfs_engine *e = NULL;
 
@@ -198,56 +259,82 @@ static void ranged(struct objfs_req *r, char *url, size_t cap, int port, const c
 	r->expect_size = 1000;
 }
 
+/* What one fetch() saw, besides the requests themselves. */
+struct run {
+	int direct;       /* in: engine with the direct receive path */
+	unsigned conns;   /* in: connections */
+	double el;        /* seconds the requests took */
+	int served;       /* requests the server saw (not counting the warm-up) */
+	int accepted;     /* connections the server accepted (warm-up included) */
+	struct objfs_stats st; /* engine counters of the requests */
+};
+
 /*
- * Runs ranged GETs of @paths (@n of them) into @dst (n x BODY bytes) on a
- * fresh server and engine (@conns connections); returns the engine's result
- * and, through @el and @served, the seconds it took and the requests the
- * server saw. @r receives the finished requests.
+ * Runs ranged GETs of @paths (@n of them) into @dst (n x BODY bytes, first
+ * set to 0xAA) on a fresh server and engine; returns the engine's result.
+ * With @run->direct, one /ok through libcurl goes first, so the engine
+ * knows the origin and the requests themselves can go direct.
  */
-static int fetch(const char *const *paths, size_t n, unsigned conns, struct objfs_req *r,
-		 char *dst, double *el, int *served)
+static int fetch(const char *const *paths, size_t n, struct run *run, struct objfs_req *r,
+		 char *dst)
 {
-	struct objfs_req *rp[4];
-	char url[4][128];
+	struct objfs_req *rp[4], w;
+	char url[4][128], wurl[128], wdst[BODY];
 	struct objfs_engine *e;
 	struct srv s;
 	double t0;
 	int err;
 
 	ck_assert_uint_le(n, 4);
+	memset(dst, 0xAA, n * BODY);
 	srv_start(&s);
-	e = engine(conns);
+	e = engine(run->conns, run->direct);
+	if (run->direct) {
+		struct objfs_req *wp = &w;
+
+		ranged(&w, wurl, sizeof(wurl), s.port, "/ok", wdst);
+		ck_assert_int_eq(objfs_engine_run(e, &wp, 1), 0);
+		objfs_req_clear(&w);
+	}
 	for (size_t i = 0; i < n; i++) {
 		ranged(&r[i], url[i], sizeof(url[i]), s.port, paths[i], dst + i * BODY);
 		rp[i] = &r[i];
 	}
+	objfs_stats_reset();
 	t0 = now_s();
 	err = objfs_engine_run(e, rp, n);
-	*el = now_s() - t0;
+	run->el = now_s() - t0;
+	objfs_stats_get(&run->st);
 	for (size_t i = 0; i < n; i++)
 		objfs_req_clear(&r[i]);
 	objfs_engine_free(e);
 	srv_stop(&s);
-	*served = atomic_load(&s.requests);
+	run->served = atomic_load(&s.requests) - (run->direct ? 1 : 0);
+	run->accepted = atomic_load(&s.accepted);
 	return err;
 }
 
 static const char *const stalled[] = { "/stall", "/silent" };
 
+/* Loop index of the watchdog tests: the path, and libcurl (0) or direct (1). */
+#define NSTALLED (sizeof(stalled) / sizeof(stalled[0]))
+
 /* A silent attempt is ended after the timeout and retried; then EIO-class
  * -ETIMEDOUT, after about (retries + 1) x timeout, not timeout + 5 s each. */
 START_TEST(test_stall_retried_then_fails)
 {
+	struct run run = { .direct = _i / (int)NSTALLED, .conns = 4 };
+	const char *path = stalled[_i % NSTALLED];
 	struct objfs_req r;
 	char dst[BODY];
-	double el;
-	int served, err = fetch(&stalled[_i], 1, 4, &r, dst, &el, &served);
+	int err = fetch(&path, 1, &run, &r, dst);
 
 	ck_assert_int_eq(err, -ETIMEDOUT);
 	ck_assert_uint_eq(r.attempts, 2);
-	ck_assert_int_eq(served, 2);
-	ck_assert_msg(el >= 2.0 && el < 5.0, "%s: failed after %.2f s, expected 2-5 s "
-		      "(2 attempts of a 1 s timeout)", stalled[_i], el);
+	ck_assert_int_eq(run.served, 2);
+	ck_assert_msg(run.el >= 2.0 && run.el < 5.0, "%s (direct %d): failed after %.2f s, "
+		      "expected 2-5 s (2 attempts of a 1 s timeout)", path, run.direct, run.el);
+	ck_assert_uint_eq(run.st.direct_fallbacks, 0);
 }
 END_TEST
 
@@ -255,38 +342,196 @@ END_TEST
 START_TEST(test_trickle_is_progress)
 {
 	static const char *const paths[] = { "/trickle" };
+	struct run run = { .direct = _i, .conns = 4 };
 	struct objfs_req r;
 	char dst[BODY], want[BODY];
-	double el;
-	int served, err = fetch(paths, 1, 4, &r, dst, &el, &served);
+	int err = fetch(paths, 1, &run, &r, dst);
 
 	body_of(want, sizeof(want));
 	ck_assert_int_eq(err, 0);
 	ck_assert_uint_eq(r.attempts, 1);
 	ck_assert_uint_eq(r.got, BODY);
 	ck_assert_mem_eq(dst, want, BODY);
-	ck_assert_msg(el >= 2.0, "the trickle took %.2f s, expected about 2.5 s", el);
+	ck_assert_uint_eq(run.st.direct, (unsigned)_i);
+	ck_assert_msg(run.el >= 2.0, "the trickle took %.2f s, expected about 2.5 s", run.el);
 }
 END_TEST
 
-/* One connection: the second request waits in curl's queue longer than the
- * timeout behind a trickling one. Queued is not stalled: both succeed with
- * one attempt each. */
+/* One connection: the second request waits (in curl's queue, or the direct
+ * path's) longer than the timeout behind a trickling one. Queued is not
+ * stalled: both succeed with one attempt each. */
 START_TEST(test_queued_is_not_stalled)
 {
 	static const char *const paths[] = { "/trickle", "/ok" };
+	struct run run = { .direct = _i, .conns = 1 };
 	struct objfs_req r[2];
 	char dst[2 * BODY], want[BODY];
-	double el;
-	int served, err = fetch(paths, 2, 1, r, dst, &el, &served);
+	int err = fetch(paths, 2, &run, r, dst);
 
 	body_of(want, sizeof(want));
 	ck_assert_int_eq(err, 0);
 	ck_assert_uint_eq(r[0].attempts, 1);
 	ck_assert_uint_eq(r[1].attempts, 1);
-	ck_assert_int_eq(served, 2);
+	ck_assert_int_eq(run.served, 2);
 	ck_assert_mem_eq(dst, want, BODY);
 	ck_assert_mem_eq(dst + BODY, want, BODY);
+	ck_assert_uint_eq(run.st.direct, 2 * (unsigned)_i);
+}
+END_TEST
+
+/*
+ * The direct path, one case per row: four requests of @path on one
+ * connection. @err: the result of each; @attempts: of each; @direct,
+ * @fallbacks: the counters over the four; @accepted: connections the
+ * server saw, warm-up included (-1: not checked). dst is checked to hold
+ * the right bytes on success and to be untouched (0xAA) on a failure found
+ * in the head (the truncated body's first half is right bytes): no wrong
+ * byte ever reaches it.
+ */
+static const struct direct_case {
+	const char *path;
+	int err;
+	unsigned attempts, direct, fallbacks;
+	int accepted;
+} direct_cases[] = {
+	/* kept alive: 4 requests on one connection, after the warm-up's */
+	{ "/ok", 0, 1, 4, 0, 2 },
+	/* the server closes after each answer: uncounted retry or fresh connect */
+	{ "/close", 0, 1, 4, 0, -1 },
+	{ "/connclose", 0, 1, 4, 0, 5 },
+	/* the head in two pieces */
+	{ "/head", 0, 1, 4, 0, 2 },
+	/* Range ignored: libcurl takes it (and skips to the offset); the origin
+	 * is then libcurl's only, so the other three never try direct */
+	{ "/full", 0, 1, 0, 1, -1 },
+	/* chunked: libcurl decodes it */
+	{ "/chunked", 0, 1, 0, 1, -1 },
+	/* an error status: libcurl reads it and maps it, as for any request */
+	{ "/gone", -ENOENT, 1, 0, 4, -1 },
+	/* wrong range, truncated body: failed like libcurl, retried once */
+	{ "/badrange", -EIO, 2, 0, 0, -1 },
+	{ "/short", -EIO, 2, 0, 0, -1 },
+};
+
+START_TEST(test_direct_cases)
+{
+	const struct direct_case *c = &direct_cases[_i];
+	const char *paths[4] = { c->path, c->path, c->path, c->path };
+	struct run run = { .direct = 1, .conns = 1 };
+	struct objfs_req r[4];
+	char dst[4 * BODY], want[BODY], bad[BODY];
+	int err = fetch(paths, 4, &run, r, dst);
+
+	body_of(want, sizeof(want));
+	memset(bad, 0xAA, sizeof(bad));
+	ck_assert_msg(err == c->err, "%s: err %d, expected %d", c->path, err, c->err);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_msg(r[i].err == c->err, "%s #%d: err %d", c->path, i, r[i].err);
+		ck_assert_msg(r[i].attempts == c->attempts, "%s #%d: %u attempts, expected %u",
+			      c->path, i, r[i].attempts, c->attempts);
+		if (!c->err)
+			ck_assert_mem_eq(dst + i * BODY, want, BODY);
+		else if (c->err != -EIO || strcmp(c->path, "/short") != 0)
+			ck_assert_mem_eq(dst + i * BODY, bad, BODY);
+	}
+	ck_assert_msg(run.st.direct == c->direct && run.st.direct_fallbacks == c->fallbacks,
+		      "%s: direct %llu, fallbacks %llu; expected %u, %u", c->path,
+		      (unsigned long long)run.st.direct,
+		      (unsigned long long)run.st.direct_fallbacks, c->direct, c->fallbacks);
+	if (c->accepted >= 0)
+		ck_assert_msg(run.accepted == c->accepted, "%s: %d connections, expected %d",
+			      c->path, run.accepted, c->accepted);
+}
+END_TEST
+
+/* Never learned: without the warm-up no address is known, so libcurl. */
+START_TEST(test_direct_needs_an_address)
+{
+	struct objfs_engine *e;
+	struct objfs_req r, *rp = &r;
+	struct objfs_stats st;
+	char url[128], dst[BODY];
+	struct srv s;
+
+	srv_start(&s);
+	e = engine(1, 1);
+	objfs_stats_reset();
+	ranged(&r, url, sizeof(url), s.port, "/ok", dst);
+	ck_assert_int_eq(objfs_engine_run(e, &rp, 1), 0);
+	objfs_req_clear(&r);
+	ranged(&r, url, sizeof(url), s.port, "/ok", dst);
+	ck_assert_int_eq(objfs_engine_run(e, &rp, 1), 0);
+	objfs_req_clear(&r);
+	objfs_engine_free(e);
+	srv_stop(&s);
+	objfs_stats_get(&st);
+	ck_assert_uint_eq(st.requests, 2);
+	ck_assert_uint_eq(st.direct, 1); /* the second, once the first taught it */
+}
+END_TEST
+
+/* The request text, and what is left to libcurl (text NULL: -EAGAIN). */
+static const struct text_case {
+	const char *url, *h1, *h2, *etag;
+	size_t cap;
+	const char *auth, *text;
+} text_cases[] = {
+	{ "http://example.org:80/a%20b/c?x=1&y", NULL, NULL, NULL, 1024, "example.org:80",
+	  "GET /a%20b/c?x=1&y HTTP/1.1\r\nHost: example.org\r\nUser-Agent: objfs/"
+	  PACKAGE_VERSION "\r\nAccept: */*\r\nRange: bytes=10-14\r\n\r\n" },
+	/* a Host of the caller's (S3 signs it) replaces ours; ETag -> If-Match */
+	{ "http://[::1]:9000?list", "Host: b.s3.example:9000", "x-amz-date: 20261123T000000Z",
+	  "\"abc\"", 1024, "[::1]:9000",
+	  "GET /?list HTTP/1.1\r\nUser-Agent: objfs/" PACKAGE_VERSION "\r\nAccept: */*\r\n"
+	  "Range: bytes=10-14\r\nIf-Match: \"abc\"\r\nHost: b.s3.example:9000\r\n"
+	  "x-amz-date: 20261123T000000Z\r\n\r\n" },
+	/* weak ETags are not sent (as on the libcurl path) */
+	{ "http://h/k", NULL, NULL, "W/\"w\"", 1024, "h",
+	  "GET /k HTTP/1.1\r\nHost: h\r\nUser-Agent: objfs/" PACKAGE_VERSION "\r\nAccept: */*\r\n"
+	  "Range: bytes=10-14\r\n\r\n" },
+	{ "http://h/k", NULL, NULL, NULL, 40, NULL, NULL }, /* does not fit */
+	{ "https://example.org/a", NULL, NULL, NULL, 1024, NULL, NULL },
+	{ "http://user@example.org/a", NULL, NULL, NULL, 1024, NULL, NULL },
+	{ "http://example.org/a b", NULL, NULL, NULL, 1024, NULL, NULL },
+	{ "http://example.org/a#frag", NULL, NULL, NULL, 1024, NULL, NULL },
+	{ "http://example.org/a\r\nX: 1", NULL, NULL, NULL, 1024, NULL, NULL },
+	{ "http:///a", NULL, NULL, NULL, 1024, NULL, NULL },
+	{ "ftp://x/a", NULL, NULL, NULL, 1024, NULL, NULL },
+	/* curl's header forms that are not "Name: value", and a caller's Range */
+	{ "http://h/a", "X-Gone:", NULL, NULL, 1024, NULL, NULL },
+	{ "http://h/a", "X-Empty;", NULL, NULL, 1024, NULL, NULL },
+	{ "http://h/a", "Range: bytes=0-1", NULL, NULL, 1024, NULL, NULL },
+	{ "http://h/a", "X-Evil: a\r\nX-More: b", NULL, NULL, 1024, NULL, NULL },
+};
+
+START_TEST(test_request_text)
+{
+	const struct text_case *c = &text_cases[_i];
+	struct curl_slist *h = NULL;
+	struct objfs_req r;
+	char out[1024], auth[64];
+	int n;
+
+	objfs_req_init(&r);
+	r.method = OBJFS_GET;
+	r.off = 10;
+	r.len = 5;
+	r.url = c->url;
+	r.etag = c->etag;
+	if (c->h1)
+		h = curl_slist_append(h, c->h1);
+	if (c->h2)
+		h = curl_slist_append(h, c->h2);
+	r.headers = h;
+	n = objfs_direct_request_text(&r, out, c->cap, auth, sizeof(auth));
+	curl_slist_free_all(h);
+	if (!c->text) {
+		ck_assert_msg(n == -EAGAIN, "%s should be left to libcurl, got %d", c->url, n);
+		return;
+	}
+	ck_assert_int_eq(n, (int)strlen(c->text));
+	ck_assert_str_eq(auth, c->auth);
+	ck_assert_str_eq(out, c->text);
 }
 END_TEST
 
@@ -295,12 +540,19 @@ static Suite *engine_suite(void)
 	Suite *s = suite_create("engine");
 	TCase *tc = tcase_create("watchdog");
 
+	TCase *td = tcase_create("direct");
+
 	tcase_set_timeout(tc, 60);
-	tcase_add_loop_test(tc, test_stall_retried_then_fails, 0,
-			    sizeof(stalled) / sizeof(stalled[0]));
-	tcase_add_test(tc, test_trickle_is_progress);
-	tcase_add_test(tc, test_queued_is_not_stalled);
+	tcase_add_loop_test(tc, test_stall_retried_then_fails, 0, 2 * NSTALLED);
+	tcase_add_loop_test(tc, test_trickle_is_progress, 0, 2);
+	tcase_add_loop_test(tc, test_queued_is_not_stalled, 0, 2);
 	suite_add_tcase(s, tc);
+	tcase_set_timeout(td, 60);
+	tcase_add_loop_test(td, test_direct_cases, 0,
+			    sizeof(direct_cases) / sizeof(direct_cases[0]));
+	tcase_add_test(td, test_direct_needs_an_address);
+	tcase_add_loop_test(td, test_request_text, 0, sizeof(text_cases) / sizeof(text_cases[0]));
+	suite_add_tcase(s, td);
 	return s;
 }
 

@@ -109,7 +109,7 @@ t_errors() {
 # The counters file: readable while mounted, counts what the tests above
 # fetched, and never listed (find, cp -r and ls -a must not see it).
 t_stats_file() {
-	local text req
+	local text req direct fb
 	text=$(timeout "$SHORT_TO" cat "$MNT/.objfs-stats" 2>&1)
 	req=$(printf '%s\n' "$text" | sed -n 's/^requests \([0-9]*\)$/\1/p')
 	if [ "${req:-0}" -gt 0 ] && printf '%s\n' "$text" | grep -q '^cache_hits [0-9]*$'; then
@@ -117,11 +117,38 @@ t_stats_file() {
 	else
 		fail "stats: expected 'requests N' (N > 0) and 'cache_hits N' in $MNT/.objfs-stats, got: $(printf '%s' "$text" | head -c 300)"
 	fi
+	# nginx answers every range with 206 and a length: the direct receive
+	# path (engine_direct.c) took the ranged GETs, none went back to curl
+	direct=$(printf '%s\n' "$text" | sed -n 's/^requests_direct \([0-9]*\)$/\1/p')
+	fb=$(printf '%s\n' "$text" | sed -n 's/^direct_fallbacks \([0-9]*\)$/\1/p')
+	if [ "${direct:-0}" -gt 0 ] && [ "$fb" = 0 ]; then
+		pass "stats: $direct ranged GETs received on the direct path, 0 handed to libcurl"
+	else
+		fail "stats: expected requests_direct > 0 and direct_fallbacks 0, got '$direct' and '$fb'"
+	fi
 	if timeout "$SHORT_TO" ls -a "$MNT" | grep -qx '.objfs-stats'; then
 		fail "stats: expected .objfs-stats to stay out of directory listings, but ls -a shows it"
 	else
 		pass "stats: .objfs-stats is not listed by ls -a"
 	fi
+}
+
+# direct_recv=off: the same bytes, every ranged GET through libcurl.
+t_direct_off() {
+	local want got text
+	if ! mount_objfs "http://127.0.0.1:$NGINX_PORT/data/" "$MNT_ONE" "$(opts direct_recv=off)"; then
+		fail "direct_recv=off: expected the mount to succeed"
+		return
+	fi
+	want=$(sha_file "$SRC/$BIG")
+	got=$(sha_file "$MNT_ONE/$BIG" 2>&1)
+	text=$(timeout "$SHORT_TO" cat "$MNT_ONE/.objfs-stats" 2>&1)
+	if [ "$got" = "$want" ] && printf '%s\n' "$text" | grep -qx 'requests_direct 0'; then
+		pass "direct_recv=off: $BIG reads correctly, all through libcurl (requests_direct 0)"
+	else
+		fail "direct_recv=off: expected sha256 $want and requests_direct 0, got $got and '$(printf '%s\n' "$text" | grep direct)'"
+	fi
+	check_unmount "direct_recv=off" "$MNT_ONE"
 }
 
 t_server_stop() {
@@ -246,6 +273,7 @@ t_single_file "a+b.txt"
 t_single_file "100% done.txt"
 t_single_file "日本語.bin"
 t_errors
+t_direct_off
 t_server_stop
 
 if [ -n "$MAIN_PID" ]; then

@@ -1,0 +1,788 @@
+/*
+ * engine_direct: plain-HTTP ranged GETs received straight into the
+ * caller's buffer.
+ *
+ * Why: libcurl hands body bytes to a write callback out of its own receive
+ * buffer, so every byte is copied twice on the client: by the kernel into
+ * curl's buffer, then by us into the destination (a cache block or a GPU
+ * ring slot). On the H100 machine, at 16 connections from nginx on
+ * loopback, that second copy held GPU fills to 0.68-0.80x of curl writing
+ * to /dev/null (docs/benchmarks.md). Here the kernel's recv() writes the
+ * body into r->dst itself.
+ *
+ * Scope, kept small on purpose: only the happy path of a ranged GET over
+ * plain HTTP/1.1 is handled here. Everything else stays with libcurl:
+ * HTTPS, proxies (the direct path is off when any proxy variable is set),
+ * redirects, name resolution and connection errors, error statuses and
+ * their bodies, chunked or length-less bodies, a server that ignores Range.
+ * An attempt that meets any of these before a body byte is used is handed
+ * to libcurl ("fallback"), uncounted, and the request stays with libcurl;
+ * a 2xx answer that is not "206 with Content-Length" also turns the path
+ * off for that origin. So error handling and messages are libcurl's, in
+ * one place (engine.c), and this file is only the fast path.
+ *
+ * Addresses: no resolver here. An origin is used only once libcurl has
+ * connected to it (the mount's first HEAD or listing does), and the
+ * address libcurl used is taken (CURLINFO_PRIMARY_IP/PORT); a connect that
+ * fails forgets it, so the next attempt goes through libcurl and learns
+ * again.
+ *
+ * The response head is read into a small buffer and its lines go through
+ * the same header parser and range validation as libcurl's (engine.c), so
+ * the two paths agree on what a valid answer is; body bytes are written to
+ * dst only after that validation, and never past r->len.
+ *
+ * Connections: per engine thread at most th->per, kept alive between
+ * requests (idle ones watched for the server closing them). A reused
+ * connection that the server closed before answering is retried on a new
+ * one, uncounted, like libcurl does. Requests beyond the cap wait in
+ * th->dwait (not in flight: waiting is not a stall).
+ *
+ * Threading: everything here runs on the engine thread that owns th, except
+ * the origin table, which is shared by the threads under e->origin_lock.
+ */
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "engine_i.h"
+#include "log.h"
+#include "stats.h"
+
+#define REQ_MAX 8192   /* request text: S3 headers with a session token fit */
+#define HEAD_MAX 16384 /* response head: larger ones go to libcurl */
+
+enum dc_state { DC_IDLE, DC_CONNECT, DC_SEND, DC_HEAD, DC_BODY };
+
+struct objfs_dconn {
+	int fd;
+	enum dc_state state;
+	int reused;    /* served a response before the current request */
+	int keep;      /* the current response leaves the connection usable */
+	int chunked;   /* the current response has a Transfer-Encoding */
+	int wi;        /* index in th->wfds of the last poll, -1 if none */
+	int64_t ttfb;  /* microseconds from request to complete head */
+	struct objfs_req *r;
+	char auth[256];
+	char req[REQ_MAX];
+	size_t req_len, req_off;
+	char head[HEAD_MAX];
+	size_t head_len;
+	struct objfs_dconn *next;
+};
+
+static const char *const state_names[] = { "idle", "connect", "send", "head", "body" };
+
+/* The one place a connection changes state (debug log). */
+static void dc_state(struct objfs_dconn *dc, enum dc_state s)
+{
+	objfs_debug("direct fd %d: %s -> %s", dc->fd, state_names[dc->state], state_names[s]);
+	dc->state = s;
+}
+
+int objfs_direct_usable(void)
+{
+	static const char *const vars[] = { "http_proxy", "HTTP_PROXY", "all_proxy",
+					    "ALL_PROXY" };
+
+	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		const char *v = getenv(vars[i]);
+
+		if (v && *v)
+			return 0;
+	}
+	return 1;
+}
+
+/* Bytes a request line or header may not carry. */
+static int bad_text(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)s[i] < 0x20 || (unsigned char)s[i] == 0x7f)
+			return 1;
+	return 0;
+}
+
+/* Appends like snprintf; sets *len past @cap when it does not fit. */
+static void add(char *out, size_t cap, size_t *len, const char *s, size_t n)
+{
+	if (*len + n < cap)
+		memcpy(out + *len, s, n);
+	*len += n;
+}
+
+int objfs_direct_request_text(const struct objfs_req *r, char *out, size_t cap, char *auth,
+			      size_t acap)
+{
+	const char *u = r->url, *a, *path, *host = NULL;
+	char line[160];
+	size_t alen, plen, hlen = 0, len = 0;
+	int n;
+
+	if (strncmp(u, "http://", 7) != 0)
+		return -EAGAIN;
+	a = u + 7;
+	alen = strcspn(a, "/?#");
+	path = a + alen;
+	plen = strlen(path);
+	if (!alen || alen >= acap || memchr(a, '@', alen) || bad_text(a, alen) ||
+	    memchr(a, ' ', alen) || memchr(path, '#', plen) || memchr(path, ' ', plen) ||
+	    bad_text(path, plen))
+		return -EAGAIN;
+	memcpy(auth, a, alen);
+	auth[alen] = '\0';
+	for (const struct curl_slist *s = r->headers; s; s = s->next) {
+		size_t sl = strlen(s->data), nl = strcspn(s->data, ":;");
+
+		/* curl's "Name:" (remove) and "Name;" (empty) forms, and text
+		 * a header cannot carry: leave those to curl */
+		if (nl == sl || s->data[nl] == ';' || nl + 1 == sl || bad_text(s->data, sl))
+			return -EAGAIN;
+		if (nl == 4 && strncasecmp(s->data, "host", 4) == 0)
+			host = s->data;
+		if (nl == 5 && strncasecmp(s->data, "range", 5) == 0)
+			return -EAGAIN;
+	}
+	add(out, cap, &len, "GET ", 4);
+	if (*path == '/') {
+		add(out, cap, &len, path, plen);
+	} else {
+		add(out, cap, &len, "/", 1); /* "http://host?q" */
+		add(out, cap, &len, path, plen);
+	}
+	add(out, cap, &len, " HTTP/1.1\r\n", 11);
+	if (!host) {
+		/* as curl writes it: no port when it is the default one */
+		hlen = alen;
+		if (hlen > 3 && strncmp(a + hlen - 3, ":80", 3) == 0)
+			hlen -= 3;
+		add(out, cap, &len, "Host: ", 6);
+		add(out, cap, &len, a, hlen);
+		add(out, cap, &len, "\r\n", 2);
+	}
+	n = snprintf(line, sizeof(line),
+		     "User-Agent: objfs/" PACKAGE_VERSION "\r\nAccept: */*\r\n"
+		     "Range: bytes=%" PRId64 "-%" PRId64 "\r\n",
+		     r->off, r->off + (int64_t)r->len - 1);
+	add(out, cap, &len, line, (size_t)n);
+	if (r->etag && r->etag[0] == '"') {
+		size_t el = strlen(r->etag);
+
+		if (bad_text(r->etag, el))
+			return -EAGAIN;
+		add(out, cap, &len, "If-Match: ", 10);
+		add(out, cap, &len, r->etag, el);
+		add(out, cap, &len, "\r\n", 2);
+	}
+	for (const struct curl_slist *s = r->headers; s; s = s->next) {
+		add(out, cap, &len, s->data, strlen(s->data));
+		add(out, cap, &len, "\r\n", 2);
+	}
+	add(out, cap, &len, "\r\n", 2);
+	if (len >= cap)
+		return -EAGAIN;
+	out[len] = '\0';
+	return (int)len;
+}
+
+/* The origin's address, if libcurl taught us one and the path is on. */
+static int origin_find(struct objfs_engine *e, const char *auth, struct sockaddr_storage *sa,
+		       socklen_t *salen)
+{
+	int found = 0;
+
+	pthread_mutex_lock(&e->origin_lock);
+	for (unsigned i = 0; i < e->norigins; i++) {
+		struct direct_origin *o = &e->origins[i];
+
+		if (strcmp(o->authority, auth) == 0) {
+			if (!o->off && o->salen) {
+				*sa = o->sa;
+				*salen = o->salen;
+				found = 1;
+			}
+			break;
+		}
+	}
+	pthread_mutex_unlock(&e->origin_lock);
+	return found;
+}
+
+/* Forgets the address (@off 0: connect failed) or turns the origin off. */
+static void origin_drop(struct objfs_engine *e, const char *auth, int off)
+{
+	pthread_mutex_lock(&e->origin_lock);
+	for (unsigned i = 0; i < e->norigins; i++) {
+		struct direct_origin *o = &e->origins[i];
+
+		if (strcmp(o->authority, auth) == 0) {
+			if (off && !o->off)
+				objfs_info("http://%s: ranges not answered with 206 and a "
+					   "length; reading it through libcurl only", auth);
+			o->off |= off;
+			o->salen = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&e->origin_lock);
+}
+
+void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url)
+{
+	char auth[256], *ip = NULL;
+	long port = 0, redirs = 0;
+	struct sockaddr_storage sa;
+	socklen_t salen = 0;
+	size_t alen;
+
+	if (!e->direct || strncmp(url, "http://", 7) != 0)
+		return;
+	alen = strcspn(url + 7, "/?#");
+	if (!alen || alen >= sizeof(auth))
+		return;
+	memcpy(auth, url + 7, alen);
+	auth[alen] = '\0';
+	if (curl_easy_getinfo(h, CURLINFO_REDIRECT_COUNT, &redirs) != CURLE_OK || redirs ||
+	    curl_easy_getinfo(h, CURLINFO_PRIMARY_IP, &ip) != CURLE_OK || !ip || !*ip ||
+	    curl_easy_getinfo(h, CURLINFO_PRIMARY_PORT, &port) != CURLE_OK || port <= 0 ||
+	    port > 65535)
+		return;
+	memset(&sa, 0, sizeof(sa));
+	if (strchr(ip, ':')) {
+		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&sa;
+
+		if (inet_pton(AF_INET6, ip, &s6->sin6_addr) != 1)
+			return;
+		s6->sin6_family = AF_INET6;
+		s6->sin6_port = htons((uint16_t)port);
+		salen = sizeof(*s6);
+	} else {
+		struct sockaddr_in *s4 = (struct sockaddr_in *)&sa;
+
+		if (inet_pton(AF_INET, ip, &s4->sin_addr) != 1)
+			return;
+		s4->sin_family = AF_INET;
+		s4->sin_port = htons((uint16_t)port);
+		salen = sizeof(*s4);
+	}
+	pthread_mutex_lock(&e->origin_lock);
+	for (unsigned i = 0; i < e->norigins; i++) {
+		struct direct_origin *o = &e->origins[i];
+
+		if (strcmp(o->authority, auth) == 0) {
+			o->sa = sa;
+			o->salen = salen;
+			goto out;
+		}
+	}
+	if (e->norigins < DIRECT_ORIGINS) {
+		struct direct_origin *o = &e->origins[e->norigins++];
+
+		memcpy(o->authority, auth, alen + 1);
+		o->sa = sa;
+		o->salen = salen;
+		o->off = 0;
+		objfs_debug("direct: http://%s is at %s port %ld", auth, ip, port);
+	}
+out:
+	pthread_mutex_unlock(&e->origin_lock);
+}
+
+static void dc_close(struct engine_thread *th, struct objfs_dconn *dc)
+{
+	struct objfs_dconn **pp;
+
+	for (pp = &th->dconns; *pp; pp = &(*pp)->next) {
+		if (*pp == dc) {
+			*pp = dc->next;
+			break;
+		}
+	}
+	th->ndconns--;
+	objfs_debug("direct fd %d: closed", dc->fd);
+	close(dc->fd);
+	free(dc);
+}
+
+/* Whether an idle keep-alive connection is still usable: nothing to read
+ * (the server neither closed it nor sent anything unasked). */
+static int idle_alive(struct objfs_dconn *dc)
+{
+	char c;
+	ssize_t n = recv(dc->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+
+	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+static struct objfs_dconn *dc_connect(struct engine_thread *th, const char *auth,
+				      const struct sockaddr_storage *sa, socklen_t salen)
+{
+	struct objfs_dconn *dc = calloc(1, sizeof(*dc));
+	int one = 1;
+
+	if (!dc)
+		return NULL;
+	dc->fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (dc->fd < 0) {
+		free(dc);
+		return NULL;
+	}
+	(void)setsockopt(dc->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	(void)setsockopt(dc->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+	snprintf(dc->auth, sizeof(dc->auth), "%s", auth);
+	dc->wi = -1;
+	dc->state = DC_CONNECT;
+	if (connect(dc->fd, (const struct sockaddr *)sa, salen) == 0) {
+		dc->state = DC_SEND;
+	} else if (errno != EINPROGRESS) {
+		close(dc->fd);
+		free(dc);
+		return NULL;
+	}
+	dc->next = th->dconns;
+	th->dconns = dc;
+	th->ndconns++;
+	return dc;
+}
+
+/* Puts @r on @dc: the request text is ready in dc->req. */
+static void dc_begin(struct engine_thread *th, struct objfs_dconn *dc, struct objfs_req *r)
+{
+	dc->r = r;
+	dc->req_off = 0;
+	dc->head_len = 0;
+	dc->keep = 1;
+	dc->chunked = 0;
+	r->dconn = dc;
+	r->progress_ns = objfs_engine_now_ns(); /* it has a connection: the clock runs */
+	r->sent_ns = 0;
+	objfs_engine_inflight_add(th, r);
+	if (dc->state != DC_CONNECT)
+		dc_state(dc, DC_SEND);
+}
+
+/*
+ * A connection for @auth: an idle one that is still alive, else a new one
+ * when the thread is under its cap (closing an idle one of another origin
+ * if need be). NULL: none now (@r waits); *failed set when connecting
+ * failed at once.
+ */
+static struct objfs_dconn *dc_get(struct engine_thread *th, const char *auth,
+				  const struct sockaddr_storage *sa, socklen_t salen, int *failed)
+{
+	struct objfs_dconn *dc, *next, *other = NULL;
+
+	*failed = 0;
+	for (dc = th->dconns; dc; dc = next) {
+		next = dc->next;
+		if (dc->state != DC_IDLE)
+			continue;
+		if (strcmp(dc->auth, auth) != 0) {
+			other = dc;
+			continue;
+		}
+		if (idle_alive(dc))
+			return dc;
+		dc_close(th, dc);
+	}
+	if (th->ndconns >= th->per) {
+		if (!other)
+			return NULL;
+		dc_close(th, other);
+	}
+	dc = dc_connect(th, auth, sa, salen);
+	if (!dc)
+		*failed = 1;
+	return dc;
+}
+
+/*
+ * @r's attempt is started again without counting it, after the walk over
+ * the connections in objfs_direct_progress: starting it here could close
+ * an idle connection the walk is about to visit.
+ */
+static void again(struct engine_thread *th, struct objfs_req *r)
+{
+	r->next = th->again;
+	th->again = r;
+}
+
+/* Hands @r to libcurl for this attempt and the rest of its life. */
+static void fallback(struct engine_thread *th, struct objfs_req *r, const char *why)
+{
+	objfs_debug("%s: direct GET handed to libcurl: %s", r->url, why);
+	objfs_stats_direct(1);
+	r->no_direct = 1;
+	again(th, r);
+}
+
+int objfs_direct_start(struct engine_thread *th, struct objfs_req *r)
+{
+	struct objfs_engine *e = th->e;
+	struct sockaddr_storage sa;
+	socklen_t salen;
+	char auth[256], text[REQ_MAX];
+	struct objfs_dconn *dc;
+	int n, failed;
+
+	if (!e->direct || r->no_direct || r->method != OBJFS_GET || !r->len || !r->dst ||
+	    r->no_redirect)
+		return -EAGAIN;
+	n = objfs_direct_request_text(r, text, sizeof(text), auth, sizeof(auth));
+	if (n < 0 || !origin_find(e, auth, &sa, &salen))
+		return -EAGAIN;
+	dc = dc_get(th, auth, &sa, salen, &failed);
+	if (failed) {
+		origin_drop(e, auth, 0);
+		return -EAGAIN;
+	}
+	if (!dc) {
+		r->next = NULL;
+		if (th->dwait_tail)
+			th->dwait_tail->next = r;
+		else
+			th->dwait = r;
+		th->dwait_tail = r;
+		return 0;
+	}
+	memcpy(dc->req, text, (size_t)n);
+	dc->req_len = (size_t)n;
+	dc_begin(th, dc, r);
+	return 0;
+}
+
+/* Starts waiting requests while connections can be had. */
+static void start_waiting(struct engine_thread *th)
+{
+	while (th->dwait) {
+		struct objfs_req *r = th->dwait;
+		int busy = 0;
+
+		for (struct objfs_dconn *dc = th->dconns; dc; dc = dc->next)
+			busy += dc->state != DC_IDLE;
+		if (busy >= (int)th->per)
+			return;
+		th->dwait = r->next;
+		if (!th->dwait)
+			th->dwait_tail = NULL;
+		r->next = NULL;
+		/* as a fresh start: it may go direct again, or to libcurl */
+		r->attempts--;
+		objfs_engine_launch(th, r);
+	}
+}
+
+/* Ends the attempt on @dc: the connection is kept idle or closed. */
+static void dc_end(struct engine_thread *th, struct objfs_dconn *dc, int keep)
+{
+	struct objfs_req *r = dc->r;
+
+	if (r) {
+		objfs_engine_inflight_unlink(th, r);
+		r->dconn = NULL;
+		dc->r = NULL;
+	}
+	if (keep) {
+		dc->reused = 1;
+		dc_state(dc, DC_IDLE);
+	} else {
+		dc_close(th, dc);
+	}
+}
+
+/* Microseconds from the request written to now (the head complete). */
+static int64_t ttfb_us(const struct objfs_req *r)
+{
+	return r->sent_ns ? (objfs_engine_now_ns() - r->sent_ns) / 1000 : -1;
+}
+
+/* The attempt failed on the wire after it began: retried like libcurl's
+ * receive errors. A reused connection that the server had closed before
+ * answering anything is retried on a new one without counting. */
+static void wire_error(struct engine_thread *th, struct objfs_dconn *dc, const char *what)
+{
+	struct objfs_req *r = dc->r;
+	int stale = dc->reused && dc->state != DC_BODY && dc->head_len == 0;
+
+	dc_end(th, dc, 0);
+	if (stale) {
+		objfs_debug("%s: kept-alive connection was closed; again on a new one", r->url);
+		again(th, r);
+		return;
+	}
+	objfs_info("%s: %s (attempt %u)", r->url, what, r->attempts);
+	objfs_engine_conclude(th, r, -EIO, 1, -1);
+}
+
+/* @dc's attempt is handed to libcurl (see the file header). */
+static void dc_fallback(struct engine_thread *th, struct objfs_dconn *dc, const char *why,
+			int origin_off)
+{
+	struct objfs_req *r = dc->r;
+
+	if (origin_off)
+		origin_drop(th->e, dc->auth, 1);
+	dc_end(th, dc, 0);
+	fallback(th, r, why);
+}
+
+static void body_done(struct engine_thread *th, struct objfs_dconn *dc)
+{
+	struct objfs_req *r = dc->r;
+	int64_t t = dc->ttfb;
+
+	dc_end(th, dc, dc->keep);
+	objfs_stats_direct(0);
+	objfs_engine_conclude(th, r, 0, 0, t);
+}
+
+int objfs_direct_parse_head(struct objfs_req *r, char *head, size_t end, int *keep,
+			    int *chunked)
+{
+	char *p = head, *stop = head + end - 2; /* the last CRLF ends the head */
+	int first = 1;
+
+	*keep = 1;
+	*chunked = 0;
+	if (end < 4 || memcmp(head + end - 4, "\r\n\r\n", 4) != 0)
+		return -EPROTO;
+	while (p < stop) {
+		char *eol = memchr(p, '\n', (size_t)(stop - p));
+		size_t n = eol ? (size_t)(eol - p) + 1 : (size_t)(stop - p);
+
+		if (first) {
+			/* "HTTP/1.x NNN": anything else is libcurl's to judge */
+			if (n < 13 || strncmp(p, "HTTP/1.", 7) != 0 || p[8] != ' ' ||
+			    !isdigit((unsigned char)p[9]) || !isdigit((unsigned char)p[10]) ||
+			    !isdigit((unsigned char)p[11]) || (p[12] != ' ' && p[12] != '\r'))
+				return -EPROTO;
+			if (p[7] == '0')
+				*keep = 0;
+			first = 0;
+		} else if (n >= 5 && strncmp(p, "HTTP/", 5) == 0) {
+			return -EPROTO; /* a second status line: the header code
+					   would start a new response on it */
+		} else if (n > 18 && strncasecmp(p, "transfer-encoding:", 18) == 0) {
+			*chunked = 1;
+		} else if (n > 11 && strncasecmp(p, "connection:", 11) == 0) {
+			for (const char *v = p + 11; v + 5 <= p + n; v++)
+				if (strncasecmp(v, "close", 5) == 0)
+					*keep = 0;
+		}
+		objfs_engine_header_line(r, p, n);
+		p += n;
+	}
+	return first ? -EPROTO : 0;
+}
+
+/*
+ * The head is complete (@end: its length, CRLFCRLF included). Parses it
+ * through engine.c's header code, validates, and moves to the body.
+ * Returns 0 while the attempt goes on on @dc, 1 once @dc is done with.
+ */
+static int head_done(struct engine_thread *th, struct objfs_dconn *dc, size_t end)
+{
+	struct objfs_req *r = dc->r;
+	size_t extra = dc->head_len - end;
+	int err;
+
+	dc->ttfb = ttfb_us(r);
+	if (objfs_direct_parse_head(r, dc->head, end, &dc->keep, &dc->chunked)) {
+		dc_fallback(th, dc, "not an HTTP/1.x response", 0);
+		return 1;
+	}
+	if (r->status < 200 || r->status >= 300) {
+		dc_fallback(th, dc, "error status", 0);
+		return 1;
+	}
+	if (r->status != 206 || r->clen < 0 || dc->chunked) {
+		dc_fallback(th, dc, "not 206 with a Content-Length", 1);
+		return 1;
+	}
+	r->checked = 1;
+	err = objfs_engine_check_range(r);
+	if (!err && extra > r->len) {
+		objfs_warn("%s: server sent more bytes than its range", r->url);
+		err = -EIO;
+	}
+	if (err) {
+		int64_t t = dc->ttfb;
+
+		dc_end(th, dc, 0); /* frees dc */
+		objfs_engine_conclude(th, r, err, err == -EIO, t);
+		return 1;
+	}
+	memcpy(r->dst, dc->head + end, extra);
+	r->got = extra;
+	dc_state(dc, DC_BODY);
+	if (r->got == r->len) {
+		body_done(th, dc);
+		return 1;
+	}
+	return 0;
+}
+
+/* Moves @dc along as far as it goes without blocking. */
+static void dc_step(struct engine_thread *th, struct objfs_dconn *dc)
+{
+	struct objfs_req *r = dc->r;
+
+	if (dc->state == DC_CONNECT) {
+		int soerr = 0;
+		socklen_t l = sizeof(soerr);
+		struct pollfd p = { .fd = dc->fd, .events = POLLOUT };
+
+		if (poll(&p, 1, 0) <= 0)
+			return;
+		if (getsockopt(dc->fd, SOL_SOCKET, SO_ERROR, &soerr, &l) || soerr) {
+			/* libcurl connects again, and reports it if it fails */
+			origin_drop(th->e, dc->auth, 0);
+			dc_fallback(th, dc, "connect failed", 0);
+			return;
+		}
+		dc_state(dc, DC_SEND);
+	}
+	if (dc->state == DC_SEND) {
+		while (dc->req_off < dc->req_len) {
+			ssize_t n = send(dc->fd, dc->req + dc->req_off, dc->req_len - dc->req_off,
+					 MSG_NOSIGNAL | MSG_DONTWAIT);
+
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+				return;
+			if (n <= 0) {
+				wire_error(th, dc, "send failed");
+				return;
+			}
+			dc->req_off += (size_t)n;
+		}
+		r->sent_ns = objfs_engine_now_ns();
+		r->progress_ns = r->sent_ns;
+		dc_state(dc, DC_HEAD);
+	}
+	while (dc->state == DC_HEAD) {
+		size_t from = dc->head_len > 3 ? dc->head_len - 3 : 0;
+		ssize_t n;
+		char *end;
+
+		if (dc->head_len == sizeof(dc->head) - 1) {
+			dc_fallback(th, dc, "response head too large", 0);
+			return;
+		}
+		n = recv(dc->fd, dc->head + dc->head_len, sizeof(dc->head) - 1 - dc->head_len,
+			 MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			wire_error(th, dc, n ? "receive failed" : "connection closed before the "
+				   "response");
+			return;
+		}
+		r->progress_ns = objfs_engine_now_ns();
+		dc->head_len += (size_t)n;
+		dc->head[dc->head_len] = '\0';
+		end = strstr(dc->head + from, "\r\n\r\n");
+		if (end && head_done(th, dc, (size_t)(end - dc->head) + 4))
+			return;
+	}
+	while (dc->state == DC_BODY) {
+		ssize_t n = recv(dc->fd, r->dst + r->got, r->len - r->got, MSG_DONTWAIT);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			objfs_info("%s: body ended after %zu of %zu bytes", r->url, r->got, r->len);
+			wire_error(th, dc, n ? "receive failed" : "connection closed in the body");
+			return;
+		}
+		r->progress_ns = objfs_engine_now_ns();
+		r->got += (size_t)n;
+		if (r->got == r->len) {
+			body_done(th, dc);
+			return;
+		}
+	}
+}
+
+unsigned objfs_direct_waitfds(struct engine_thread *th)
+{
+	unsigned n = 0;
+
+	for (struct objfs_dconn *dc = th->dconns; dc; dc = dc->next) {
+		dc->wi = -1;
+		if (n >= th->per)
+			continue;
+		th->wfds[n].fd = dc->fd;
+		th->wfds[n].events = (short)(dc->state == DC_CONNECT || dc->state == DC_SEND ?
+					     POLLOUT : POLLIN);
+		th->wfds[n].revents = 0;
+		dc->wi = (int)n++;
+	}
+	return n;
+}
+
+void objfs_direct_progress(struct engine_thread *th, unsigned nwfds)
+{
+	struct objfs_dconn *dc, *next;
+
+	for (dc = th->dconns; dc; dc = next) {
+		next = dc->next; /* dc may be closed below */
+		if (dc->state == DC_IDLE) {
+			/* readable while idle: closed by the server, or junk */
+			if (dc->wi >= 0 && (unsigned)dc->wi < nwfds && th->wfds[dc->wi].revents)
+				dc_close(th, dc);
+			continue;
+		}
+		dc_step(th, dc);
+	}
+	while (th->again) {
+		struct objfs_req *r = th->again;
+
+		th->again = r->next;
+		r->next = NULL;
+		r->attempts--; /* start() counts it again */
+		objfs_engine_launch(th, r);
+	}
+	start_waiting(th);
+}
+
+void objfs_direct_abort(struct engine_thread *th, struct objfs_req *r)
+{
+	struct objfs_dconn *dc = r->dconn;
+
+	if (!dc)
+		return;
+	dc->r = NULL;
+	r->dconn = NULL;
+	dc_close(th, dc);
+}
+
+void objfs_direct_free(struct engine_thread *th)
+{
+	while (th->dwait) {
+		struct objfs_req *r = th->dwait;
+
+		th->dwait = r->next;
+		objfs_engine_conclude(th, r, -ECANCELED, 0, -1);
+	}
+	th->dwait_tail = NULL;
+	while (th->dconns)
+		dc_close(th, th->dconns);
+}
