@@ -184,8 +184,15 @@ pread at a random offset (some ending at EOF, some past it) of 1 byte to
 1.5 MiB, or, one in twenty, a run of 8 sequential 128 KiB preads (objfs's
 sequential mode and prefetch; --no-seq: none; --in-bounds: no read starts
 at or past EOF, so every read needs the server); one in fifty reopens first.
-A read must return exactly the source's bytes (a short read is wrong) or
-fail with EIO; any other errno is counted as other_errors. Latencies of
+A read must return exactly the source's bytes or fail with EIO; any other
+errno is counted as other_errors. Reads are made as careful programs make
+them: a short count before EOF is followed by a pread of the rest, because
+the kernel's page cache returns the bytes it copied before a page that
+failed to read (the next read reports the error, or, the fetch retried,
+succeeds). Such a read counts as EIO (short_then_eio) once the bytes it did
+return are checked, or as one read of the whole range (short_then_rest);
+a short count whose rest cannot be read (EOF before the source's end) is
+wrong. Latencies of
 opens and reads are measured; those over --bound are counted. Figures go to
 --out as JSON.
 """
@@ -216,7 +223,8 @@ for n in names:
 lock = threading.Lock()
 left = [a.reads]
 res = {"reads": 0, "ok": 0, "bytes": 0, "eio": 0, "other_errors": 0, "wrong_reads": 0,
-       "wrong_bytes": 0, "short_reads": 0, "opens": 0, "open_eio": 0, "over_bound": 0,
+       "wrong_bytes": 0, "short_reads": 0, "short_then_eio": 0, "opens": 0, "open_eio": 0,
+       "short_then_rest": 0, "over_bound": 0,
        "max_latency_s": 0.0, "max_latency_op": "", "min_eio_latency_s": None,
        "direct_reads": 0, "buffered_reads": 0, "sequential_reads": 0, "past_eof_reads": 0}
 lats = []
@@ -280,6 +288,19 @@ def check(name, off, n, got, kind):
          "difference at +%s" % (name, n, off, kind, len(got), len(want), diff, first))
 
 
+def pread_full(fd, n, off, size, part):
+    """os.pread, and again for the rest after a short count before EOF (see
+    the top). Bytes returned before an error are left in part[0]."""
+    got = os.pread(fd, n, off)
+    while len(got) < n and off + len(got) < size:
+        part[0] = got
+        more = os.pread(fd, n - len(got), off + len(got))
+        if not more:
+            break
+        got += more
+    return got
+
+
 def size_pick(rng):
     r = rng.random()
     if r < 0.4:
@@ -334,16 +355,23 @@ def worker(k):
                     return
                 o = off + i * n
                 desc = "pread(%s, %d bytes at %d) %s" % (name, n, o, kind)
-                got, e, dt = timed(desc, lambda: os.pread(fd, n, o))
+                part = [b""]
+                got, e, dt = timed(desc, lambda: pread_full(fd, n, o, size, part))
                 with lock:
                     res["reads"] += 1
                     res[kind + "_reads"] += 1
                     if o >= size:
                         res["past_eof_reads"] += 1
                     account(desc, dt)
+                    if e and part[0]:
+                        # the bytes before the error must be right too
+                        res["short_then_eio"] += 1
+                        check(name, o, len(part[0]), part[0], kind)
+                        res["ok"] -= 1
                     if e:
                         res["eio"] += failed(desc, e, dt)
                     else:
+                        res["short_then_rest"] += bool(part[0])
                         check(name, o, n, got, kind)
                 if e:
                     break
@@ -500,7 +528,7 @@ t_rate() {
 		fi
 	fi
 	if [ "$ok" = 1 ]; then
-		pass "$label: $n reads ($(jget "$out" bytes) bytes correct), $faults faults injected, $P_RETRIES retries, $eio EIO, max latency $(jget "$out" max_latency_s) s (bound $BOUND s), wrong bytes 0"
+		pass "$label: $n reads ($(jget "$out" bytes) bytes correct), $faults faults injected, $P_RETRIES retries, $eio EIO (short counts of right bytes before an EIO: $(jget "$out" short_then_eio), before the rest: $(jget "$out" short_then_rest)), max latency $(jget "$out" max_latency_s) s (bound $BOUND s), wrong bytes 0"
 	fi
 	figure rates "| $server | $pct | $n | $faults | $(per_kind "$out.proxy") | $P_RETRIES | $P_ERRS | $eio | $(jget "$out" p99_latency_s) | $(jget "$out" max_latency_s) | $(jget "$out" wrong_bytes) | $(jget "$out" elapsed_s) |"
 }
