@@ -167,13 +167,28 @@ say "# objfs: $OBJFS; object $SIZE bytes; median of $REPS; engine_threads=${BENC
 declare -A MED
 json="{\"label\":\"$LABEL\",\"size\":$SIZE,\"reps\":$REPS,\"cores\":$NCPU,\"opts\":\"${BENCH_OPTS:-}\",\"engine_threads\":\"${BENCH_ENGINE_THREADS:-N}\",\"runs\":["
 sep=
+# The modes take turns within each repetition (gpu, curl, gpu, curl, ...),
+# so each gpu run has a curl run next to it under the same conditions: on
+# the lent machine curl alone varies 17-29 GB/s over minutes. "c/d pairs"
+# is the median of those per-repetition ratios.
+declare -A VALS
 for n in $CONNS; do
-	for m in $MODES; do
-		vals=()
-		for ((r = 0; r < REPS; r++)); do
+	for ((r = 0; r < REPS; r++)); do
+		for m in $MODES; do
 			one_run "$n" "$m"
-			vals+=("$RUN")
+			VALS[$n,$m]+=" $RUN"
 		done
+	done
+	pairs=()
+	read -ra g <<<"${VALS[$n,gpu]:-}"
+	read -ra c <<<"${VALS[$n,curl]:-}"
+	for ((r = 0; r < ${#g[@]} && r < ${#c[@]}; r++)); do
+		pairs+=("$(awk -v a="${g[$r]}" -v b="${c[$r]}" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.3f", a / b; else print "fail" }')")
+	done
+	MED[$n,pairs]=$( ((${#pairs[@]})) && median "${pairs[@]}" || echo fail)
+	((${#pairs[@]})) && say "N=$n gpu/curl pairs: ${pairs[*]} -> ${MED[$n,pairs]}"
+	for m in $MODES; do
+		read -ra vals <<<"${VALS[$n,$m]}"
 		MED[$n,$m]=$(median "${vals[@]}")
 		say "N=$n $m: ${vals[*]} -> ${MED[$n,$m]} GB/s"
 		json+="$sep{\"conns\":$n,\"mode\":\"$m\",\"gbps\":[$(printf '%s\n' "${vals[@]}" | sed 's/^fail$/null/' | paste -sd,)],\"median\":$(echo "${MED[$n,$m]}" | sed 's/^fail$/null/')}"
@@ -185,11 +200,11 @@ printf '%s\n' "$json" >"$res.json"
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a + 0 > 0 && b + 0 > 0) printf "%.2f", a / b; else printf "-" }'; }
 say ""
-say "| N conns | (a) pageable GB/s | (b) pinned GB/s | (c) objfs_gpu_read GB/s | (d) curl GB/s | c/d | c/a |"
-say "|---:|---:|---:|---:|---:|---:|---:|"
+say "| N conns | (a) pageable GB/s | (b) pinned GB/s | (c) objfs_gpu_read GB/s | (d) curl GB/s | c/d | c/d pairs | c/a |"
+say "|---:|---:|---:|---:|---:|---:|---:|---:|"
 for n in $CONNS; do
 	a=${MED[$n,pageable]:--} b=${MED[$n,pinned]:--} c=${MED[$n,gpu]:--} d=${MED[$n,curl]:--}
-	say "| $n | $a | $b | $c | $d | $(ratio "$c" "$d") | $(ratio "$c" "$a") |"
+	say "| $n | $a | $b | $c | $d | $(ratio "$c" "$d") | ${MED[$n,pairs]:--} | $(ratio "$c" "$a") |"
 done
 say ""
 say "threads and cores during the gpu runs:"
