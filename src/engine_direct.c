@@ -16,16 +16,18 @@
  * redirects, name resolution and connection errors, error statuses and
  * their bodies, chunked or length-less bodies, a server that ignores Range.
  * An attempt that meets any of these before a body byte is used is handed
- * to libcurl ("fallback"), uncounted, and the request stays with libcurl;
- * a 2xx answer that is not "206 with Content-Length" also turns the path
- * off for that origin. So error handling and messages are libcurl's, in
- * one place (engine.c), and this file is only the fast path.
+ * to libcurl ("fallback"), uncounted, and the request stays with libcurl.
+ * What says something about the server rather than the moment also turns
+ * the path off for that origin: a 2xx that is not "206 with
+ * Content-Length", a redirect, a head that is not strict HTTP/1.x with CRLF
+ * line ends (libcurl is more tolerant). So error handling and messages are
+ * libcurl's, in one place (engine.c), and this file is only the fast path.
  *
  * Addresses: no resolver here. An origin is used only once libcurl has
  * connected to it (the mount's first HEAD or listing does), and the
  * address libcurl used is taken (CURLINFO_PRIMARY_IP/PORT); a connect that
- * fails forgets it, so the next attempt goes through libcurl and learns
- * again.
+ * is refused, or does not complete within the stall timeout, forgets it, so
+ * the next attempt goes through libcurl, which resolves and learns again.
  *
  * The response head is read into a small buffer and its lines go through
  * the same header parser and range validation as libcurl's (engine.c), so
@@ -65,6 +67,7 @@
 #define HEAD_MAX 16384 /* response head: larger ones go to libcurl */
 
 enum dc_state { DC_IDLE, DC_CONNECT, DC_SEND, DC_HEAD, DC_BODY };
+enum { DC_FAIL_ADDR = 1, DC_FAIL_SHORT = 2 }; /* why no connection was made */
 
 struct objfs_dconn {
 	int fd;
@@ -94,8 +97,8 @@ static void dc_state(struct objfs_dconn *dc, enum dc_state s)
 
 int objfs_direct_usable(void)
 {
-	static const char *const vars[] = { "http_proxy", "HTTP_PROXY", "all_proxy",
-					    "ALL_PROXY" };
+	/* what libcurl reads for http:// (not HTTP_PROXY: see CURLOPT_PROXY) */
+	static const char *const vars[] = { "http_proxy", "all_proxy", "ALL_PROXY" };
 
 	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
 		const char *v = getenv(vars[i]);
@@ -326,12 +329,17 @@ static int idle_alive(struct objfs_dconn *dc)
 	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
+/* A new connection to @sa, or NULL with *failed: DC_FAIL_ADDR when
+ * connect() refused at once, DC_FAIL_SHORT when memory or descriptors ran
+ * out (the address is not to blame). */
 static struct objfs_dconn *dc_connect(struct engine_thread *th, const char *auth,
-				      const struct sockaddr_storage *sa, socklen_t salen)
+				      const struct sockaddr_storage *sa, socklen_t salen,
+				      int *failed)
 {
 	struct objfs_dconn *dc = calloc(1, sizeof(*dc));
 	int one = 1;
 
+	*failed = DC_FAIL_SHORT;
 	if (!dc)
 		return NULL;
 	dc->fd = socket(sa->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -343,14 +351,16 @@ static struct objfs_dconn *dc_connect(struct engine_thread *th, const char *auth
 	(void)setsockopt(dc->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 	snprintf(dc->auth, sizeof(dc->auth), "%s", auth);
 	dc->wi = -1;
-	dc->state = DC_CONNECT;
+	dc->state = DC_CONNECT; /* born here: dc_state() logs what follows */
 	if (connect(dc->fd, (const struct sockaddr *)sa, salen) == 0) {
-		dc->state = DC_SEND;
+		dc_state(dc, DC_SEND);
 	} else if (errno != EINPROGRESS) {
+		*failed = errno == ENOBUFS || errno == ENOMEM ? DC_FAIL_SHORT : DC_FAIL_ADDR;
 		close(dc->fd);
 		free(dc);
 		return NULL;
 	}
+	*failed = 0;
 	dc->next = th->dconns;
 	th->dconns = dc;
 	th->ndconns++;
@@ -376,8 +386,7 @@ static void dc_begin(struct engine_thread *th, struct objfs_dconn *dc, struct ob
 /*
  * A connection for @auth: an idle one that is still alive, else a new one
  * when the thread is under its cap (closing an idle one of another origin
- * if need be). NULL: none now (@r waits); *failed set when connecting
- * failed at once.
+ * if need be). NULL: none now (@r waits), or *failed (see dc_connect).
  */
 static struct objfs_dconn *dc_get(struct engine_thread *th, const char *auth,
 				  const struct sockaddr_storage *sa, socklen_t salen, int *failed)
@@ -402,10 +411,7 @@ static struct objfs_dconn *dc_get(struct engine_thread *th, const char *auth,
 			return NULL;
 		dc_close(th, other);
 	}
-	dc = dc_connect(th, auth, sa, salen);
-	if (!dc)
-		*failed = 1;
-	return dc;
+	return dc_connect(th, auth, sa, salen, failed);
 }
 
 /*
@@ -444,10 +450,10 @@ int objfs_direct_start(struct engine_thread *th, struct objfs_req *r)
 	if (n < 0 || !origin_find(e, auth, &sa, &salen))
 		return -EAGAIN;
 	dc = dc_get(th, auth, &sa, salen, &failed);
-	if (failed) {
+	if (failed == DC_FAIL_ADDR)
 		origin_drop(e, auth, 0);
-		return -EAGAIN;
-	}
+	if (failed)
+		return -EAGAIN; /* libcurl connects, and says why it cannot */
 	if (!dc) {
 		r->next = NULL;
 		if (th->dwait_tail)
@@ -556,7 +562,7 @@ int objfs_direct_parse_head(struct objfs_req *r, char *head, size_t end, int *ke
 
 	*keep = 1;
 	*chunked = 0;
-	if (end < 4 || memcmp(head + end - 4, "\r\n\r\n", 4) != 0)
+	if (end < 4 || memcmp(head + end - 4, "\r\n\r\n", 4) != 0 || memchr(head, '\0', end))
 		return -EPROTO;
 	while (p < stop) {
 		char *eol = memchr(p, '\n', (size_t)(stop - p));
@@ -600,7 +606,12 @@ static int head_done(struct engine_thread *th, struct objfs_dconn *dc, size_t en
 
 	dc->ttfb = ttfb_us(r);
 	if (objfs_direct_parse_head(r, dc->head, end, &dc->keep, &dc->chunked)) {
-		dc_fallback(th, dc, "not an HTTP/1.x response", 0);
+		dc_fallback(th, dc, "not an HTTP/1.x response", 1);
+		return 1;
+	}
+	if (r->status >= 300 && r->status < 400) {
+		/* a redirecting origin redirects every range: libcurl's job */
+		dc_fallback(th, dc, "redirect", 1);
 		return 1;
 	}
 	if (r->status < 200 || r->status >= 300) {
@@ -676,7 +687,7 @@ static void dc_step(struct engine_thread *th, struct objfs_dconn *dc)
 	while (dc->state == DC_HEAD) {
 		size_t from = dc->head_len > 3 ? dc->head_len - 3 : 0;
 		ssize_t n;
-		char *end;
+		char *end, *lf;
 
 		if (dc->head_len == sizeof(dc->head) - 1) {
 			dc_fallback(th, dc, "response head too large", 0);
@@ -695,8 +706,13 @@ static void dc_step(struct engine_thread *th, struct objfs_dconn *dc)
 		}
 		r->progress_ns = objfs_engine_now_ns();
 		dc->head_len += (size_t)n;
-		dc->head[dc->head_len] = '\0';
-		end = strstr(dc->head + from, "\r\n\r\n");
+		end = memmem(dc->head + from, dc->head_len - from, "\r\n\r\n", 4);
+		lf = memmem(dc->head + from, dc->head_len - from, "\n\n", 2);
+		if (lf && (!end || lf < end)) {
+			/* bare LF line ends: libcurl's tolerance, not ours */
+			dc_fallback(th, dc, "response head without CRLF line ends", 1);
+			return;
+		}
 		if (end && head_done(th, dc, (size_t)(end - dc->head) + 4))
 			return;
 	}
@@ -769,6 +785,12 @@ void objfs_direct_abort(struct engine_thread *th, struct objfs_req *r)
 
 	if (!dc)
 		return;
+	if (dc->state == DC_CONNECT) {
+		/* never connected within the timeout: the address may be stale;
+		 * the retry goes through libcurl, which resolves again */
+		origin_drop(th->e, dc->auth, 0);
+		r->no_direct = 1;
+	}
 	dc->r = NULL;
 	r->dconn = NULL;
 	dc_close(th, dc);

@@ -19,6 +19,8 @@
  *   /short    206 headers and 50 of the 100 bytes, then close
  *   /gone     404 with a small body
  *   /head     206 whose head arrives in two pieces, the body in the second
+ *   /lfhead   206 whose head ends its lines with a bare LF (libcurl takes it)
+ *   /redir    302 to /ok
  *
  * Every body is bytes 0-99 of a 1000-byte object whose byte i is i * 7.
  * The first group runs against libcurl and the direct receive path
@@ -163,6 +165,17 @@ static void *conn_main(void *arg)
 		} else if (strncmp(req, "GET /gone ", 10) == 0) {
 			static const char h[] = "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\n"
 				"not here\n";
+
+			put(c, h, strlen(h));
+		} else if (strncmp(req, "GET /lfhead ", 12) == 0) {
+			static const char h[] = "HTTP/1.1 206 Partial Content\nContent-Range: "
+				"bytes 0-99/1000\nContent-Length: 100\n\n";
+
+			put(c, h, strlen(h));
+			put(c, body, BODY);
+		} else if (strncmp(req, "GET /redir ", 11) == 0) {
+			static const char h[] = "HTTP/1.1 302 Found\r\nLocation: /ok\r\n"
+				"Content-Length: 0\r\n\r\n";
 
 			put(c, h, strlen(h));
 		} else if (strncmp(req, "GET /head ", 10) == 0) {
@@ -406,6 +419,9 @@ static const struct direct_case {
 	{ "/full", 0, 1, 0, 1, -1 },
 	/* chunked: libcurl decodes it */
 	{ "/chunked", 0, 1, 0, 1, -1 },
+	/* bare LF heads and redirects: libcurl's, for this origin from then on */
+	{ "/lfhead", 0, 1, 0, 1, -1 },
+	{ "/redir", 0, 1, 0, 1, -1 },
 	/* an error status: libcurl reads it and maps it, as for any request */
 	{ "/gone", -ENOENT, 1, 0, 4, -1 },
 	/* wrong range, truncated body: failed like libcurl, retried once */

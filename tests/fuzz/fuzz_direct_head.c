@@ -41,6 +41,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				     &chunked);
 	FUZZ_CHECK(rc == 0 || rc == -EPROTO, "rc %d", rc);
 	FUZZ_CHECK(rc || (r.status >= 0 && r.status <= 999), "status %ld", r.status);
+	FUZZ_CHECK(rc || !memchr(head, '\0', end ? (size_t)(end - head) + 4 : size),
+		   "a head with a NUL byte parsed");
 	if (rc == 0 && r.status == 206 && r.clen >= 0 && !chunked &&
 	    objfs_engine_check_range(&r) == 0) {
 		FUZZ_CHECK(r.cr_first == 100 && r.cr_last == 149, "range %lld-%lld accepted",
