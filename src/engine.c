@@ -732,7 +732,6 @@ static void watch_stalls(struct engine_thread *th, int64_t now)
 static void *engine_main(void *arg)
 {
 	struct engine_thread *th = arg;
-
 	unsigned nw = 0; /* th->wfds entries of the last poll */
 
 	for (;;) {
@@ -881,6 +880,18 @@ err_free:
 	return err;
 }
 
+/* Fails every request of the list at *head (linked through next) with
+ * -ECANCELED, popping each first: a done() that queues more is failed too. */
+static void cancel_list(struct engine_thread *th, struct objfs_req **head)
+{
+	while (*head) {
+		struct objfs_req *r = *head;
+
+		*head = r->next;
+		finish(th, r, -ECANCELED);
+	}
+}
+
 void objfs_engine_free(struct objfs_engine *e)
 {
 	if (!e)
@@ -899,19 +910,12 @@ void objfs_engine_free(struct objfs_engine *e)
 	for (unsigned i = 0; e->th && i < e->nthreads; i++) {
 		struct engine_thread *th = &e->th[i];
 
-		/* Fail whatever is still queued, delayed or in flight. */
-		while (th->q_head) {
-			struct objfs_req *r = th->q_head;
-
-			th->q_head = r->next;
-			finish(th, r, -ECANCELED);
-		}
-		while (th->delayed) {
-			struct objfs_req *r = th->delayed;
-
-			th->delayed = r->next;
-			finish(th, r, -ECANCELED);
-		}
+		/* Fail whatever is still queued, delayed, waiting for a direct
+		 * connection or in flight. */
+		cancel_list(th, &th->q_head);
+		cancel_list(th, &th->delayed);
+		cancel_list(th, &th->dwait);
+		th->dwait_tail = NULL;
 		while (th->inflight) {
 			struct objfs_req *r = th->inflight;
 

@@ -45,11 +45,11 @@
  */
 #include "config.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -126,26 +126,37 @@ static void add(char *out, size_t cap, size_t *len, const char *s, size_t n)
 	*len += n;
 }
 
+/* The "host[:port]" of http:// URL @url into @auth (@cap bytes): its
+ * length, or 0 when @url is not http:// or it does not fit. */
+static size_t url_authority(const char *url, char *auth, size_t cap)
+{
+	size_t n;
+
+	if (strncmp(url, "http://", 7) != 0)
+		return 0;
+	n = strcspn(url + 7, "/?#");
+	if (!n || n >= cap)
+		return 0;
+	memcpy(auth, url + 7, n);
+	auth[n] = '\0';
+	return n;
+}
+
 int objfs_direct_request_text(const struct objfs_req *r, char *out, size_t cap, char *auth,
 			      size_t acap)
 {
-	const char *u = r->url, *a, *path, *host = NULL;
+	const char *a = r->url + 7, *path, *host = NULL;
 	char line[160];
-	size_t alen, plen, hlen = 0, len = 0;
+	size_t alen = url_authority(r->url, auth, acap), plen, hlen = 0, len = 0;
 	int n;
 
-	if (strncmp(u, "http://", 7) != 0)
+	if (!alen)
 		return -EAGAIN;
-	a = u + 7;
-	alen = strcspn(a, "/?#");
 	path = a + alen;
 	plen = strlen(path);
-	if (!alen || alen >= acap || memchr(a, '@', alen) || bad_text(a, alen) ||
-	    memchr(a, ' ', alen) || memchr(path, '#', plen) || memchr(path, ' ', plen) ||
-	    bad_text(path, plen))
+	if (memchr(a, '@', alen) || bad_text(a, alen) || memchr(a, ' ', alen) ||
+	    memchr(path, '#', plen) || memchr(path, ' ', plen) || bad_text(path, plen))
 		return -EAGAIN;
-	memcpy(auth, a, alen);
-	auth[alen] = '\0';
 	for (const struct curl_slist *s = r->headers; s; s = s->next) {
 		size_t sl = strlen(s->data), nl = strcspn(s->data, ":;");
 
@@ -244,42 +255,32 @@ static void origin_drop(struct objfs_engine *e, const char *auth, int off)
 
 void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url)
 {
-	char auth[256], *ip = NULL;
+	const struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+					.ai_socktype = SOCK_STREAM };
+	char auth[256], serv[8], *ip = NULL;
 	long port = 0, redirs = 0;
+	struct addrinfo *ai;
 	struct sockaddr_storage sa;
-	socklen_t salen = 0;
+	socklen_t salen;
 	size_t alen;
 
-	if (!e->direct || strncmp(url, "http://", 7) != 0)
+	if (!e->direct || !(alen = url_authority(url, auth, sizeof(auth))))
 		return;
-	alen = strcspn(url + 7, "/?#");
-	if (!alen || alen >= sizeof(auth))
-		return;
-	memcpy(auth, url + 7, alen);
-	auth[alen] = '\0';
 	if (curl_easy_getinfo(h, CURLINFO_REDIRECT_COUNT, &redirs) != CURLE_OK || redirs ||
 	    curl_easy_getinfo(h, CURLINFO_PRIMARY_IP, &ip) != CURLE_OK || !ip || !*ip ||
 	    curl_easy_getinfo(h, CURLINFO_PRIMARY_PORT, &port) != CURLE_OK || port <= 0 ||
 	    port > 65535)
 		return;
-	memset(&sa, 0, sizeof(sa));
-	if (strchr(ip, ':')) {
-		struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&sa;
-
-		if (inet_pton(AF_INET6, ip, &s6->sin6_addr) != 1)
-			return;
-		s6->sin6_family = AF_INET6;
-		s6->sin6_port = htons((uint16_t)port);
-		salen = sizeof(*s6);
-	} else {
-		struct sockaddr_in *s4 = (struct sockaddr_in *)&sa;
-
-		if (inet_pton(AF_INET, ip, &s4->sin_addr) != 1)
-			return;
-		s4->sin_family = AF_INET;
-		s4->sin_port = htons((uint16_t)port);
-		salen = sizeof(*s4);
-	}
+	/* numeric only: IPv4 or IPv6, never a name lookup */
+	snprintf(serv, sizeof(serv), "%ld", port);
+	if (getaddrinfo(ip, serv, &hints, &ai))
+		return;
+	salen = ai->ai_addrlen <= sizeof(sa) ? ai->ai_addrlen : 0;
+	if (salen)
+		memcpy(&sa, ai->ai_addr, salen);
+	freeaddrinfo(ai);
+	if (!salen)
+		return;
 	pthread_mutex_lock(&e->origin_lock);
 	for (unsigned i = 0; i < e->norigins; i++) {
 		struct direct_origin *o = &e->origins[i];
@@ -425,15 +426,6 @@ static void again(struct engine_thread *th, struct objfs_req *r)
 	th->again = r;
 }
 
-/* Hands @r to libcurl for this attempt and the rest of its life. */
-static void fallback(struct engine_thread *th, struct objfs_req *r, const char *why)
-{
-	objfs_debug("%s: direct GET handed to libcurl: %s", r->url, why);
-	objfs_stats_direct(1);
-	r->no_direct = 1;
-	again(th, r);
-}
-
 int objfs_direct_start(struct engine_thread *th, struct objfs_req *r)
 {
 	struct objfs_engine *e = th->e;
@@ -532,7 +524,8 @@ static void wire_error(struct engine_thread *th, struct objfs_dconn *dc, const c
 	objfs_engine_conclude(th, r, -EIO, 1, -1);
 }
 
-/* @dc's attempt is handed to libcurl (see the file header). */
+/* @dc's request goes to libcurl, for this attempt (uncounted) and the rest
+ * of its life; @origin_off: the origin's too (see the file header). */
 static void dc_fallback(struct engine_thread *th, struct objfs_dconn *dc, const char *why,
 			int origin_off)
 {
@@ -541,7 +534,10 @@ static void dc_fallback(struct engine_thread *th, struct objfs_dconn *dc, const 
 	if (origin_off)
 		origin_drop(th->e, dc->auth, 1);
 	dc_end(th, dc, 0);
-	fallback(th, r, why);
+	objfs_debug("%s: direct GET handed to libcurl: %s", r->url, why);
+	objfs_stats_direct(1);
+	r->no_direct = 1;
+	again(th, r);
 }
 
 static void body_done(struct engine_thread *th, struct objfs_dconn *dc)
@@ -798,13 +794,6 @@ void objfs_direct_abort(struct engine_thread *th, struct objfs_req *r)
 
 void objfs_direct_free(struct engine_thread *th)
 {
-	while (th->dwait) {
-		struct objfs_req *r = th->dwait;
-
-		th->dwait = r->next;
-		objfs_engine_conclude(th, r, -ECANCELED, 0, -1);
-	}
-	th->dwait_tail = NULL;
 	while (th->dconns)
 		dc_close(th, th->dconns);
 }

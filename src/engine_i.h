@@ -102,7 +102,8 @@ unsigned objfs_direct_waitfds(struct engine_thread *th);
 void objfs_direct_progress(struct engine_thread *th, unsigned nwfds);
 /* Closes the connection of in-flight @r (stalled, or the engine stops). */
 void objfs_direct_abort(struct engine_thread *th, struct objfs_req *r);
-/* Engine stopping: fails waiting requests (-ECANCELED), closes idle ones. */
+/* Engine stopping: closes the idle connections (th->dwait is failed by
+ * engine.c with its other queues). */
 void objfs_direct_free(struct engine_thread *th);
 /*
  * Parses response head @head (@end bytes, ending with CRLFCRLF) into @r
