@@ -63,7 +63,7 @@
 #endif
 
 #include "objfs.h"
-#include "side_proto.h"
+#include "objfs/side_proto.h"
 
 #define MAX_OUTSTANDING 512
 #define MAX_REGS        256

@@ -17,22 +17,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "diskcache.h"
-#include "engine.h"
-#include "fs.h"
-#include "inode.h"
 #include "listing.h"
 #include "log.h"
+#include "mount.h"
 #include "options.h"
-#include "stats.h"
-#include "side.h"
-#include "store.h"
 
 struct cli {
 	struct objfs_opts opts;
@@ -145,19 +137,6 @@ static int parse_cli(int argc, char **argv, struct cli *c)
 	return 0;
 }
 
-/* Appends @s to @dst escaping ',' and '\' for FUSE's option parser. */
-static void opt_escape(char *dst, size_t cap, const char *s)
-{
-	size_t n = strlen(dst);
-
-	for (; *s && n + 2 < cap; s++) {
-		if (*s == ',' || *s == '\\')
-			dst[n++] = '\\';
-		dst[n++] = *s;
-	}
-	dst[n] = '\0';
-}
-
 static void on_ready(void *arg)
 {
 	struct cli *c = arg;
@@ -182,158 +161,17 @@ static void on_ready(void *arg)
 /* Probe, mount and serve. Returns the process exit status. */
 static int serve(struct cli *c, char *argv0)
 {
-	struct objfs_engine_cfg ecfg = {
-		.threads = c->opts.engine_threads,
-		.max_host_conns = c->opts.max_connections,
-		.ca_file = c->opts.ca_file,
-		.insecure = c->opts.insecure,
-		.timeout = c->opts.timeout,
-		.retries = c->opts.retries,
-		.direct = c->opts.direct_recv,
+	const struct objfs_mount_cfg cfg = {
+		.source = c->source,
+		.mountpoint = c->mountpoint,
+		.opts = &c->opts,
+		.argv0 = argv0,
+		.debug = c->debug,
+		.ready = on_ready,
+		.ready_arg = c,
 	};
-	struct objfs_engine *engine = NULL;
-	struct objfs_store *store = NULL;
-	struct objfs_inodes *inodes = NULL;
-	struct objfs_cache *cache = NULL;
-	struct objfs_diskcache *disk = NULL;
-	struct objfs_side *side = NULL;
-	struct objfs_fs fs = { 0 };
-	char fopts[4096] = "ro,subtype=objfs,fsname=";
-	char *fargv[4];
-	char err[1024] = "";
-	int fargc = 0, ret;
 
-	/* Loud: not even log_level=error silences it. */
-	if (c->opts.insecure)
-		objfs_log(c->opts.log_level < OBJFS_LOG_WARN ? OBJFS_LOG_ERR : OBJFS_LOG_WARN,
-			  "TLS certificate verification is OFF (insecure): anyone on the "
-			  "network path can feed this mount forged data");
-	ret = objfs_engine_new(&ecfg, &engine);
-	if (ret) {
-		objfs_err("cannot start the fetch engine: %s", strerror(-ret));
-		return 1;
-	}
-	if (strncasecmp(c->source, "s3://", 5) == 0)
-		ret = objfs_store_s3_new(c->source, &c->opts, engine, c->opts.chunk_size, &store,
-					 err, sizeof(err));
-	else
-		ret = objfs_store_http_new(c->source, engine, c->opts.chunk_size, &store, err,
-					   sizeof(err));
-	if (ret) {
-		objfs_err("%s", err);
-		goto out;
-	}
-	ret = objfs_inodes_new(store, c->opts.list_ttl, c->opts.attr_timeout, &inodes);
-	if (ret) {
-		objfs_err("out of memory");
-		goto out;
-	}
-	ret = objfs_cache_new(c->opts.cache_size, c->opts.chunk_size, &cache);
-	if (ret) {
-		objfs_err("cache_size must be at least chunk_size");
-		goto out;
-	}
-	if (c->opts.cache_dir) {
-		/* the disk copies belong to this source: the same path elsewhere is another object */
-		char source[2048];
-		struct objfs_diskcache_cfg dcfg = {
-			.dir = c->opts.cache_dir,
-			.cap = c->opts.cache_dir_size,
-			.source = source,
-			.block_size = c->opts.chunk_size,
-		};
-
-		snprintf(source, sizeof(source), "%s\n%s", c->source,
-			 c->opts.endpoint ? c->opts.endpoint : "");
-		ret = objfs_diskcache_open(&dcfg, &disk, err, sizeof(err));
-		if (ret) {
-			objfs_err("%s", err);
-			goto out;
-		}
-		objfs_cache_set_disk(cache, disk);
-	}
-	if (c->opts.side) {
-		struct objfs_side_cfg scfg = {
-			.ring_slots = c->opts.ring_slots,
-			.ring_slot_size = (uint32_t)c->opts.ring_slot_size,
-			.max_sessions = 64,
-			.max_caps = 4096,
-			.cap_ttl = 300,
-		};
-
-		ret = objfs_side_new(&scfg, cache, &side);
-		if (ret) {
-			objfs_err("cannot start the GPU side API server: %s%s", strerror(-ret),
-				  ret == -EINVAL ? " (ring_slot_size must be a multiple of 4K and "
-				  "ring_slots x ring_slot_size at most 1G)" : "");
-			goto out;
-		}
-	}
-	fs.inodes = inodes;
-	fs.cache = cache;
-	fs.side = side;
-	fs.disk = disk;
-	fs.store = store;
-	fs.opts = &c->opts;
-	fs.uid = c->opts.have_uid ? c->opts.uid : getuid();
-	fs.gid = c->opts.have_gid ? c->opts.gid : getgid();
-	fs.umask = c->opts.have_umask ? c->opts.umask : 022;
-	fs.mount_time = (double)time(NULL);
-
-	opt_escape(fopts, sizeof(fopts), c->source);
-	if (c->opts.allow_other)
-		strcat(fopts, ",allow_other");
-	if (c->opts.default_permissions)
-		strcat(fopts, ",default_permissions");
-	fargv[fargc++] = argv0;
-	fargv[fargc++] = "-o";
-	fargv[fargc++] = fopts;
-	if (c->debug)
-		fargv[fargc++] = "-d";
-	ret = objfs_fs_run(&fs, fargc, fargv, c->mountpoint, on_ready, c);
-	if (c->opts.stats) {
-		struct objfs_stats s;
-		struct objfs_cache_stats cs;
-		struct objfs_side_stats gs;
-		char text[4096];
-		size_t n;
-
-		objfs_stats_get(&s);
-		objfs_cache_get_stats(cache, &cs);
-		if (side)
-			objfs_side_get_stats(side, &gs);
-		/* the disk counters get their own line, below */
-		n = objfs_stats_format(text, sizeof(text), &s, &cs, NULL, side ? &gs : NULL);
-		for (size_t i = 0; i + 1 < n && i < sizeof(text); i++)
-			if (text[i] == '\n')
-				text[i] = ',';
-		if (n && n <= sizeof(text))
-			text[n - 1] = '\0';
-		objfs_log(OBJFS_LOG_ERR, "stats: %s", text);
-		if (disk) {
-			struct objfs_diskcache_stats ds;
-
-			objfs_diskcache_get_stats(disk, &ds);
-			objfs_log(OBJFS_LOG_ERR, "disk cache stats: hits=%llu,misses=%llu,bad=%llu,"
-				  "read_errors=%llu,writes=%llu,write_bytes=%llu,writes_dropped=%llu,"
-				  "evictions=%llu,files=%llu,bytes=%llu,cap=%llu,degraded=%d",
-				  (unsigned long long)ds.hits, (unsigned long long)ds.misses,
-				  (unsigned long long)ds.bad, (unsigned long long)ds.read_errors,
-				  (unsigned long long)ds.writes, (unsigned long long)ds.write_bytes,
-				  (unsigned long long)ds.writes_dropped,
-				  (unsigned long long)ds.evictions, (unsigned long long)ds.files,
-				  (unsigned long long)ds.bytes, (unsigned long long)ds.cap,
-				  ds.degraded);
-		}
-	}
-out:
-	objfs_side_free(side);   /* ends sessions; before the cache, store and nodes */
-	objfs_cache_free(cache); /* before the engine: waits for its fetches */
-	objfs_diskcache_free(disk); /* after the cache: writes out what is queued */
-	objfs_inodes_free(inodes);
-	objfs_store_free(store);
-	objfs_engine_free(engine);
-	return ret ? 1 : 0;
+	return objfs_mount_run(&cfg);
 }
 
 int main(int argc, char **argv)

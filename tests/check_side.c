@@ -31,7 +31,7 @@
 #include "cache.h"
 #include "objfs.h"
 #include "side.h"
-#include "side_proto.h"
+#include "objfs/side_proto.h"
 
 int objfs_gpu_open_cap(const struct objfs_side_cap *cap, struct objfs_gpu **h);
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "mount.h"
 #include "stats.h"
 
 START_TEST(test_counters)

@@ -32,7 +32,7 @@
 #include <unistd.h>
 
 #include "objfs.h"
-#include "side_proto.h"
+#include "objfs/side_proto.h"
 
 static int failures;
 

@@ -40,7 +40,7 @@
 
 #include "fuzz.h"
 #include "objfs.h"
-#include "side_proto.h"
+#include "objfs/side_proto.h"
 
 #define SLOTS     2
 #define SLOT_SIZE (64u << 10)

@@ -45,7 +45,7 @@
 #include "fuzz.h"
 #include "log.h"
 #include "side.h"
-#include "side_proto.h"
+#include "objfs/side_proto.h"
 
 #define SLOTS     2
 #define SLOT_SIZE (64u << 10)

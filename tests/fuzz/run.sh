@@ -64,19 +64,22 @@ if ! pc_cflags=$(pkg-config --cflags $pkgs) || ! pc_libs=$(pkg-config --libs $pk
 fi
 san="-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 cflags="-std=gnu11 -g -O1 -Wall -Wextra -Wno-missing-field-initializers -pthread $san"
-cppflags="-I$build -I$top/include -I$top/src -I$here $pc_cflags"
+layers="util net store cache side"
+cppflags="-I$build -I$top/include -I$here $pc_cflags"
+for l in $layers; do cppflags="$cppflags -I$top/src/$l"; done
 
-# The core library's sources, as Makefile.am lists them: a new module is
-# fuzzed with the same sources the daemon links.
-core=$(sed -n '/^src_libobjfscore_la_SOURCES/,/[^\\]$/p' "$top/Makefile.am" |
-	tr ' \t\\' '\n\n\n' | grep '\.c$')
+# The sources of the layers below FUSE, as Makefile.am lists them: a new
+# module is fuzzed with the same sources the daemon links.
+core=$(for l in $layers; do
+	sed -n "/^src_${l}_lib${l}_la_SOURCES/,/[^\\]\$/p" "$top/Makefile.am"
+done | tr ' \t\\' '\n\n\n' | grep '\.c$')
 [ -n "$core" ] || { echo "fuzz: FAIL: no core sources found in Makefile.am"; exit 1; }
 
 mkdir -p "$work/obj" "$work/bin" "$work/artifacts" "$work/corpus"
 # Rebuild everything when any header or this script changed; otherwise
 # only sources newer than their object.
 stamp=$work/obj/.stamp
-newest_dep=$(ls -t "$top"/src/*.h "$top"/include/*.h "$here"/*.h "$build/config.h" "$0" | head -n1)
+newest_dep=$(ls -t "$top"/src/*/*.h "$top"/include/*.h "$top"/include/objfs/*.h "$here"/*.h "$build/config.h" "$0" | head -n1)
 if [ ! -f "$stamp" ] || [ "$newest_dep" -nt "$stamp" ]; then
 	rm -f "$work"/obj/*.o
 fi

@@ -110,9 +110,10 @@ all_hits() {
 
 nchunks() { find "$1/chunks" -type f 2>/dev/null | wc -l; }
 
-# stat_of LOG KEY: a counter from the "disk cache stats:" line at unmount.
+# stat_of LOG KEY: a disk cache counter (disk_cache_KEY) from the "stats:"
+# line that -o stats logs at unmount.
 stat_of() {
-	sed -n 's/.*disk cache stats: //p' "$1" | tr ',' '\n' | sed -n "s/^$2=//p" | tail -n 1
+	sed -n 's/.*stats: //p' "$1" | tr ',' '\n' | sed -n "s/^disk_cache_$2=//p" | tail -n 1
 }
 
 # ---------------------------------------------------------------- 1 cold
@@ -286,11 +287,11 @@ if mount -t tmpfs -o size=8m objfs-dc-test "$SMALL" 2>/dev/null; then
 			pass "full disk: second pass right too"
 		unmount_objfs "$MNT"
 		n=$(grep -c "degrading to memory-only" "$OBJFS_LOG")
-		deg=$(stat_of "$OBJFS_LOG" degraded)
-		if [ "$n" = 1 ] && [ "$deg" = 1 ]; then
+		deg=$(stat_of "$OBJFS_LOG" state)
+		if [ "$n" = 1 ] && [ "$deg" = off ]; then
 			pass "full disk: one log line: $(grep -m1 'degrading to memory-only' "$OBJFS_LOG" | cut -c1-160)"
 		else
-			fail "full disk: expected exactly one 'degrading to memory-only' line and degraded=1, got $n lines, degraded=${deg:-?}"
+			fail "full disk: expected exactly one 'degrading to memory-only' line and disk_cache_state=off, got $n lines, state=${deg:-?}"
 			sed 's/^/    | /' "$OBJFS_LOG" | tail -n 8
 		fi
 	else

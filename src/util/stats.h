@@ -3,9 +3,10 @@
  *
  * The engine records every finished request (objfs_stats_request); the
  * block cache, the disk cache and the GPU side API keep their own counters.
- * objfs_stats_format() renders them all as
- * "key value" lines, which the mount shows while it runs (the hidden file
- * .objfs-stats at the mount's root) and prints at unmount with -o stats.
+ * A leaf: it knows none of them. The composition root (mount.c,
+ * objfs_stats_format) renders them all as "key value" lines, which the
+ * mount shows while it runs (the hidden file .objfs-stats at the mount's
+ * root) and prints at unmount with -o stats.
  *
  * Counters are relaxed atomics: no lock on the request path, and a reader
  * sees each counter exact but the set not necessarily from one instant.
@@ -19,10 +20,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-
-#include "cache.h"
-#include "diskcache.h"
-#include "side.h"
 
 #define OBJFS_STATS_BUCKETS 32
 
@@ -54,17 +51,5 @@ void objfs_stats_reset(void);
 /* Upper bound in microseconds of the bucket holding percentile @p (0-100)
  * of @h; 0 when empty. */
 uint64_t objfs_stats_percentile(const uint64_t h[OBJFS_STATS_BUCKETS], double p);
-
-/*
- * Writes the engine counters of @s and, when not NULL, the block cache
- * counters of @c and the disk cache counters of @d (disk_cache_*; state
- * "on", or "off" once a disk error switched it off) as "key value\n" lines
- * into @buf (always NUL-terminated when @cap > 0). Returns the length the
- * full text needs, like snprintf.
- */
-size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
-			  const struct objfs_cache_stats *c,
-			  const struct objfs_diskcache_stats *d,
-			  const struct objfs_side_stats *sd);
 
 #endif

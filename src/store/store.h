@@ -16,7 +16,6 @@
 
 #include "engine.h"
 #include "listing.h"
-#include "options.h"
 
 struct objfs_stat {
 	int is_dir;
@@ -108,14 +107,23 @@ int objfs_store_take_stale(struct objfs_store *s, const char *path);
 int objfs_store_http_new(const char *url, struct objfs_engine *engine, size_t chunk_size,
 			 struct objfs_store **out, char *err, size_t errlen);
 
+/* What the mount's options say about S3; NULL / 0: not given. Borrowed. */
+struct objfs_s3_cfg {
+	const char *endpoint;  /* S3-compatible server; NULL: AWS or environment */
+	const char *region;
+	const char *profile;
+	int path_style;
+	int virtual_host;
+	int no_sign;           /* anonymous requests */
+};
+
 /*
- * S3 backend for @url ("s3://bucket[/prefix]") with the S3 options of @o
- * (endpoint, region, profile, path_style, virtual_host, no_sign) and the
- * AWS environment and config files. Resolves credentials and probes the
+ * S3 backend for @url ("s3://bucket[/prefix]") with the options of @o,
+ * the AWS environment and config files. Resolves credentials and probes the
  * bucket, so bad credentials, a wrong region or a missing bucket fail here
  * with a message in @err that names the fix.
  */
-int objfs_store_s3_new(const char *url, const struct objfs_opts *o,
+int objfs_store_s3_new(const char *url, const struct objfs_s3_cfg *o,
 		       struct objfs_engine *engine, size_t chunk_size,
 		       struct objfs_store **out, char *err, size_t errlen);
 

@@ -42,6 +42,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "clock.h"
 #include "engine_i.h"
 #include "log.h"
 #include "range.h"
@@ -59,17 +60,9 @@ static void curl_global(void)
 	curl_init_rc = curl_global_init(CURL_GLOBAL_ALL);
 }
 
-static int64_t mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int64_t objfs_engine_now_ns(void)
 {
-	return mono_ns();
+	return objfs_now_ns();
 }
 
 /* The one table from HTTP status to errno. */
@@ -263,7 +256,7 @@ static size_t on_header(char *line, size_t sz, size_t nmemb, void *ud)
 	const char *v;
 	char tmp[256];
 
-	r->progress_ns = mono_ns();
+	r->progress_ns = objfs_now_ns();
 	if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
 		/* A new response (redirect hop or interim): forget the last. */
 		r->etag_out[0] = r->content_type[0] = r->location[0] = '\0';
@@ -385,7 +378,7 @@ static size_t on_body(char *p, size_t sz, size_t nmemb, void *ud)
 	struct objfs_req *r = ud;
 	size_t n = sz * nmemb;
 
-	r->progress_ns = mono_ns();
+	r->progress_ns = objfs_now_ns();
 	if (!r->checked) {
 		r->checked = 1;
 		if (r->status >= 200 && r->status < 300 && r->len) {
@@ -462,7 +455,7 @@ static int on_prereq(void *ud, char *conn_primary_ip, char *conn_local_ip, int c
 	(void)conn_local_ip;
 	(void)conn_primary_port;
 	(void)conn_local_port;
-	r->progress_ns = mono_ns();
+	r->progress_ns = objfs_now_ns();
 	return CURL_PREREQFUNC_OK;
 }
 
@@ -553,7 +546,7 @@ static int start(struct engine_thread *th, struct objfs_req *r)
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
 	curl_easy_setopt(h, CURLOPT_PREREQDATA, r);
 	if (curl_easy_setopt(h, CURLOPT_PREREQFUNCTION, on_prereq) != CURLE_OK)
-		r->progress_ns = mono_ns(); /* libcurl < 7.80: queued time counts */
+		r->progress_ns = objfs_now_ns(); /* libcurl < 7.80: queued time counts */
 	curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, NULL);
 	curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L); /* keys may hold "//" */
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
@@ -595,7 +588,7 @@ static void schedule_retry(struct engine_thread *th, struct objfs_req *r)
 
 	/* Full jitter between delay/2 and delay. */
 	delay = delay / 2 + (int64_t)((double)(delay / 2) * ((double)rand() / RAND_MAX));
-	r->due_ns = mono_ns() + delay;
+	r->due_ns = objfs_now_ns() + delay;
 	r->next = th->delayed;
 	th->delayed = r;
 }
@@ -765,7 +758,7 @@ static void *engine_main(void *arg)
 			objfs_engine_launch(th, q);
 			q = next;
 		}
-		now = mono_ns();
+		now = objfs_now_ns();
 		for (pp = &th->delayed; *pp;) {
 			struct objfs_req *r = *pp;
 
@@ -786,7 +779,7 @@ static void *engine_main(void *arg)
 				completed(th, m->easy_handle, m->data.result);
 		objfs_direct_progress(th, nw);
 		if (th->inflight) {
-			now = mono_ns();
+			now = objfs_now_ns();
 			if (now - th->watched_ns >= WATCH_NS)
 				watch_stalls(th, now);
 			if (timeout_ms > WATCH_NS / 1000000)

@@ -52,6 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "log.h"
 #include "side.h"
 
@@ -152,14 +153,6 @@ struct objfs_side {
 	unsigned nworkers;
 };
 
-static double now_mono(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static int token_eq(const uint8_t *a, const uint8_t *b)
 {
 	uint8_t d = 0;
@@ -235,7 +228,7 @@ static void cap_free(struct cap *c)
 /* Drops records nobody uses that expired. Called with side->lock held. */
 static void caps_purge(struct objfs_side *s, int all)
 {
-	double now = now_mono();
+	double now = objfs_now_s();
 
 	for (struct cap **pp = &s->caps; *pp;) {
 		struct cap *c = *pp;
@@ -296,7 +289,7 @@ int objfs_side_grant(struct objfs_side *s, uid_t uid, const struct objfs_side_ob
 		err = -ENOSPC;
 		goto out_cap;
 	}
-	c->last_used = now_mono();
+	c->last_used = objfs_now_s();
 	c->next = s->caps;
 	s->caps = c;
 	s->ncaps++;
@@ -448,7 +441,7 @@ static void cap_unref(struct objfs_side *s, struct cap *c)
 		return;
 	pthread_mutex_lock(&s->lock);
 	c->sessions--;
-	c->last_used = now_mono();
+	c->last_used = objfs_now_s();
 	pthread_mutex_unlock(&s->lock);
 }
 
@@ -601,11 +594,11 @@ static int wait_release(struct session *ss, uint32_t slot, uint32_t g)
 				break;
 		}
 		if (i == 1)
-			t0 = now_mono();
+			t0 = objfs_now_s();
 		futex_wait_ns(rel, v, RELEASE_POLL_NS);
 	}
 	if (t0 > 0) { /* how long consumers, not fetches, held the fill back */
-		uint64_t us = (uint64_t)((now_mono() - t0) * 1e6);
+		uint64_t us = (uint64_t)((objfs_now_s() - t0) * 1e6);
 
 		pthread_mutex_lock(&ss->side->lock);
 		ss->side->st.ring_wait_us += us;

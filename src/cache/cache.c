@@ -19,6 +19,7 @@
 
 #include "cache.h"
 #include "diskcache.h"
+#include "hash.h"
 #include "log.h"
 
 enum bstate { B_LOADING, B_READY, B_FAILED };
@@ -88,14 +89,9 @@ static void buf_free(struct objfs_cache *c, void *p, size_t len)
 
 static size_t key_hash(const char *id, uint64_t idx)
 {
-	uint64_t h = 1469598103934665603ULL;
+	uint64_t h = objfs_fnv1a(OBJFS_FNV_OFFSET, id) ^ idx * 0x9e3779b97f4a7c15ULL;
 
-	while (*id) {
-		h ^= (unsigned char)*id++;
-		h *= 1099511628211ULL;
-	}
-	h ^= idx * 0x9e3779b97f4a7c15ULL;
-	return (size_t)(h ^ (h >> 31));
+	return objfs_hash_fold(h, 31);
 }
 
 char *objfs_cache_obj_id(const char *path, const char *etag, int64_t size)

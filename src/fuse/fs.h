@@ -10,7 +10,7 @@
 
 #include "cache.h"
 #include "inode.h"
-#include "options.h"
+#include "side.h"
 #include "store.h"
 
 struct objfs_fs {
@@ -18,8 +18,16 @@ struct objfs_fs {
 	struct objfs_store *store;   /* borrowed */
 	struct objfs_cache *cache;   /* borrowed */
 	struct objfs_side *side;     /* borrowed; NULL with side=off */
-	struct objfs_diskcache *disk; /* borrowed; NULL without cache_dir */
-	const struct objfs_opts *opts;
+	/* The text of MOUNT/.objfs-stats: like snprintf into @buf, returns the
+	 * length the whole text needs. Set by the composition root, which
+	 * alone knows every subsystem's counters. */
+	size_t (*stats_text)(void *arg, char *buf, size_t cap);
+	void *stats_arg;
+	double attr_timeout;         /* seconds, kernel and objfs */
+	double entry_timeout;        /* seconds, kernel dentries */
+	size_t cache_size;           /* the block cache's cap */
+	size_t prefetch_max;         /* largest readahead window of one handle */
+	unsigned threads;            /* FUSE worker threads, at most */
 	uid_t uid;
 	gid_t gid;
 	mode_t umask;

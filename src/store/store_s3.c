@@ -630,7 +630,7 @@ static void probe_message(struct s3_store *s, const struct objfs_req *r, int err
 			 s->endpoint, strerror(-err), code[0] ? " " : "", code);
 }
 
-int objfs_store_s3_new(const char *src, const struct objfs_opts *o,
+int objfs_store_s3_new(const char *src, const struct objfs_s3_cfg *o,
 		       struct objfs_engine *engine, size_t chunk_size,
 		       struct objfs_store **out, char *msg, size_t msglen)
 {

@@ -40,7 +40,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cache.h"
+#include "fetch.h"
 
 /* A fetch's error meaning "the disk copy was unusable, fetch it again". */
 #define OBJFS_DISKCACHE_RETRY (-EBADMSG)

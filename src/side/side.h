@@ -40,7 +40,7 @@
 #include <sys/types.h>
 
 #include "cache.h"
-#include "side_proto.h"
+#include "objfs/side_proto.h"
 #include "store.h"
 
 struct objfs_side;

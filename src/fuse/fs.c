@@ -28,7 +28,6 @@
 #include "log.h"
 #include "prefetch.h"
 #include "range.h"
-#include "stats.h"
 #include "side.h"
 
 #define MAX_READ (1u << 20)
@@ -200,8 +199,8 @@ static void fill_entry(const struct objfs_fs *fs, const struct objfs_attr *a,
 	e->ino = a->ino;
 	e->generation = 1;
 	attr_to_stat(fs, a, &e->attr);
-	e->attr_timeout = fs->opts->attr_timeout;
-	e->entry_timeout = fs->opts->entry_timeout;
+	e->attr_timeout = fs->attr_timeout;
+	e->entry_timeout = fs->entry_timeout;
 }
 
 static void stats_entry(const struct objfs_fs *fs, struct fuse_entry_param *e)
@@ -235,7 +234,7 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	if (err == -ENOENT) {
 		/* Negative entry: the kernel caches the miss for entry_timeout. */
 		memset(&e, 0, sizeof(e));
-		e.entry_timeout = fs->opts->entry_timeout;
+		e.entry_timeout = fs->entry_timeout;
 		fuse_reply_entry(req, &e);
 		return;
 	}
@@ -283,7 +282,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		return;
 	}
 	attr_to_stat(fs, &a, &st);
-	fuse_reply_attr(req, &st, fs->opts->attr_timeout);
+	fuse_reply_attr(req, &st, fs->attr_timeout);
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
@@ -300,10 +299,6 @@ static void op_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
  * since its size (0 to the kernel) is not its length. */
 static void stats_open(fuse_req_t req, struct objfs_fs *fs, struct fuse_file_info *fi)
 {
-	struct objfs_stats s;
-	struct objfs_cache_stats cs;
-	struct objfs_diskcache_stats ds;
-	struct objfs_side_stats gs;
 	struct fh *h = calloc(1, sizeof(*h));
 	size_t cap = 4096;
 
@@ -314,14 +309,7 @@ static void stats_open(fuse_req_t req, struct objfs_fs *fs, struct fuse_file_inf
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	objfs_stats_get(&s);
-	objfs_cache_get_stats(fs->cache, &cs);
-	if (fs->disk)
-		objfs_diskcache_get_stats(fs->disk, &ds);
-	if (fs->side)
-		objfs_side_get_stats(fs->side, &gs);
-	h->text_len = objfs_stats_format(h->text, cap, &s, &cs, fs->disk ? &ds : NULL,
-					 fs->side ? &gs : NULL);
+	h->text_len = fs->stats_text(fs->stats_arg, h->text, cap);
 	if (h->text_len >= cap)
 		h->text_len = cap - 1;
 	pthread_mutex_init(&h->lock, NULL);
@@ -371,7 +359,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	h->cobj.fetch = objfs_store_fetch;
 	h->cobj.ctx = &h->sobj;
 	pthread_mutex_init(&h->lock, NULL);
-	objfs_prefetch_init(&h->pf, 1u << 20, fs->opts->prefetch_max);
+	objfs_prefetch_init(&h->pf, 1u << 20, fs->prefetch_max);
 	if (!h->cobj.id) {
 		fh_free(h);
 		fuse_reply_err(req, ENOMEM);
@@ -446,7 +434,7 @@ static void read_fh(fuse_req_t req, struct fh *h, size_t size, off_t off)
 	 * random: every block fetched will serve later reads, and the bench
 	 * showed per-read GETs losing 30x to s3fs's whole-file temp cache there.
 	 */
-	if (plan.sequential || (uint64_t)h->sobj.size <= fs->opts->cache_size / 4 ||
+	if (plan.sequential || (uint64_t)h->sobj.size <= fs->cache_size / 4 ||
 	    all_cached(fs->cache, h, off, n)) {
 		err = objfs_cache_pin(fs->cache, &h->cobj, off, n, &pin);
 	} else {
@@ -851,7 +839,7 @@ int objfs_fs_run(struct objfs_fs *fs, int fuse_argc, char **fuse_argv, const cha
 		goto out_unmount;
 	}
 	fuse_loop_cfg_set_clone_fd(cfg, 0);
-	fuse_loop_cfg_set_max_threads(cfg, fs->opts->threads);
+	fuse_loop_cfg_set_max_threads(cfg, fs->threads);
 	ret = fuse_session_loop_mt(se, cfg) ? -EIO : 0;
 	fuse_loop_cfg_destroy(cfg);
 out_unmount:

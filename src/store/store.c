@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "hash.h"
 #include "range.h"
 #include "store.h"
 
@@ -32,11 +33,7 @@ static pthread_mutex_t stale_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static uint64_t path_hash(const char *p)
 {
-	uint64_t h = 1469598103934665603ull; /* FNV-1a */
-
-	for (; *p; p++)
-		h = (h ^ (unsigned char)*p) * 1099511628211ull;
-	return h;
+	return objfs_fnv1a(OBJFS_FNV_OFFSET, p);
 }
 
 static void stale_note(const struct objfs_store *s, uint64_t h, int err)

@@ -26,18 +26,10 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "store.h"
+#include "fetch.h"
 
 struct objfs_cache;
 struct objfs_block;
-
-/*
- * Fetches [off, off+len) of the object into @dst and calls done(arg, err)
- * exactly once, from any thread, without holding cache locks.
- */
-typedef void (*objfs_fetch_done_fn)(void *arg, int err);
-typedef void (*objfs_fetch_fn)(void *ctx, int64_t off, size_t len, char *dst,
-			       objfs_fetch_done_fn done, void *arg);
 
 /* What the cache needs to fetch blocks of one open object. Borrowed. */
 struct objfs_cache_obj {

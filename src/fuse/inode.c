@@ -18,6 +18,8 @@
 #include <time.h>
 
 #include "inode.h"
+#include "clock.h"
+#include "hash.h"
 #include "log.h"
 
 struct objfs_node {
@@ -54,23 +56,9 @@ struct objfs_inodes {
 	size_t nhash, nbuckets;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 static size_t name_hash(uint64_t parent, const char *name)
 {
-	uint64_t h = 1469598103934665603ULL ^ parent;
-
-	while (*name) {
-		h ^= (unsigned char)*name++;
-		h *= 1099511628211ULL;
-	}
-	return (size_t)(h ^ (h >> 29));
+	return objfs_hash_fold(objfs_fnv1a(OBJFS_FNV_OFFSET ^ parent, name), 29);
 }
 
 static struct objfs_node *hash_find(struct objfs_inodes *t, uint64_t parent, const char *name)
@@ -294,7 +282,7 @@ static int ensure_listed(struct objfs_inodes *t, struct objfs_node *d)
 		if (d->list_gen != gen && d->list_err)
 			return d->list_err;
 	}
-	if (d->listed_at && now_s() - d->listed_at < t->list_ttl)
+	if (d->listed_at && objfs_now_s() - d->listed_at < t->list_ttl)
 		return 0;
 	d->listing = 1;
 	path = d->path;
@@ -302,7 +290,7 @@ static int ensure_listed(struct objfs_inodes *t, struct objfs_node *d)
 	err = t->store->ops->list(t->store, path, &l);
 	pthread_mutex_lock(&t->lock);
 	if (!err)
-		err = merge_listing(t, d, &l, now_s());
+		err = merge_listing(t, d, &l, objfs_now_s());
 	d->listing = 0;
 	d->list_err = err;
 	d->list_gen++;
@@ -322,7 +310,7 @@ static int revalidate(struct objfs_inodes *t, struct objfs_node *n, int force)
 
 	if (n->is_dir)
 		return 0;
-	if (!force && n->size >= 0 && now_s() - n->attr_at < t->attr_ttl)
+	if (!force && n->size >= 0 && objfs_now_s() - n->attr_at < t->attr_ttl)
 		return 0;
 	pthread_mutex_unlock(&t->lock);
 	err = t->store->ops->stat(t->store, n->path, &st);
@@ -335,7 +323,7 @@ static int revalidate(struct objfs_inodes *t, struct objfs_node *n, int force)
 	if (st.mtime >= 0)
 		n->mtime = st.mtime;
 	memcpy(n->etag, st.etag, sizeof(n->etag));
-	n->attr_at = now_s();
+	n->attr_at = objfs_now_s();
 	return 0;
 }
 

@@ -1,0 +1,330 @@
+/*
+ * mount: see mount.h.
+ *
+ * Order of construction: engine, store (its probe is the first request),
+ * inodes, block cache, disk cache under it, side API server, then the FUSE
+ * session. Teardown runs the other way round, and each step says what it
+ * waits for: the side server ends its sessions before the cache goes, the
+ * cache waits for its fetches before the engine goes, the disk cache
+ * writes out what is queued after the cache has flushed into it.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "fs.h"
+#include "inode.h"
+#include "log.h"
+#include "mount.h"
+#include "store.h"
+
+/* One mount's object graph; each part borrows only the parts built before it. */
+struct objfs_mount {
+	const struct objfs_mount_cfg *cfg;
+	struct objfs_engine *engine;
+	struct objfs_store *store;
+	struct objfs_inodes *inodes;
+	struct objfs_cache *cache;
+	struct objfs_diskcache *disk; /* NULL without cache_dir */
+	struct objfs_side *side;      /* NULL with side=off */
+	struct objfs_fs fs;
+};
+
+/* Appends @s to @dst escaping ',' and '\' for FUSE's option parser. */
+static void opt_escape(char *dst, size_t cap, const char *s)
+{
+	size_t n = strlen(dst);
+
+	for (; *s && n + 2 < cap; s++) {
+		if (*s == ',' || *s == '\\')
+			dst[n++] = '\\';
+		dst[n++] = *s;
+	}
+	dst[n] = '\0';
+}
+
+/* The one stats text of @arg (a struct objfs_mount), for .objfs-stats and -o stats. */
+static size_t stats_text(void *arg, char *buf, size_t cap)
+{
+	struct objfs_mount *m = arg;
+	struct objfs_stats s;
+	struct objfs_cache_stats cs;
+	struct objfs_diskcache_stats ds;
+	struct objfs_side_stats gs;
+
+	objfs_stats_get(&s);
+	objfs_cache_get_stats(m->cache, &cs);
+	if (m->disk)
+		objfs_diskcache_get_stats(m->disk, &ds);
+	if (m->side)
+		objfs_side_get_stats(m->side, &gs);
+	return objfs_stats_format(buf, cap, &s, &cs, m->disk ? &ds : NULL, m->side ? &gs : NULL);
+}
+
+/* -o stats: the stats text as one "key=value,..." log line at unmount. */
+static void log_stats(struct objfs_mount *m)
+{
+	char text[4096];
+	size_t n = stats_text(m, text, sizeof(text));
+
+	if (n >= sizeof(text))
+		n = sizeof(text) - 1;
+	while (n && text[n - 1] == '\n')
+		text[--n] = '\0';
+	for (size_t i = 0; i < n; i++)
+		if (text[i] == '\n')
+			text[i] = ',';
+		else if (text[i] == ' ')
+			text[i] = '=';
+	objfs_log(OBJFS_LOG_ERR, "stats: %s", text);
+}
+
+/* The store for SOURCE: s3:// or http(s)://. 0 or -errno with a reason in @err. */
+static int store_new(struct objfs_mount *m, char *err, size_t errlen)
+{
+	const struct objfs_opts *o = m->cfg->opts;
+	const struct objfs_s3_cfg s3 = {
+		.endpoint = o->endpoint,
+		.region = o->region,
+		.profile = o->profile,
+		.path_style = o->path_style,
+		.virtual_host = o->virtual_host,
+		.no_sign = o->no_sign,
+	};
+
+	if (strncasecmp(m->cfg->source, "s3://", 5) == 0)
+		return objfs_store_s3_new(m->cfg->source, &s3, m->engine, o->chunk_size,
+					  &m->store, err, errlen);
+	return objfs_store_http_new(m->cfg->source, m->engine, o->chunk_size, &m->store, err,
+				    errlen);
+}
+
+/* The disk cache in cache_dir, under the block cache. 0 or -errno, @err set. */
+static int disk_new(struct objfs_mount *m, char *err, size_t errlen)
+{
+	const struct objfs_opts *o = m->cfg->opts;
+	/* the disk copies belong to this source: the same path elsewhere is another object */
+	char source[2048];
+	struct objfs_diskcache_cfg dcfg = {
+		.dir = o->cache_dir,
+		.cap = o->cache_dir_size,
+		.source = source,
+		.block_size = o->chunk_size,
+	};
+	int ret;
+
+	snprintf(source, sizeof(source), "%s\n%s", m->cfg->source,
+		 o->endpoint ? o->endpoint : "");
+	ret = objfs_diskcache_open(&dcfg, &m->disk, err, errlen);
+	if (!ret)
+		objfs_cache_set_disk(m->cache, m->disk);
+	return ret;
+}
+
+static int side_new(struct objfs_mount *m)
+{
+	const struct objfs_opts *o = m->cfg->opts;
+	struct objfs_side_cfg scfg = {
+		.ring_slots = o->ring_slots,
+		.ring_slot_size = (uint32_t)o->ring_slot_size,
+		.max_sessions = 64,
+		.max_caps = 4096,
+		.cap_ttl = 300,
+	};
+	int ret = objfs_side_new(&scfg, m->cache, &m->side);
+
+	if (ret)
+		objfs_err("cannot start the GPU side API server: %s%s", strerror(-ret),
+			  ret == -EINVAL ? " (ring_slot_size must be a multiple of 4K and "
+			  "ring_slots x ring_slot_size at most 1G)" : "");
+	return ret;
+}
+
+/* Builds the graph up to the FUSE file system. 0 or -errno, logged. */
+static int build(struct objfs_mount *m)
+{
+	const struct objfs_opts *o = m->cfg->opts;
+	struct objfs_engine_cfg ecfg = {
+		.threads = o->engine_threads,
+		.max_host_conns = o->max_connections,
+		.ca_file = o->ca_file,
+		.insecure = o->insecure,
+		.timeout = o->timeout,
+		.retries = o->retries,
+		.direct = o->direct_recv,
+	};
+	char err[1024] = "";
+	int ret;
+
+	/* Loud: not even log_level=error silences it. */
+	if (o->insecure)
+		objfs_log(o->log_level < OBJFS_LOG_WARN ? OBJFS_LOG_ERR : OBJFS_LOG_WARN,
+			  "TLS certificate verification is OFF (insecure): anyone on the "
+			  "network path can feed this mount forged data");
+	ret = objfs_engine_new(&ecfg, &m->engine);
+	if (ret) {
+		objfs_err("cannot start the fetch engine: %s", strerror(-ret));
+		return ret;
+	}
+	ret = store_new(m, err, sizeof(err));
+	if (ret) {
+		objfs_err("%s", err);
+		return ret;
+	}
+	ret = objfs_inodes_new(m->store, o->list_ttl, o->attr_timeout, &m->inodes);
+	if (ret) {
+		objfs_err("out of memory");
+		return ret;
+	}
+	ret = objfs_cache_new(o->cache_size, o->chunk_size, &m->cache);
+	if (ret) {
+		objfs_err("cache_size must be at least chunk_size");
+		return ret;
+	}
+	if (o->cache_dir && (ret = disk_new(m, err, sizeof(err)))) {
+		objfs_err("%s", err);
+		return ret;
+	}
+	if (o->side && (ret = side_new(m)))
+		return ret;
+	m->fs = (struct objfs_fs){
+		.inodes = m->inodes,
+		.store = m->store,
+		.cache = m->cache,
+		.side = m->side,
+		.stats_text = stats_text,
+		.stats_arg = m,
+		.attr_timeout = o->attr_timeout,
+		.entry_timeout = o->entry_timeout,
+		.cache_size = o->cache_size,
+		.prefetch_max = o->prefetch_max,
+		.threads = o->threads,
+		.uid = o->have_uid ? o->uid : getuid(),
+		.gid = o->have_gid ? o->gid : getgid(),
+		.umask = o->have_umask ? o->umask : 022,
+		.mount_time = (double)time(NULL),
+	};
+	return 0;
+}
+
+/* Frees what build() made, each part after everything that borrows it. */
+static void teardown(struct objfs_mount *m)
+{
+	objfs_side_free(m->side);       /* ends sessions; before the cache, store and nodes */
+	objfs_cache_free(m->cache);     /* before the engine: waits for its fetches */
+	objfs_diskcache_free(m->disk);  /* after the cache: writes out what is queued */
+	objfs_inodes_free(m->inodes);
+	objfs_store_free(m->store);
+	objfs_engine_free(m->engine);
+}
+
+/* Mounts and runs the FUSE session. 0 or -errno. */
+static int serve(struct objfs_mount *m)
+{
+	const struct objfs_mount_cfg *cfg = m->cfg;
+	char fopts[4096] = "ro,subtype=objfs,fsname=";
+	char *fargv[4];
+	int fargc = 0;
+
+	opt_escape(fopts, sizeof(fopts), cfg->source);
+	if (cfg->opts->allow_other)
+		strcat(fopts, ",allow_other");
+	if (cfg->opts->default_permissions)
+		strcat(fopts, ",default_permissions");
+	fargv[fargc++] = (char *)cfg->argv0;
+	fargv[fargc++] = "-o";
+	fargv[fargc++] = fopts;
+	if (cfg->debug)
+		fargv[fargc++] = "-d";
+	return objfs_fs_run(&m->fs, fargc, fargv, cfg->mountpoint, cfg->ready, cfg->ready_arg);
+}
+
+int objfs_mount_run(const struct objfs_mount_cfg *cfg)
+{
+	struct objfs_mount m = { .cfg = cfg };
+	int ret = build(&m);
+
+	if (!ret) {
+		ret = serve(&m);
+		if (cfg->opts->stats)
+			log_stats(&m);
+	}
+	teardown(&m);
+	return ret ? 1 : 0;
+}
+
+/* Appends to buf like snprintf; *len counts what the whole text needs. */
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(*len < cap ? buf + *len : NULL, *len < cap ? cap - *len : 0, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*len += (size_t)n;
+}
+
+size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
+			  const struct objfs_cache_stats *c,
+			  const struct objfs_diskcache_stats *d,
+			  const struct objfs_side_stats *sd)
+{
+	size_t len = 0;
+
+	if (cap)
+		buf[0] = '\0';
+	put(buf, cap, &len, "requests %llu\nrequest_errors %llu\nretries %llu\nbytes %llu\n",
+	    (unsigned long long)s->requests, (unsigned long long)s->errors,
+	    (unsigned long long)s->retries, (unsigned long long)s->bytes);
+	put(buf, cap, &len, "requests_direct %llu\ndirect_fallbacks %llu\n",
+	    (unsigned long long)s->direct, (unsigned long long)s->direct_fallbacks);
+	put(buf, cap, &len, "ttfb_p50_us %llu\nttfb_p90_us %llu\nttfb_p99_us %llu\n",
+	    (unsigned long long)objfs_stats_percentile(s->ttfb, 50),
+	    (unsigned long long)objfs_stats_percentile(s->ttfb, 90),
+	    (unsigned long long)objfs_stats_percentile(s->ttfb, 99));
+	if (c)
+		put(buf, cap, &len,
+		    "cache_hits %llu\ncache_misses %llu\ncache_waits %llu\ncache_fetches %llu\n"
+		    "cache_fetch_bytes %llu\ncache_fetch_errors %llu\nprefetched_blocks %llu\n"
+		    "prefetch_unused_blocks %llu\ncache_evictions %llu\ncache_direct_bytes %llu\n"
+		    "cache_bytes %zu\ncache_cap %zu\n",
+		    (unsigned long long)c->hits, (unsigned long long)c->misses,
+		    (unsigned long long)c->waits, (unsigned long long)c->fetches,
+		    (unsigned long long)c->fetch_bytes, (unsigned long long)c->fetch_errors,
+		    (unsigned long long)c->prefetched, (unsigned long long)c->prefetch_unused,
+		    (unsigned long long)c->evictions, (unsigned long long)c->direct_bytes,
+		    c->bytes, c->cap);
+	if (d)
+		put(buf, cap, &len,
+		    "disk_cache_state %s\ndisk_cache_hits %llu\ndisk_cache_misses %llu\n"
+		    "disk_cache_bad %llu\ndisk_cache_read_errors %llu\ndisk_cache_writes %llu\n"
+		    "disk_cache_write_bytes %llu\ndisk_cache_writes_dropped %llu\n"
+		    "disk_cache_evictions %llu\ndisk_cache_files %llu\ndisk_cache_bytes %llu\n"
+		    "disk_cache_cap %llu\n",
+		    d->degraded ? "off" : "on", (unsigned long long)d->hits,
+		    (unsigned long long)d->misses, (unsigned long long)d->bad,
+		    (unsigned long long)d->read_errors, (unsigned long long)d->writes,
+		    (unsigned long long)d->write_bytes, (unsigned long long)d->writes_dropped,
+		    (unsigned long long)d->evictions, (unsigned long long)d->files,
+		    (unsigned long long)d->bytes, (unsigned long long)d->cap);
+	if (sd)
+		put(buf, cap, &len,
+		    "side_sessions_open %llu\nside_sessions_total %llu\nside_fills %llu\n"
+		    "side_fill_bytes %llu\nside_fill_errors %llu\nside_ring_wait_us %llu\n",
+		    (unsigned long long)sd->sessions_open, (unsigned long long)sd->sessions_total,
+		    (unsigned long long)sd->fills, (unsigned long long)sd->fill_bytes,
+		    (unsigned long long)sd->fill_errors, (unsigned long long)sd->ring_wait_us);
+	return len;
+}
