@@ -1,0 +1,135 @@
+#!/bin/bash
+# fuse_ab.sh: FUSE read throughput of two objfs builds against curl, in one
+# script on the same data, runs alternating A, curl, B, curl, ... so that
+# every objfs figure has a ceiling taken beside it. For "is this change
+# slower?" checks on the lent GPU machine (one device call, ~4 minutes with
+# the defaults) or anywhere with nginx.
+#
+#   OBJFS_A=old/objfs OBJFS_B=new/objfs contrib/bench/fuse_ab.sh
+#
+# Each run: a fresh mount (cold daemon cache and kernel page cache), N
+# readers `dd bs=1M` of N distinct objects at once, GB/s = bytes / wall time
+# from the first start to the last end; curl: N parallel `curl -o /dev/null`
+# of the same objects. nginx serves from the page cache (warmed first).
+# Reported per N: the median GB/s of A, B and curl, and the medians of the
+# per-pair ratios A/curl and B/curl (each objfs run against the curl run
+# right after it).
+#
+# Environment: OBJFS_A, OBJFS_B (required), NGINX, OUT (results; default
+# ./device-out), AB_READERS ("1 4 16"), AB_SIZE (bytes per object, default
+# 512 MiB), AB_REPS (3), AB_OPTS (mount options for both), AB_DATA (keep the
+# objects here between calls).
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=../../tests/integration/lib.sh
+. "$here/../../tests/integration/lib.sh"
+
+: "${OBJFS_A:?OBJFS_A: the first objfs binary}" "${OBJFS_B:?OBJFS_B: the second objfs binary}"
+OUT=${OUT:-$PWD/device-out}
+READERS=${AB_READERS:-1 4 16}
+SIZE=${AB_SIZE:-536870912}
+REPS=${AB_REPS:-3}
+NCPU=$(nproc)
+mkdir -p "$OUT"
+res=$OUT/fuse_ab
+: >"$res.txt"
+: >"$res.runs"
+say() { printf '%s\n' "$*" | tee -a "$res.txt"; }
+
+max=0
+for n in $READERS; do [ "$n" -gt "$max" ] && max=$n; done
+DATA=${AB_DATA:-$TEST_TMP/www}
+mkdir -p "$DATA"
+for ((i = 0; i < max; i++)); do
+	f=$DATA/obj$i.bin
+	[ "$(stat -c %s "$f" 2>/dev/null)" = "$SIZE" ] && continue
+	python3 - "$f" "$SIZE" <<'EOF' &
+import os, sys
+with open(sys.argv[1], "wb") as f:
+    left = int(sys.argv[2])
+    while left:
+        k = min(left, 16 << 20)
+        f.write(os.urandom(k))
+        left -= k
+EOF
+	if [ $(((i + 1) % NCPU)) = 0 ]; then wait; fi
+done
+wait
+cat "$DATA"/obj*.bin >/dev/null
+
+NGINX_DATA=$DATA
+NGINX_PREFIX=$TEST_TMP/nginx
+NGINX_PORT=$(free_port)
+export NGINX_PREFIX NGINX_PORT
+_nginx_write_conf "$NGINX_PREFIX" "$NGINX_PORT" "$NGINX_DATA" || exit 99
+sed -i "s/^worker_processes .*/worker_processes $NCPU;/; s|access_log .*;|access_log off;|" \
+	"$NGINX_PREFIX/nginx.conf"
+_nginx_launch || { echo "nginx did not start" >&2; exit 99; }
+URL=http://127.0.0.1:$NGINX_PORT/data/
+say "# $(date -u +%FT%TZ) $(uname -n) $(nproc) cores; A=$OBJFS_A B=$OBJFS_B"
+say "# objects: $max x $SIZE bytes; readers: $READERS; reps: $REPS; opts: ${AB_OPTS:-(defaults)}"
+
+now() { date +%s.%N; }
+gbps() { awk -v b="$1" -v a="$2" -v c="$3" 'BEGIN { printf "%.3f", b / (c - a) / 1e9 }'; }
+
+# one_run N MODE: appends "N MODE GB/s" to $res.runs ("fail" on any error).
+# Not inside $(...): the mounts it starts belong to this shell (lib.sh).
+one_run() {
+	local n=$1 mode=$2 mnt=$TEST_TMP/mnt t0 t1 i pids=() bad=0
+	if [ "$mode" = curl ]; then
+		t0=$(now)
+		for ((i = 0; i < n; i++)); do
+			curl -sf -o /dev/null "${URL}obj$i.bin" &
+			pids+=($!)
+		done
+	else
+		if [ "$mode" = A ]; then OBJFS=$OBJFS_A; else OBJFS=$OBJFS_B; fi
+		mount_objfs "$URL" "$mnt" "${AB_OPTS:-}" || { echo "$n $mode fail" >>"$res.runs"; return; }
+		t0=$(now)
+		for ((i = 0; i < n; i++)); do
+			dd if="$mnt/obj$i.bin" of=/dev/null bs=1M status=none &
+			pids+=($!)
+		done
+	fi
+	for p in "${pids[@]}"; do wait "$p" || bad=1; done
+	t1=$(now)
+	[ "$mode" = curl ] || unmount_objfs "$mnt" >/dev/null
+	if [ "$bad" = 0 ]; then
+		echo "$n $mode $(gbps $((n * SIZE)) "$t0" "$t1")" >>"$res.runs"
+	else
+		echo "$n $mode fail" >>"$res.runs"
+	fi
+	tail -n 1 "$res.runs"
+}
+
+for ((r = 0; r < REPS; r++)); do
+	for n in $READERS; do
+		one_run "$n" A
+		one_run "$n" curl
+		one_run "$n" B
+		one_run "$n" curl
+	done
+done
+
+python3 - "$res.runs" <<'EOF' | tee -a "$res.txt"
+import statistics, sys
+runs = [l.split() for l in open(sys.argv[1])]
+print("| readers | A GB/s | B GB/s | curl GB/s | A/curl (pairs) | B/curl (pairs) | B/A |")
+print("|---|---|---|---|---|---|---|")
+for n in dict.fromkeys(r[0] for r in runs):
+    seq = [r for r in runs if r[0] == n]
+    val = lambda r: float(r[2]) if r[2] != "fail" else None
+    pairs = {"A": [], "B": []}
+    for i, r in enumerate(seq):
+        if r[1] in pairs and i + 1 < len(seq) and seq[i + 1][1] == "curl":
+            a, c = val(r), val(seq[i + 1])
+            if a is not None and c:
+                pairs[r[1]].append(a / c)
+    med = lambda m: statistics.median([val(r) for r in seq if r[1] == m and val(r) is not None] or [0])
+    a, b, c = med("A"), med("B"), med("curl")
+    pm = lambda m: "%.2f" % statistics.median(pairs[m]) if pairs[m] else "-"
+    fails = sum(1 for r in seq if r[2] == "fail")
+    print("| %s | %.2f | %.2f | %.2f | %s | %s | %s |%s" % (n, a, b, c, pm("A"), pm("B"),
+          "%.2f" % (b / a) if a else "-", " %d failed" % fails if fails else ""))
+EOF
+nginx_stop
