@@ -2,7 +2,8 @@
  * Unit tests of src/creds.c: the INI reader, the credential chain in SDK
  * order (environment, shared credentials file, config file, instance
  * metadata through a loopback stand-in), profile settings, refresh of
- * expiring credentials, and that no secret ever reaches the log.
+ * expiring credentials, and that no secret ever reaches the log; which
+ * profile is read (argument, AWS_PROFILE, "default"), table-driven.
  * Every test runs with its own HOME and AWS_* environment.
  */
 #include "config.h"
@@ -278,6 +279,90 @@ START_TEST(test_no_secret_in_logs)
 }
 END_TEST
 
+/*
+ * Which profile the settings and the chain read: the argument (-o profile=)
+ * over AWS_PROFILE over "default", an empty one counting as unset. Only a
+ * profile named as argument must exist; one named by AWS_PROFILE may not.
+ */
+static const struct profile_case {
+	const char *arg, *env;  /* NULL: not given */
+	int load_rc;            /* objfs_aws_profile_load */
+	const char *region;     /* its region, NULL: none */
+	int creds_rc;           /* objfs_creds_resolve */
+	const char *key;        /* its access key */
+} profile_cases[] = {
+	{ NULL, NULL, 0, "r-default", 0, "AKDEF" },
+	{ NULL, "envp", 0, "r-env", 0, "AKENVP" },
+	{ "optp", "envp", 0, "r-opt", 0, "AKOPTP" },
+	{ "optp", NULL, 0, "r-opt", 0, "AKOPTP" },
+	{ "", "envp", 0, "r-env", 0, "AKENVP" },
+	{ NULL, "", 0, "r-default", 0, "AKDEF" },
+	{ NULL, "nope", 0, NULL, -ENOENT, NULL },
+	{ "nope", "envp", -ENOENT, NULL, -ENOENT, NULL },
+	{ "credonly", NULL, 0, NULL, 0, "AKCRED" },
+};
+
+START_TEST(test_profile_choice)
+{
+	const struct profile_case *t = &profile_cases[_i];
+	struct objfs_aws_profile p;
+	struct objfs_creds c;
+	char err[512] = "";
+
+	write_file(".aws/config", "[default]\nregion=r-default\n[profile envp]\nregion=r-env\n"
+		   "[profile optp]\nregion=r-opt\n", 0600);
+	write_file(".aws/credentials", "[default]\naws_access_key_id=AKDEF\n"
+		   "aws_secret_access_key=s\n[envp]\naws_access_key_id=AKENVP\n"
+		   "aws_secret_access_key=s\n[optp]\naws_access_key_id=AKOPTP\n"
+		   "aws_secret_access_key=s\n[credonly]\naws_access_key_id=AKCRED\n"
+		   "aws_secret_access_key=s\n", 0600);
+	if (t->env)
+		setenv("AWS_PROFILE", t->env, 1);
+	ck_assert_int_eq(objfs_aws_profile_load(t->arg, &p, err, sizeof(err)), t->load_rc);
+	if (t->region)
+		ck_assert_str_eq(p.region, t->region);
+	else
+		ck_assert_ptr_null(p.region);
+	if (t->load_rc == -ENOENT)
+		ck_assert_ptr_nonnull(strstr(err, "profile 'nope' not found"));
+	objfs_aws_profile_clear(&p);
+	ck_assert_int_eq(objfs_creds_resolve(t->arg, &c, err, sizeof(err)), t->creds_rc);
+	if (t->key)
+		ck_assert_str_eq(c.access_key, t->key);
+	objfs_creds_clear(&c);
+	unsetenv("AWS_PROFILE");
+}
+END_TEST
+
+/* A file that cannot be read fails both readers, each naming both files. */
+START_TEST(test_files_unreadable)
+{
+	struct objfs_aws_profile p;
+	struct objfs_creds c;
+	char err[2048] = "", want[2048], cfg[512], crd[512];
+	FILE *f;
+
+	snprintf(cfg, sizeof(cfg), "%s/big-config", home);
+	snprintf(crd, sizeof(crd), "%s/.aws/credentials", home);
+	write_file(".aws/credentials", "[default]\naws_access_key_id=AK\n"
+		   "aws_secret_access_key=s\n", 0600);
+	f = fopen(cfg, "w");
+	ck_assert_ptr_nonnull(f);
+	for (int i = 0; i < (1 << 20) / 16 + 1; i++)
+		fputs("# over 1 MiB...\n", f);
+	ck_assert_int_eq(fclose(f), 0);
+	setenv("AWS_CONFIG_FILE", cfg, 1);
+	ck_assert_int_eq(objfs_aws_profile_load(NULL, &p, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "cannot read AWS config files (%s, %s): %s", cfg, crd,
+		 strerror(EINVAL));
+	ck_assert_str_eq(err, want);
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "cannot read AWS credentials (%s, %s): %s", crd, cfg,
+		 strerror(EINVAL));
+	ck_assert_str_eq(err, want);
+}
+END_TEST
+
 static pid_t stub_pid;
 
 /* Starts tests/imds_stub.py; returns its port, or 0 when it cannot run. */
@@ -397,6 +482,9 @@ static Suite *creds_suite(void)
 	tcase_add_test(tc, test_env);
 	tcase_add_test(tc, test_files);
 	tcase_add_test(tc, test_files_pipe_and_large);
+	tcase_add_loop_test(tc, test_profile_choice, 0,
+			    sizeof(profile_cases) / sizeof(profile_cases[0]));
+	tcase_add_test(tc, test_files_unreadable);
 	tcase_add_test(tc, test_no_secret_in_logs);
 	tcase_add_test(tc, test_imds);
 	tcase_add_test(tc, test_imds_unreachable_fast);

@@ -1,7 +1,9 @@
 /*
  * Unit tests of the S3 backend's parsing (src/store_s3.c through
  * store_s3_i.h): ListObjectsV2 pages with encoding-type=url, keys that
- * cannot be file names, marker objects, pagination tokens, hostile bodies.
+ * cannot be file names, marker objects, pagination tokens, hostile bodies;
+ * and the precedence objfs_s3_resolve_cfg() applies to region, endpoint and
+ * addressing style (option, environment, profile, default), table-driven.
  */
 #include "config.h"
 
@@ -11,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "creds.h"
 #include "listing.h"
+#include "store.h"
 #include "store_s3_i.h"
 
 #define HDR "<?xml version=\"1.0\" encoding=\"UTF-8\"?>" \
@@ -164,6 +168,82 @@ START_TEST(test_misc)
 }
 END_TEST
 
+/* The environment variables objfs_s3_resolve_cfg() reads, in this order. */
+static const char *const resolve_vars[] = {
+	"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL",
+};
+
+#define AWS_EP(r) "https://s3." r ".amazonaws.com"
+
+/* One row: what is set (NULL: not set) and what must win. */
+static const struct resolve_case {
+	const char *name;
+	struct objfs_s3_cfg o;          /* endpoint, region, profile, path_style, virtual_host */
+	const char *env[4];             /* in resolve_vars order */
+	struct objfs_aws_profile prof;  /* region, endpoint_url */
+	const char *region, *endpoint;
+	int vhost;
+} resolve_cases[] = {
+	{ "defaults", { 0 }, { 0 }, { 0 }, "us-east-1", AWS_EP("us-east-1"), 1 },
+	{ "profile region", { 0 }, { 0 }, { "eu-west-3", NULL },
+	  "eu-west-3", AWS_EP("eu-west-3"), 1 },
+	{ "AWS_DEFAULT_REGION over profile", { 0 }, { NULL, "ap-south-1" }, { "eu-west-3", NULL },
+	  "ap-south-1", AWS_EP("ap-south-1"), 1 },
+	{ "AWS_REGION over AWS_DEFAULT_REGION", { 0 }, { "us-west-2", "ap-south-1" }, { 0 },
+	  "us-west-2", AWS_EP("us-west-2"), 1 },
+	{ "empty AWS_REGION is unset", { 0 }, { "", "ap-south-1" }, { 0 },
+	  "ap-south-1", AWS_EP("ap-south-1"), 1 },
+	{ "option region over all", { .region = "sa-east-1" }, { "us-west-2", "ap-south-1" },
+	  { "eu-west-3", NULL }, "sa-east-1", AWS_EP("sa-east-1"), 1 },
+	{ "path_style on AWS", { .path_style = 1 }, { 0 }, { 0 },
+	  "us-east-1", AWS_EP("us-east-1"), 0 },
+	{ "profile endpoint: path style", { 0 }, { 0 }, { NULL, "http://prof:1" },
+	  "us-east-1", "http://prof:1", 0 },
+	{ "AWS_ENDPOINT_URL over profile", { 0 }, { NULL, NULL, NULL, "http://env:2" },
+	  { NULL, "http://prof:1" }, "us-east-1", "http://env:2", 0 },
+	{ "AWS_ENDPOINT_URL_S3 over AWS_ENDPOINT_URL", { 0 },
+	  { NULL, NULL, "http://s3env:3", "http://env:2" }, { 0 }, "us-east-1", "http://s3env:3", 0 },
+	{ "empty AWS_ENDPOINT_URL_S3 is unset", { 0 }, { NULL, NULL, "", "http://env:2" }, { 0 },
+	  "us-east-1", "http://env:2", 0 },
+	{ "option endpoint over all", { .endpoint = "http://opt:4" },
+	  { NULL, NULL, "http://s3env:3", "http://env:2" }, { NULL, "http://prof:1" },
+	  "us-east-1", "http://opt:4", 0 },
+	{ "virtual_host on an endpoint", { .endpoint = "http://opt:4", .virtual_host = 1 },
+	  { 0 }, { 0 }, "us-east-1", "http://opt:4", 1 },
+	{ "path_style wins over virtual_host", { .endpoint = "http://opt:4", .path_style = 1,
+	  .virtual_host = 1 }, { 0 }, { 0 }, "us-east-1", "http://opt:4", 0 },
+	{ "both styles on AWS", { .path_style = 1, .virtual_host = 1 }, { 0 }, { 0 },
+	  "us-east-1", AWS_EP("us-east-1"), 0 },
+	{ "region from env, endpoint from profile", { 0 }, { "eu-north-1" },
+	  { "eu-west-3", "http://prof:1" }, "eu-north-1", "http://prof:1", 0 },
+};
+
+START_TEST(test_resolve_cfg)
+{
+	const struct resolve_case *c = &resolve_cases[_i];
+	struct objfs_s3_where w;
+	size_t nvars = sizeof(resolve_vars) / sizeof(resolve_vars[0]);
+
+	for (size_t v = 0; v < nvars; v++) {
+		if (c->env[v])
+			setenv(resolve_vars[v], c->env[v], 1);
+		else
+			unsetenv(resolve_vars[v]);
+	}
+	ck_assert_msg(objfs_s3_resolve_cfg(&c->o, &c->prof, &w) == 0, "%s", c->name);
+	ck_assert_msg(strcmp(w.region, c->region) == 0, "%s: region %s, want %s", c->name,
+		      w.region, c->region);
+	ck_assert_msg(strcmp(w.endpoint, c->endpoint) == 0, "%s: endpoint %s, want %s",
+		      c->name, w.endpoint, c->endpoint);
+	ck_assert_msg(w.vhost == c->vhost, "%s: vhost %d, want %d", c->name, w.vhost, c->vhost);
+	objfs_s3_where_clear(&w);
+	ck_assert_ptr_null(w.region);
+	objfs_s3_where_clear(NULL);
+	for (size_t v = 0; v < nvars; v++)
+		unsetenv(resolve_vars[v]);
+}
+END_TEST
+
 static Suite *s3_suite(void)
 {
 	Suite *s = suite_create("s3");
@@ -174,6 +254,8 @@ static Suite *s3_suite(void)
 	tcase_add_loop_test(tc, test_hostile, 0, sizeof(hostile) / sizeof(hostile[0]));
 	tcase_add_test(tc, test_long_key_and_decode);
 	tcase_add_test(tc, test_misc);
+	tcase_add_loop_test(tc, test_resolve_cfg, 0,
+			    sizeof(resolve_cases) / sizeof(resolve_cases[0]));
 	suite_add_tcase(s, tc);
 	return s;
 }

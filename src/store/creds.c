@@ -5,6 +5,11 @@
  * answers lookups from the end, so a later duplicate wins, as in the AWS
  * CLI. Indented lines under a key with an empty value ("s3 =") form a nested
  * block, stored under the section "SECTION.KEY".
+ *
+ * The profile settings (objfs_aws_profile_load) and the chain's file step
+ * (from_files) read the same two files of the same profile through one
+ * loader, aws_files_load: the credentials file first, as secret, then the
+ * config file.
  */
 #include "config.h"
 
@@ -267,6 +272,60 @@ static char *config_section(const char *name)
 	return s;
 }
 
+/*
+ * The shared files of one profile, as both the settings and the chain read
+ * them: the credentials file is parsed as secret (wiped, mode checked).
+ */
+struct aws_files {
+	const char *name;        /* profile name: borrowed (argument or environment) */
+	char *cfg, *crd;         /* owned paths */
+	char *sec;               /* owned: the profile's config file section */
+	struct objfs_ini *ci;    /* owned; NULL when the config file is absent */
+	struct objfs_ini *cr;    /* owned; NULL when the credentials file is absent */
+};
+
+static void aws_files_clear(struct aws_files *f)
+{
+	objfs_ini_free(f->ci);
+	objfs_ini_free(f->cr);
+	free(f->cfg);
+	free(f->crd);
+	free(f->sec);
+	memset(f, 0, sizeof(*f));
+}
+
+/*
+ * Finds and parses the files of @profile (NULL: AWS_PROFILE or "default"),
+ * the credentials file first. 0; -ENOMEM with @f cleared (f->cfg NULL); or
+ * the -errno of a file that cannot be read, with the paths left in @f for
+ * the caller's message. The caller clears @f either way.
+ */
+static int aws_files_load(const char *profile, struct aws_files *f)
+{
+	int rc;
+
+	memset(f, 0, sizeof(*f));
+	f->name = profile_name(profile);
+	f->cfg = aws_file("AWS_CONFIG_FILE", "config");
+	f->crd = aws_file("AWS_SHARED_CREDENTIALS_FILE", "credentials");
+	f->sec = config_section(f->name);
+	if (!f->cfg || !f->crd || !f->sec) {
+		aws_files_clear(f);
+		return -ENOMEM;
+	}
+	rc = ini_load(f->crd, 1, &f->cr);
+	if (!rc)
+		rc = ini_load(f->cfg, 0, &f->ci);
+	return rc;
+}
+
+/* Whether profile @f->name, named explicitly as @profile, is in neither file. */
+static int profile_missing(const struct aws_files *f, const char *profile)
+{
+	return profile && *profile && !ini_has_section(f->ci, f->sec) &&
+	       !ini_has_section(f->cr, f->name);
+}
+
 /* ---- credentials ---- */
 
 void objfs_creds_clear(struct objfs_creds *c)
@@ -313,44 +372,35 @@ static int set_creds(struct objfs_creds *c, const char *ak, const char *sk, cons
 int objfs_aws_profile_load(const char *profile, struct objfs_aws_profile *out, char *err,
 			   size_t errlen)
 {
-	const char *name = profile_name(profile);
-	char *cfg = aws_file("AWS_CONFIG_FILE", "config");
-	char *crd = aws_file("AWS_SHARED_CREDENTIALS_FILE", "credentials");
-	char *sec = config_section(name), *s3sec = NULL;
-	struct objfs_ini *ci = NULL, *cr = NULL;
+	struct aws_files f;
+	char *s3sec = NULL;
 	const char *v;
-	int rc;
+	int rc = aws_files_load(profile, &f);
 
 	memset(out, 0, sizeof(*out));
-	if (!cfg || !crd || !sec || asprintf(&s3sec, "%s.s3", sec) < 0) {
+	if (rc) {
+		if (f.cfg)
+			snprintf(err, errlen, "cannot read AWS config files (%s, %s): %s", f.cfg,
+				 f.crd, strerror(-rc));
+		goto out;
+	}
+	if (asprintf(&s3sec, "%s.s3", f.sec) < 0) {
 		s3sec = NULL;
 		rc = -ENOMEM;
 		goto out;
 	}
-	rc = ini_load(cfg, 0, &ci);
-	if (!rc)
-		rc = ini_load(crd, 1, &cr);
-	if (rc) {
-		snprintf(err, errlen, "cannot read AWS config files (%s, %s): %s", cfg, crd,
-			 strerror(-rc));
-		goto out;
-	}
-	if (profile && *profile && !ini_has_section(ci, sec) && !ini_has_section(cr, name)) {
-		snprintf(err, errlen, "profile '%s' not found in %s or %s", name, cfg, crd);
+	if (profile_missing(&f, profile)) {
+		snprintf(err, errlen, "profile '%s' not found in %s or %s", f.name, f.cfg, f.crd);
 		rc = -ENOENT;
 		goto out;
 	}
-	if ((v = objfs_ini_get(ci, sec, "region")) && *v)
+	if ((v = objfs_ini_get(f.ci, f.sec, "region")) && *v)
 		out->region = strdup(v);
-	if (((v = objfs_ini_get(ci, s3sec, "endpoint_url")) && *v) ||
-	    ((v = objfs_ini_get(ci, sec, "endpoint_url")) && *v))
+	if (((v = objfs_ini_get(f.ci, s3sec, "endpoint_url")) && *v) ||
+	    ((v = objfs_ini_get(f.ci, f.sec, "endpoint_url")) && *v))
 		out->endpoint_url = strdup(v);
 out:
-	objfs_ini_free(ci);
-	objfs_ini_free(cr);
-	free(cfg);
-	free(crd);
-	free(sec);
+	aws_files_clear(&f);
 	free(s3sec);
 	return rc;
 }
@@ -358,41 +408,32 @@ out:
 /* Credentials of profile @name from the shared files. 0, 1 when absent. */
 static int from_files(const char *profile, struct objfs_creds *out, char *err, size_t errlen)
 {
-	const char *name = profile_name(profile);
-	char *cfg = aws_file("AWS_CONFIG_FILE", "config");
-	char *crd = aws_file("AWS_SHARED_CREDENTIALS_FILE", "credentials");
-	char *sec = config_section(name);
-	struct objfs_ini *ci = NULL, *cr = NULL;
+	struct aws_files f;
 	const char *ak, *sk, *tok, *where = NULL;
 	struct stat st;
-	int rc;
+	int rc = aws_files_load(profile, &f);
 
-	if (!cfg || !crd || !sec) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	rc = ini_load(crd, 1, &cr);
-	if (!rc)
-		rc = ini_load(cfg, 0, &ci);
 	if (rc) {
-		snprintf(err, errlen, "cannot read AWS credentials (%s, %s): %s", crd, cfg,
-			 strerror(-rc));
+		if (f.cfg)
+			snprintf(err, errlen, "cannot read AWS credentials (%s, %s): %s", f.crd,
+				 f.cfg, strerror(-rc));
 		goto out;
 	}
-	ak = objfs_ini_get(cr, name, "aws_access_key_id");
-	sk = objfs_ini_get(cr, name, "aws_secret_access_key");
-	tok = objfs_ini_get(cr, name, "aws_session_token");
+	ak = objfs_ini_get(f.cr, f.name, "aws_access_key_id");
+	sk = objfs_ini_get(f.cr, f.name, "aws_secret_access_key");
+	tok = objfs_ini_get(f.cr, f.name, "aws_session_token");
 	if (ak || sk) {
-		where = crd;
+		where = f.crd;
 	} else {
-		ak = objfs_ini_get(ci, sec, "aws_access_key_id");
-		sk = objfs_ini_get(ci, sec, "aws_secret_access_key");
-		tok = objfs_ini_get(ci, sec, "aws_session_token");
-		where = cfg;
+		ak = objfs_ini_get(f.ci, f.sec, "aws_access_key_id");
+		sk = objfs_ini_get(f.ci, f.sec, "aws_secret_access_key");
+		tok = objfs_ini_get(f.ci, f.sec, "aws_session_token");
+		where = f.cfg;
 	}
 	if (!ak && !sk) {
-		if (profile && *profile && !ini_has_section(cr, name) && !ini_has_section(ci, sec)) {
-			snprintf(err, errlen, "profile '%s' not found in %s or %s", name, crd, cfg);
+		if (profile_missing(&f, profile)) {
+			snprintf(err, errlen, "profile '%s' not found in %s or %s", f.name, f.crd,
+				 f.cfg);
 			rc = -ENOENT;
 		} else {
 			rc = 1;
@@ -400,25 +441,21 @@ static int from_files(const char *profile, struct objfs_creds *out, char *err, s
 		goto out;
 	}
 	if (!ak || !sk || !*ak || !*sk) {
-		snprintf(err, errlen, "profile '%s' in %s has %s but not %s", name, where,
+		snprintf(err, errlen, "profile '%s' in %s has %s but not %s", f.name, where,
 			 ak ? "aws_access_key_id" : "aws_secret_access_key",
 			 ak ? "aws_secret_access_key" : "aws_access_key_id");
 		rc = -EINVAL;
 		goto out;
 	}
 	/* the config file is loaded as not secret; this profile keeps its key there */
-	if (where == cfg && stat(cfg, &st) == 0)
-		warn_shared(cfg, st.st_mode);
-	rc = set_creds(out, ak, sk, tok, 0, where == crd ? "shared credentials file" :
+	if (where == f.cfg && stat(f.cfg, &st) == 0)
+		warn_shared(f.cfg, st.st_mode);
+	rc = set_creds(out, ak, sk, tok, 0, where == f.crd ? "shared credentials file" :
 					   "config file");
 	if (!rc)
-		objfs_info("credentials: profile '%s' from %s", name, where);
+		objfs_info("credentials: profile '%s' from %s", f.name, where);
 out:
-	objfs_ini_free(ci);
-	objfs_ini_free(cr);
-	free(cfg);
-	free(crd);
-	free(sec);
+	aws_files_clear(&f);
 	return rc;
 }
 

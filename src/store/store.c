@@ -1,5 +1,10 @@
 /*
- * store: backend-independent read path. See store.h.
+ * store: backend-independent read path and the per-store state every
+ * backend shares (objfs_store_init). See store.h.
+ *
+ * Stale notes live in the store instance, not in file statics: two mounts
+ * in one process (or two stores in one test) keep their own ring and lock,
+ * and a freed store's notes go with it.
  */
 #include "config.h"
 
@@ -19,17 +24,19 @@
 static int read_errno(int err);
 
 /*
- * Objects a read found changed (see objfs_store_take_stale). A ring of
- * (store, path hash): a hash collision costs one needless HEAD at the next
- * open, an entry pushed out of the ring only the wait for attr_timeout.
+ * Objects a read of this store found changed (see objfs_store_take_stale):
+ * a ring of path hashes. A hash collision costs one needless HEAD at the
+ * next open, an entry pushed out of the ring only the wait for attr_timeout.
  */
 #define STALE_MAX 64
-static struct {
-	const struct objfs_store *s;
-	uint64_t h;
-} stale[STALE_MAX];
-static unsigned stale_next;
-static pthread_mutex_t stale_lock = PTHREAD_MUTEX_INITIALIZER;
+struct objfs_store_stale {
+	pthread_mutex_t lock;
+	unsigned next;            /* guarded by lock */
+	struct {
+		uint64_t h;
+		int set;
+	} e[STALE_MAX];           /* guarded by lock */
+};
 
 static uint64_t path_hash(const char *p)
 {
@@ -38,29 +45,48 @@ static uint64_t path_hash(const char *p)
 
 static void stale_note(const struct objfs_store *s, uint64_t h, int err)
 {
-	if (err != -ESTALE && err != -ENOENT)
+	struct objfs_store_stale *st = s->stale;
+
+	if (!st || (err != -ESTALE && err != -ENOENT))
 		return;
-	pthread_mutex_lock(&stale_lock);
-	stale[stale_next].s = s;
-	stale[stale_next].h = h;
-	stale_next = (stale_next + 1) % STALE_MAX;
-	pthread_mutex_unlock(&stale_lock);
+	pthread_mutex_lock(&st->lock);
+	st->e[st->next].h = h;
+	st->e[st->next].set = 1;
+	st->next = (st->next + 1) % STALE_MAX;
+	pthread_mutex_unlock(&st->lock);
 }
 
 int objfs_store_take_stale(struct objfs_store *s, const char *path)
 {
-	uint64_t h = path_hash(path);
+	struct objfs_store_stale *st = s->stale;
+	uint64_t h;
 	int found = 0;
 
-	pthread_mutex_lock(&stale_lock);
+	if (!st)
+		return 0;
+	h = path_hash(path);
+	pthread_mutex_lock(&st->lock);
 	for (unsigned i = 0; i < STALE_MAX; i++) {
-		if (stale[i].s == s && stale[i].h == h) {
-			stale[i].s = NULL;
+		if (st->e[i].set && st->e[i].h == h) {
+			st->e[i].set = 0;
 			found = 1;
 		}
 	}
-	pthread_mutex_unlock(&stale_lock);
+	pthread_mutex_unlock(&st->lock);
 	return found;
+}
+
+int objfs_store_init(struct objfs_store *s, const struct objfs_store_ops *ops,
+		     struct objfs_engine *engine, size_t chunk_size)
+{
+	s->ops = ops;
+	s->engine = engine;
+	s->chunk_size = chunk_size;
+	s->stale = calloc(1, sizeof(*s->stale));
+	if (!s->stale)
+		return -ENOMEM;
+	pthread_mutex_init(&s->stale->lock, NULL);
+	return 0;
 }
 
 /* Sets up @r as a ranged GET of [off, off+len) into @dst, pinned to @etag. */
@@ -198,6 +224,12 @@ void objfs_store_fetch(void *ctx, int64_t off, size_t len, char *dst,
 
 void objfs_store_free(struct objfs_store *s)
 {
-	if (s)
-		s->ops->free(s);
+	if (!s)
+		return;
+	if (s->stale) {
+		pthread_mutex_destroy(&s->stale->lock);
+		free(s->stale);
+		s->stale = NULL;
+	}
+	s->ops->free(s);
 }

@@ -43,11 +43,25 @@ struct objfs_store_ops {
 	void (*free)(struct objfs_store *s);
 };
 
+struct objfs_store_stale; /* store.c's */
+
+/* The part of every backend's store (its first member); objfs_store_init sets it. */
 struct objfs_store {
 	const struct objfs_store_ops *ops;
 	struct objfs_engine *engine; /* borrowed; set before use */
 	size_t chunk_size;           /* largest single ranged GET */
+	struct objfs_store_stale *stale; /* owned; NULL: no stale notes kept */
 };
+
+/*
+ * Sets up the common part @s of a backend's store (zeroed by the caller):
+ * @ops, @engine (borrowed), @chunk_size and the stale notes. 0 or -ENOMEM;
+ * @s->ops is set either way, so the constructor frees @s with
+ * objfs_store_free() on every path. A store built without it (a test's
+ * fake) works but keeps no stale notes.
+ */
+int objfs_store_init(struct objfs_store *s, const struct objfs_store_ops *ops,
+		     struct objfs_engine *engine, size_t chunk_size);
 
 /*
  * Reads exactly @len bytes at @off of object @path into @buf (the caller has
@@ -87,7 +101,8 @@ void objfs_store_fetch(void *ctx, int64_t off, size_t len, char *dst,
  */
 int objfs_store_meta_errno(int err);
 
-/* Frees a store made by a backend constructor. Accepts NULL. */
+/* Frees a store made by a backend constructor (its stale notes, then
+ * ops->free). Accepts NULL. */
 void objfs_store_free(struct objfs_store *s);
 
 /*
@@ -95,6 +110,8 @@ void objfs_store_free(struct objfs_store *s);
  * its attributes were taken (-ESTALE: If-Match failed, another ETag or size;
  * -ENOENT), once: the note is cleared. objfs_inode_open() then fetches the
  * current version instead of pinning the stale one until attr_timeout.
+ * Notes belong to @s: another store never sees them. A store without
+ * objfs_store_init() answers 0.
  */
 int objfs_store_take_stale(struct objfs_store *s, const char *path);
 

@@ -237,9 +237,9 @@ int objfs_store_http_new(const char *src, struct objfs_engine *engine, size_t ch
 
 	if (!h)
 		return -ENOMEM;
-	h->base.ops = &http_ops;
-	h->base.engine = engine;
-	h->base.chunk_size = chunk_size;
+	ret = objfs_store_init(&h->base, &http_ops, engine, chunk_size);
+	if (ret)
+		goto err_free;
 	ret = objfs_url_parse(src, &h->url, &why);
 	if (ret) {
 		snprintf(err, errlen, "bad URL '%s': %s", src, why);
@@ -298,6 +298,6 @@ int objfs_store_http_new(const char *src, struct objfs_engine *engine, size_t ch
 	*out = &h->base;
 	return 0;
 err_free:
-	http_free(&h->base);
+	objfs_store_free(&h->base);
 	return ret;
 }

@@ -15,6 +15,13 @@
  * told otherwise (path_style / virtual_host). Keys are encoded with RFC 3986
  * unreserved characters only, which is both the wire form and SigV4's
  * canonical form, so what is signed is exactly what is sent.
+ *
+ * objfs_store_s3_new() runs in steps towards one exit: bucket and prefix
+ * (s3_source), the profile's settings, the precedence of option,
+ * environment, profile and default (objfs_s3_resolve_cfg: reads nothing but
+ * the environment, so check_s3 tests it table-driven), the request origin
+ * (s3_origin), signer and credentials, then the probe (s3_probe): a
+ * one-key listing whose failure becomes one line that names the fix.
  */
 #include "config.h"
 
@@ -318,9 +325,9 @@ static int s3_build(struct s3_store *s, const char *method, const char *epath,
 	if (asprintf(&c->url, "%s%s%s%s", s->origin, epath, *query ? "?" : "", query) < 0) {
 		c->url = NULL;
 		err = -ENOMEM;
-		goto err_free;
+	} else {
+		err = add_header(&c->headers, "Host", s->host);
 	}
-	err = add_header(&c->headers, "Host", s->host);
 	if (!err && s->creds)
 		err = s3_sign(s, method, epath, query, &c->headers);
 	if (err) {
@@ -329,9 +336,6 @@ static int s3_build(struct s3_store *s, const char *method, const char *epath,
 	}
 	*out = c;
 	return 0;
-err_free:
-	cookie_free(c);
-	return err;
 }
 
 /* Wire path of key @key ("" for the bucket root). Caller frees. */
@@ -355,6 +359,18 @@ static char *full_key(struct s3_store *s, const char *path)
 	if (asprintf(&k, "%s%s", s->prefix, path) < 0)
 		return NULL;
 	return k;
+}
+
+/* s3_build for object @path of the store (prefix prepended, key encoded). */
+static int s3_build_key(struct s3_store *s, const char *method, const char *path,
+			struct s3_cookie **out)
+{
+	char *key = full_key(s, path), *ep = key ? key_path(s, key) : NULL;
+	int err = ep ? s3_build(s, method, ep, "", out) : -ENOMEM;
+
+	free(ep);
+	free(key);
+	return err;
 }
 
 /* Runs @c as a single request into @r (objfs_req_init'ed by the caller). */
@@ -383,6 +399,7 @@ static int list_page(struct s3_store *s, const char *prefix, const char *token,
 	struct s3_cookie *c = NULL;
 	int err;
 
+	objfs_req_init(r); /* the caller clears @r whatever the result */
 	if (!epre)
 		return -ENOMEM;
 	if (token && !(etok = objfs_url_encode(token, strlen(token), 0))) {
@@ -399,7 +416,6 @@ static int list_page(struct s3_store *s, const char *prefix, const char *token,
 	err = s3_build(s, "GET", *s->path_base ? s->path_base : "/", query, &c);
 	if (err)
 		goto out;
-	objfs_req_init(r);
 	err = run_one(s, c, OBJFS_GET, r);
 	if (!err && r->status >= 300)
 		err = -EINVAL; /* a redirect: the bucket lives in another region */
@@ -478,8 +494,7 @@ static int s3_stat(struct objfs_store *st, const char *path, struct objfs_stat *
 	struct s3_store *s = (struct s3_store *)st;
 	struct s3_cookie *c = NULL;
 	struct objfs_req r;
-	char *key = full_key(s, path), *ep = key ? key_path(s, key) : NULL;
-	int err = ep ? s3_build(s, "HEAD", ep, "", &c) : -ENOMEM;
+	int err = s3_build_key(s, "HEAD", path, &c);
 
 	objfs_req_init(&r);
 	if (!err)
@@ -496,8 +511,6 @@ static int s3_stat(struct objfs_store *st, const char *path, struct objfs_stat *
 	}
 	objfs_req_clear(&r);
 	cookie_free(c);
-	free(ep);
-	free(key);
 	return objfs_store_meta_errno(err);
 }
 
@@ -506,11 +519,8 @@ static int s3_prepare(struct objfs_store *st, const char *path, struct objfs_req
 {
 	struct s3_store *s = (struct s3_store *)st;
 	struct s3_cookie *c = NULL;
-	char *key = full_key(s, path), *ep = key ? key_path(s, key) : NULL;
-	int err = ep ? s3_build(s, "GET", ep, "", &c) : -ENOMEM;
+	int err = s3_build_key(s, "GET", path, &c);
 
-	free(ep);
-	free(key);
 	if (err)
 		return err;
 	r->url = c->url;
@@ -561,6 +571,106 @@ static const char *first_env(const char *a, const char *b)
 		return v;
 	v = b ? getenv(b) : NULL;
 	return v && *v ? v : NULL;
+}
+
+void objfs_s3_where_clear(struct objfs_s3_where *w)
+{
+	if (!w)
+		return;
+	free(w->region);
+	free(w->endpoint);
+	memset(w, 0, sizeof(*w));
+}
+
+int objfs_s3_resolve_cfg(const struct objfs_s3_cfg *o, const struct objfs_aws_profile *prof,
+			 struct objfs_s3_where *out)
+{
+	const char *region = o->region ? o->region : first_env("AWS_REGION", "AWS_DEFAULT_REGION");
+	const char *endpoint = o->endpoint ? o->endpoint :
+			       first_env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL");
+
+	memset(out, 0, sizeof(*out));
+	if (!region)
+		region = prof->region ? prof->region : "us-east-1";
+	if (!endpoint)
+		endpoint = prof->endpoint_url;
+	out->region = strdup(region);
+	if (endpoint) {
+		out->endpoint = strdup(endpoint);
+		out->vhost = o->virtual_host && !o->path_style;
+	} else {
+		if (asprintf(&out->endpoint, "https://s3.%s.amazonaws.com", region) < 0)
+			out->endpoint = NULL;
+		out->vhost = !o->path_style;
+	}
+	if (!out->region || !out->endpoint) {
+		objfs_s3_where_clear(out);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Bucket and prefix of @src ("s3://bucket[/prefix]"). 0 or -errno, @msg set. */
+static int s3_source(struct s3_store *s, const char *src, char *msg, size_t msglen)
+{
+	const char *rest = src + 5; /* "s3://" */
+	const char *slash = strchr(rest, '/'), *p = slash ? slash + 1 : "";
+	size_t n = strlen(p);
+
+	s->bucket = slash ? strndup(rest, (size_t)(slash - rest)) : strdup(rest);
+	if (!s->bucket)
+		return -ENOMEM;
+	if (!objfs_s3_bucket_valid(s->bucket)) {
+		snprintf(msg, msglen, "'%s': bucket name must be 3 or more letters, digits, "
+			 "'.', '-' or '_'", src);
+		return -EINVAL;
+	}
+	if (asprintf(&s->prefix, "%s%s", p, (n && p[n - 1] != '/') ? "/" : "") < 0) {
+		s->prefix = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/*
+ * Where requests go, from s->endpoint and s->bucket: the origin, the Host
+ * header (the bucket leads the host name when @vhost) and the path base
+ * ("/bucket" in path style). 0 or -errno, @msg set for an endpoint that is
+ * not a bare origin.
+ */
+static int s3_origin(struct s3_store *s, int vhost, char *msg, size_t msglen)
+{
+	struct objfs_url ep = { 0 };
+	const char *why = NULL;
+	char port[16] = "", *eb = NULL;
+	int err = objfs_url_parse(s->endpoint, &ep, &why);
+
+	if (err || strcmp(ep.path, "/") != 0) {
+		snprintf(msg, msglen, "bad endpoint '%s': %s", s->endpoint,
+			 err ? why : "it must not have a path");
+		err = -EINVAL;
+		goto out;
+	}
+	if (vhost && strchr(s->bucket, '.') && strcmp(ep.scheme, "https") == 0)
+		objfs_warn("bucket names with dots do not match the TLS certificate in virtual-"
+			   "host style; consider -o path_style");
+	if (ep.port != (strcmp(ep.scheme, "https") == 0 ? 443 : 80))
+		snprintf(port, sizeof(port), ":%d", ep.port);
+	if (asprintf(&s->host, "%s%s%s%s", vhost ? s->bucket : "", vhost ? "." : "", ep.host,
+		     port) < 0)
+		s->host = NULL;
+	if (s->host && asprintf(&s->origin, "%s://%s", ep.scheme, s->host) < 0)
+		s->origin = NULL;
+	if (vhost)
+		s->path_base = strdup("");
+	else if ((eb = objfs_url_encode(s->bucket, strlen(s->bucket), 0)) &&
+		 asprintf(&s->path_base, "/%s", eb) < 0)
+		s->path_base = NULL;
+	err = s->host && s->origin && s->path_base ? 0 : -ENOMEM;
+out:
+	free(eb);
+	objfs_url_clear(&ep);
+	return err;
 }
 
 /* Whether the credentials in use carry a session token. */
@@ -630,118 +740,20 @@ static void probe_message(struct s3_store *s, const struct objfs_req *r, int err
 			 s->endpoint, strerror(-err), code[0] ? " " : "", code);
 }
 
-int objfs_store_s3_new(const char *src, const struct objfs_s3_cfg *o,
-		       struct objfs_engine *engine, size_t chunk_size,
-		       struct objfs_store **out, char *msg, size_t msglen)
+/*
+ * Lists one key under the prefix: a bad key, secret, region or bucket fails
+ * the mount here, with @msg naming the fix. 0 or -errno.
+ */
+static int s3_probe(struct s3_store *s, int vhost, char *msg, size_t msglen)
 {
-	struct s3_store *s = calloc(1, sizeof(*s));
-	struct objfs_aws_profile prof = { 0 };
-	struct objfs_url ep = { 0 };
-	const char *rest, *slash, *endpoint, *region, *why = NULL;
 	struct objfs_listing f = { 0 }, d = { 0 };
 	struct objfs_s3_page page = { 0 };
 	struct objfs_req r;
-	int err, vhost;
+	int err = list_page(s, s->prefix, NULL, 1, &f, &d, &page, &r);
 
-	if (!s)
-		return -ENOMEM;
-	s->base.ops = &s3_ops;
-	s->base.engine = engine;
-	s->base.chunk_size = chunk_size;
-	objfs_req_init(&r);
-	rest = src + 5; /* "s3://" */
-	slash = strchr(rest, '/');
-	s->bucket = slash ? strndup(rest, (size_t)(slash - rest)) : strdup(rest);
-	if (!s->bucket) {
-		err = -ENOMEM;
-		goto err_free;
-	}
-	if (!objfs_s3_bucket_valid(s->bucket)) {
-		snprintf(msg, msglen, "'%s': bucket name must be 3 or more letters, digits, "
-			 "'.', '-' or '_'", src);
-		err = -EINVAL;
-		goto err_free;
-	}
-	{
-		const char *p = slash ? slash + 1 : "";
-		size_t n = strlen(p);
-
-		if (asprintf(&s->prefix, "%s%s", p, (n && p[n - 1] != '/') ? "/" : "") < 0) {
-			s->prefix = NULL;
-			err = -ENOMEM;
-			goto err_free;
-		}
-	}
-	err = objfs_aws_profile_load(o->profile, &prof, msg, msglen);
-	if (err)
-		goto err_free;
-	region = o->region ? o->region : first_env("AWS_REGION", "AWS_DEFAULT_REGION");
-	if (!region)
-		region = prof.region ? prof.region : "us-east-1";
-	s->region = strdup(region);
-	endpoint = o->endpoint ? o->endpoint : first_env("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL");
-	if (!endpoint)
-		endpoint = prof.endpoint_url;
-	if (endpoint) {
-		s->endpoint = strdup(endpoint);
-		vhost = o->virtual_host && !o->path_style;
-	} else {
-		if (asprintf(&s->endpoint, "https://s3.%s.amazonaws.com", s->region) < 0)
-			s->endpoint = NULL;
-		vhost = !o->path_style;
-	}
-	if (!s->region || !s->endpoint) {
-		err = -ENOMEM;
-		goto err_free;
-	}
-	err = objfs_url_parse(s->endpoint, &ep, &why);
-	if (err || strcmp(ep.path, "/") != 0) {
-		snprintf(msg, msglen, "bad endpoint '%s': %s", s->endpoint,
-			 err ? why : "it must not have a path");
-		err = -EINVAL;
-		goto err_free;
-	}
-	if (vhost && strchr(s->bucket, '.') && strcmp(ep.scheme, "https") == 0)
-		objfs_warn("bucket names with dots do not match the TLS certificate in virtual-"
-			   "host style; consider -o path_style");
-	{
-		int defport = ep.port == (strcmp(ep.scheme, "https") == 0 ? 443 : 80);
-		char port[16] = "";
-
-		if (!defport)
-			snprintf(port, sizeof(port), ":%d", ep.port);
-		if (asprintf(&s->host, "%s%s%s%s", vhost ? s->bucket : "", vhost ? "." : "",
-			     ep.host, port) < 0)
-			s->host = NULL;
-		if (s->host && asprintf(&s->origin, "%s://%s", ep.scheme, s->host) < 0)
-			s->origin = NULL;
-		s->path_base = vhost ? strdup("") : objfs_url_encode(s->bucket, strlen(s->bucket), 0);
-		if (s->path_base && !vhost) {
-			char *pb;
-
-			if (asprintf(&pb, "/%s", s->path_base) < 0)
-				pb = NULL;
-			free(s->path_base);
-			s->path_base = pb;
-		}
-	}
-	if (!s->host || !s->origin || !s->path_base) {
-		err = -ENOMEM;
-		goto err_free;
-	}
-	err = objfs_sigv4_new(&s->signer);
-	if (!err && !o->no_sign)
-		err = objfs_creds_provider_new(o->profile, 0, &s->creds, msg, msglen);
-	if (err) {
-		if (!msg[0])
-			snprintf(msg, msglen, "credentials: %s", strerror(-err));
-		goto err_free;
-	}
-	/* Probe: a bad key, secret, region or bucket fails the mount here. */
-	err = list_page(s, s->prefix, NULL, 1, &f, &d, &page, &r);
 	if (err) {
 		probe_message(s, &r, err, msg, msglen);
-		goto err_free;
+		goto out;
 	}
 	objfs_info("s3: bucket '%s' prefix '%s' at %s (%s style, region %s)", s->bucket,
 		   s->prefix, s->origin, vhost ? "virtual-host" : "path", s->region);
@@ -750,21 +762,53 @@ int objfs_store_s3_new(const char *src, const struct objfs_s3_cfg *o,
 	if (s->prefix[0] && f.n == 0 && d.n == 0)
 		objfs_warn("nothing to show under prefix '%s' of bucket '%s' (yet): the mount "
 			   "starts empty", s->prefix, s->bucket);
+out:
 	objfs_req_clear(&r);
 	free(page.next_token);
 	objfs_listing_clear(&f);
 	objfs_listing_clear(&d);
-	objfs_url_clear(&ep);
+	return err;
+}
+
+int objfs_store_s3_new(const char *src, const struct objfs_s3_cfg *o,
+		       struct objfs_engine *engine, size_t chunk_size,
+		       struct objfs_store **out, char *msg, size_t msglen)
+{
+	struct s3_store *s = calloc(1, sizeof(*s));
+	struct objfs_aws_profile prof = { 0 };
+	struct objfs_s3_where w = { 0 };
+	int err;
+
+	if (!s)
+		return -ENOMEM;
+	err = objfs_store_init(&s->base, &s3_ops, engine, chunk_size);
+	if (!err)
+		err = s3_source(s, src, msg, msglen);
+	if (!err)
+		err = objfs_aws_profile_load(o->profile, &prof, msg, msglen);
+	if (!err)
+		err = objfs_s3_resolve_cfg(o, &prof, &w);
+	if (err)
+		goto out;
+	s->region = w.region;     /* the store owns them from here */
+	s->endpoint = w.endpoint;
+	err = s3_origin(s, w.vhost, msg, msglen);
+	if (err)
+		goto out;
+	err = objfs_sigv4_new(&s->signer);
+	if (!err && !o->no_sign)
+		err = objfs_creds_provider_new(o->profile, 0, &s->creds, msg, msglen);
+	if (err) {
+		if (!msg[0])
+			snprintf(msg, msglen, "credentials: %s", strerror(-err));
+		goto out;
+	}
+	err = s3_probe(s, w.vhost, msg, msglen);
+out:
 	objfs_aws_profile_clear(&prof);
-	*out = &s->base;
-	return 0;
-err_free:
-	objfs_req_clear(&r);
-	free(page.next_token);
-	objfs_listing_clear(&f);
-	objfs_listing_clear(&d);
-	objfs_url_clear(&ep);
-	objfs_aws_profile_clear(&prof);
-	s3_free(&s->base);
+	if (err)
+		objfs_store_free(&s->base);
+	else
+		*out = &s->base;
 	return err;
 }

@@ -1,5 +1,7 @@
 /*
- * store_s3_i.h: S3 backend internals exposed for unit tests and fuzzers.
+ * store_s3_i.h: S3 backend internals exposed for unit tests and fuzzers:
+ * the ListObjectsV2 parser and the pure configuration step of
+ * objfs_store_s3_new() (which option, variable or profile setting wins).
  */
 #ifndef OBJFS_STORE_S3_I_H
 #define OBJFS_STORE_S3_I_H
@@ -8,6 +10,9 @@
 #include <stdint.h>
 
 #include "listing.h"
+
+struct objfs_s3_cfg;
+struct objfs_aws_profile;
 
 struct objfs_s3_page {
 	int truncated;
@@ -36,5 +41,34 @@ int64_t objfs_s3_parse_time(const char *s);
 /* Whether @b is usable as a bucket name in a URL (3-255 chars of
  * [A-Za-z0-9._-], no leading '.' or '-'). */
 int objfs_s3_bucket_valid(const char *b);
+
+/* Where an S3 mount sends its requests, as objfs_s3_resolve_cfg() decides. */
+struct objfs_s3_where {
+	char *region;   /* owned */
+	char *endpoint; /* owned */
+	int vhost;      /* virtual-host addressing; 0: path style */
+};
+
+/*
+ * Resolves region, endpoint and addressing style of an S3 mount, each from
+ * the first that is set of: the option in @o (non-NULL), the environment
+ * (non-empty), the profile settings @prof (as objfs_aws_profile_load()
+ * filled them for the profile it chose: option, AWS_PROFILE, "default"),
+ * the default:
+ *   region:   o->region, AWS_REGION, AWS_DEFAULT_REGION, prof->region,
+ *             "us-east-1";
+ *   endpoint: o->endpoint, AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL,
+ *             prof->endpoint_url, https://s3.REGION.amazonaws.com;
+ *   style:    o->path_style wins over o->virtual_host; neither: virtual
+ *             host on AWS's endpoint, path style on any endpoint given.
+ * Reads the environment and nothing else: no file, no network. 0 or
+ * -ENOMEM (then @out holds nothing). The caller owns @out's strings and
+ * frees them with objfs_s3_where_clear().
+ */
+int objfs_s3_resolve_cfg(const struct objfs_s3_cfg *o, const struct objfs_aws_profile *prof,
+			 struct objfs_s3_where *out);
+
+/* Frees @w's strings; @w is zeroed. Accepts NULL. */
+void objfs_s3_where_clear(struct objfs_s3_where *w);
 
 #endif
