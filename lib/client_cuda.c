@@ -62,6 +62,8 @@ struct cuda_state {
 	cudaStream_t priv[MAX_DEVS]; /* for objfs_gpu_read, per device; h->lock */
 };
 
+/* ---------------------------------------------------------- registration */
+
 static void cuda_init(void)
 {
 	enum cudaDriverEntryPointQueryResult q;
@@ -137,6 +139,8 @@ void objfs_cuda_detach(struct objfs_gpu *h)
 	h->cuda = NULL;
 }
 
+/* ---------------------------------------------------------- classification */
+
 int objfs_cuda_classify(struct objfs_gpu *h, void *buf, size_t len, enum mem_kind *kind,
 			int *dev)
 {
@@ -156,6 +160,8 @@ int objfs_cuda_classify(struct objfs_gpu *h, void *buf, size_t len, enum mem_kin
 		return -EOPNOTSUPP;
 	return 0;
 }
+
+/* ---------------------------------------------------------- stream consumers */
 
 struct piece_cb {
 	struct objfs_gpu *h;
@@ -266,6 +272,8 @@ static int enqueue_device(struct objfs_gpu *h, char *buf, size_t len, uint64_t f
 	}
 	return 0;
 }
+
+/* ---------------------------------------------------------- reads */
 
 int objfs_cuda_read_async(struct objfs_gpu *h, void *buf, off_t file_off,
 			  const struct read_plan *rp, ssize_t *nread, struct CUstream_st *stream)

@@ -39,6 +39,8 @@
 #include "log.h"
 #include "side_i.h"
 
+/* ---------------------------------------------------------- tokens */
+
 int objfs_side_token_eq(const uint8_t *a, const uint8_t *b)
 {
 	uint8_t d = 0;
@@ -47,6 +49,8 @@ int objfs_side_token_eq(const uint8_t *a, const uint8_t *b)
 		d |= (uint8_t)(a[i] ^ b[i]);
 	return d == 0;
 }
+
+/* ---------------------------------------------------------- counted fetch */
 
 struct fetch_wrap {
 	struct cap *cap;
@@ -88,6 +92,8 @@ static void cap_fetch(void *ctx, int64_t off, size_t len, char *dst, objfs_fetch
 	pthread_mutex_unlock(&c->side->lock);
 	c->inner(c->inner_ctx, off, len, dst, cap_fetch_done, w);
 }
+
+/* ---------------------------------------------------------- records */
 
 static void cap_free(struct cap *c)
 {
@@ -185,6 +191,8 @@ out_cap:
 	cap_free(c);
 	return err;
 }
+
+/* ---------------------------------------------------------- sessions' references */
 
 struct cap *objfs_side_cap_ref(struct objfs_side *s, const uint8_t *token)
 {
