@@ -1,6 +1,7 @@
 /*
- * Unit tests of the GPU side API's ring and session protocol (src/side.c,
- * src/side_proto.h, and the CPU half of lib/objfs_client.c), CPU only.
+ * Unit tests of the GPU side API's ring and session protocol (src/side/,
+ * include/objfs/side_proto.h and its inline ring operations, and
+ * libobjfs's lib/client.c with lib/client_cuda.c), CPU only.
  *
  * A real side server runs on a real block cache whose fetcher is fake
  * (bytes are a function of the offset; fetches can be made to fail or to
@@ -782,6 +783,153 @@ START_TEST(test_strerror)
 }
 END_TEST
 
+/* ------------------------------------------------ side_proto.h's inline ops */
+
+/*
+ * Futex waits of a second or more: the timeout must be split into tv_sec and
+ * tv_nsec ({0, ns} is EINVAL from 1 s on and returned at once). Each row
+ * waits on a word nobody wakes and must time out after about @ns.
+ */
+static const int64_t futex_timeouts_ns[] = { 0, 20000000, 999999999, 1000000000, 1250000000 };
+
+START_TEST(test_futex_timeout)
+{
+	int64_t ns = futex_timeouts_ns[_i];
+	uint32_t w = 7;
+	double t0 = now(), dt;
+	int r = objfs_futex_wait_ns(&w, 7, ns);
+
+	dt = now() - t0;
+	ck_assert_msg(r == -ETIMEDOUT || (r == -EINTR && dt < ns / 1e9),
+		      "wait of %lld ns returned %d", (long long)ns, r);
+	if (r == -ETIMEDOUT)
+		ck_assert_msg(dt >= ns / 1e9 - 0.001 && dt < ns / 1e9 + 2,
+			      "wait of %lld ns took %.3f s", (long long)ns, dt);
+}
+END_TEST
+
+static void *wake_later(void *arg)
+{
+	uint32_t *w = arg;
+
+	usleep(100000);
+	__atomic_store_n(w, 1, __ATOMIC_RELEASE);
+	objfs_futex_wake_all(w);
+	return NULL;
+}
+
+/* A long timeout ends at the wake, not at the timeout; a stale value at once. */
+START_TEST(test_futex_wake)
+{
+	uint32_t w = 0;
+	pthread_t t;
+	double t0 = now();
+	int r;
+
+	ck_assert_int_eq(objfs_futex_wait_ns(&w, 1, 5000000000LL), -EAGAIN);
+	ck_assert_int_eq(pthread_create(&t, NULL, wake_later, &w), 0);
+	while (__atomic_load_n(&w, __ATOMIC_ACQUIRE) == 0) {
+		r = objfs_futex_wait_ns(&w, 0, 5000000000LL);
+		ck_assert_msg(r == 0 || r == -EAGAIN || r == -EINTR, "wait returned %d", r);
+	}
+	ck_assert(now() - t0 < 3);
+	pthread_join(t, NULL);
+}
+END_TEST
+
+/* Poisoning is sticky (the first err_piece and errno stay) and hits every slot. */
+START_TEST(test_ring_poison)
+{
+	size_t bytes = objfs_ring_bytes(SLOTS, SLOT_SIZE);
+	struct objfs_ring_hdr *ring = calloc(1, bytes);
+
+	ck_assert_ptr_nonnull(ring);
+	ring->err_piece = UINT64_MAX;
+	for (uint32_t s = 0; s < SLOTS; s++)
+		ring->ctl[s].seq = s;
+	objfs_ring_poison(ring, SLOTS, 9, EIO);
+	objfs_ring_poison(ring, SLOTS, 3, EPROTO);
+	ck_assert_uint_eq(ring->err_piece, 9);
+	ck_assert_int_eq(ring->err, EIO);
+	for (uint32_t s = 0; s < SLOTS; s++)
+		ck_assert_uint_eq(ring->ctl[s].seq, OBJFS_SEQ_ERROR);
+	free(ring);
+}
+END_TEST
+
+START_TEST(test_piece_numbers)
+{
+	ck_assert_uint_eq(objfs_piece_slot(0, 4), 0);
+	ck_assert_uint_eq(objfs_piece_gen(0, 4), 1);
+	ck_assert_uint_eq(objfs_piece_slot(9, 4), 1);
+	ck_assert_uint_eq(objfs_piece_gen(9, 4), 3);
+	/* 64 bits: a too-late piece is seen as such, not wrapped below the limit. */
+	ck_assert(objfs_piece_gen((uint64_t)OBJFS_RING_GEN_MAX * 64, 64) > OBJFS_RING_GEN_MAX);
+}
+END_TEST
+
+START_TEST(test_sock_addr)
+{
+	struct sockaddr_un sa;
+	socklen_t len;
+	char big[sizeof(sa.sun_path) + 1];
+
+	ck_assert_int_eq(objfs_sock_addr("@objfs.1", &sa, &len), 0);
+	ck_assert_int_eq(sa.sun_family, AF_UNIX);
+	ck_assert_int_eq(sa.sun_path[0], '\0');
+	ck_assert_int_eq(memcmp(sa.sun_path + 1, "objfs.1", 7), 0);
+	ck_assert_uint_eq(len, offsetof(struct sockaddr_un, sun_path) + 8);
+	ck_assert_int_eq(objfs_sock_addr("/run/objfs.sock", &sa, &len), 0);
+	ck_assert_str_eq(sa.sun_path, "/run/objfs.sock");
+	ck_assert_uint_eq(len, sizeof(sa));
+	ck_assert_int_eq(objfs_sock_addr("", &sa, &len), -EINVAL);
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	ck_assert_int_eq(objfs_sock_addr(big, &sa, &len), -EINVAL);
+	big[sizeof(sa.sun_path) - 1] = '\0';
+	ck_assert_int_eq(objfs_sock_addr(big, &sa, &len), 0);
+}
+END_TEST
+
+/* Every way a header can be wrong, and the errno objfs_msg_check gives it. */
+static const struct {
+	const char *name;
+	uint16_t type;
+	size_t size;       /* bytes received */
+	int field;         /* 0 none, 1 magic, 2 version, 3 reserved, 4 len */
+	int want;
+} msg_cases[] = {
+	{ "hello", OBJFS_MSG_HELLO, sizeof(struct objfs_msg_hello), 0, 0 },
+	{ "hello_ok", OBJFS_MSG_HELLO_OK, sizeof(struct objfs_msg_hello_ok), 0, 0 },
+	{ "fill", OBJFS_MSG_FILL, sizeof(struct objfs_msg_fill), 0, 0 },
+	{ "done", OBJFS_MSG_DONE, sizeof(struct objfs_msg_done), 0, 0 },
+	{ "err", OBJFS_MSG_ERR, sizeof(struct objfs_msg_err), 0, 0 },
+	{ "short", OBJFS_MSG_FILL, sizeof(struct objfs_msg_hdr) - 1, 0, -EPROTO },
+	{ "size of another type", OBJFS_MSG_DONE, sizeof(struct objfs_msg_err), 0, -EPROTO },
+	{ "unknown type", 9, sizeof(struct objfs_msg_err), 0, -EPROTO },
+	{ "magic", OBJFS_MSG_ERR, sizeof(struct objfs_msg_err), 1, -EPROTO },
+	{ "version", OBJFS_MSG_ERR, sizeof(struct objfs_msg_err), 2, -EPROTONOSUPPORT },
+	{ "reserved", OBJFS_MSG_ERR, sizeof(struct objfs_msg_err), 3, -EPROTO },
+	{ "len", OBJFS_MSG_ERR, sizeof(struct objfs_msg_err), 4, -EPROTO },
+};
+
+START_TEST(test_msg_check)
+{
+	char buf[OBJFS_MSG_MAX] __attribute__((aligned(8))) = { 0 };
+	struct objfs_msg_hdr *h = (struct objfs_msg_hdr *)buf;
+
+	objfs_msg_init(h, (enum objfs_msg_type)msg_cases[_i].type, (uint32_t)msg_cases[_i].size);
+	switch (msg_cases[_i].field) {
+	case 1: h->magic ^= 1; break;
+	case 2: h->version++; break;
+	case 3: h->reserved = 1; break;
+	case 4: h->len++; break;
+	}
+	ck_assert_msg(objfs_msg_check(buf, msg_cases[_i].size) == msg_cases[_i].want, "%s",
+		      msg_cases[_i].name);
+}
+END_TEST
+
 static Suite *side_suite(void)
 {
 	Suite *s = suite_create("side");
@@ -802,6 +950,16 @@ static Suite *side_suite(void)
 	tcase_add_test(tc, test_daemon_dies);
 	tcase_add_test(tc, test_limits);
 	tcase_add_test(tc, test_strerror);
+	suite_add_tcase(s, tc);
+	tc = tcase_create("proto");
+	tcase_set_timeout(tc, 30);
+	tcase_add_loop_test(tc, test_futex_timeout, 0,
+			    sizeof(futex_timeouts_ns) / sizeof(futex_timeouts_ns[0]));
+	tcase_add_test(tc, test_futex_wake);
+	tcase_add_test(tc, test_ring_poison);
+	tcase_add_test(tc, test_piece_numbers);
+	tcase_add_test(tc, test_sock_addr);
+	tcase_add_loop_test(tc, test_msg_check, 0, sizeof(msg_cases) / sizeof(msg_cases[0]));
 	suite_add_tcase(s, tc);
 	return s;
 }

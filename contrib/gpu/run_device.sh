@@ -30,7 +30,7 @@ pack() {
 	strip "$dev/objfs" "$dev/side_client"
 	# A shared libobjfs for the Python binding (this build is static).
 	gcc -std=gnu11 -O2 -shared -fPIC -fvisibility=hidden -pthread -I. -I../include \
-		$(sed -n 's/^CUDA_CPPFLAGS = //p' Makefile) ../lib/objfs_client.c \
+		$(sed -n 's/^CUDA_CPPFLAGS = //p' Makefile) ../lib/client.c ../lib/client_cuda.c \
 		$(sed -n 's/^CUDA_LDFLAGS = //p' Makefile) $(sed -n 's/^CUDA_LIBS = //p' Makefile) \
 		-Wl,-soname,libobjfs.so.0 -o "$dev/libobjfs.so.0"
 	for l in $(ldd src/objfs tests/gpu/gpu_fill | awk '$3 ~ /^\// { print $3 }' | sort -u |

@@ -1,8 +1,12 @@
 /*
  * side_proto: the GPU side API's wire protocol and shared ring layout, the
- * contract between the daemon (src/side.c) and the client library
- * (lib/objfs_client.c). Both sides include this one header; nothing in it
- * allocates or calls anything.
+ * contract between the daemon (src/side/) and the client library (lib/).
+ * Both sides include this one header, as liburing's library and the kernel
+ * share io_uring.h; nothing in it allocates. Besides the layout it holds
+ * the few operations on the ring and the messages that both sides perform
+ * (geometry check, poisoning, futex waits and wakes, socket address,
+ * message check) as static inline functions, so that the two halves cannot
+ * drift apart: they did, once, when each had its own futex helper.
  *
  * 1. Capability. The client opens a file through the mount and issues
  *    OBJFS_IOC_GPU_CAP on the fd: a restricted _IOR ioctl (fixed size, far
@@ -23,7 +27,8 @@
  *      rel  written by the consumer (GPU stream or client CPU): "use g of
  *           this slot has been copied out; the daemon may refill it".
  *    Pieces are numbered per session from 0 in request order. Piece p uses
- *    slot p % k and is that slot's use g = p / k + 1. The daemon fills
+ *    slot p % k and is that slot's use g = p / k + 1 (objfs_piece_slot,
+ *    objfs_piece_gen). The daemon fills
  *    pieces strictly in order: it waits for rel >= g - 1, copies, stores
  *    len, then publishes seq = g (release). The consumer waits for seq >= g,
  *    copies len bytes, then stores rel = g. Only wrap-around ever waits.
@@ -36,21 +41,32 @@
  *    client's watchdog when the daemon's socket dies) first stores the
  *    errno in hdr.err and the number of the first piece that did NOT get
  *    valid data in hdr.err_piece, then writes OBJFS_SEQ_ERROR into every
- *    seq word. Pieces below err_piece were published before and their data
- *    is intact; a request is good exactly when its last piece is below
- *    err_piece. A poisoned session is dead; the client must reopen.
+ *    seq word (objfs_ring_poison). Pieces below err_piece were published
+ *    before and their data is intact; a request is good exactly when its
+ *    last piece is below err_piece. A poisoned session is dead; the client
+ *    must reopen.
  *
  * The daemon never trusts the shared memory: it reads geometry only from
  * the validated HELLO, and reads nothing from the ring but rel words (a
- * lying client can only stall or corrupt its own session).
+ * lying client can only stall or corrupt its own session). The inline
+ * functions below therefore take the geometry as arguments, never from the
+ * ring header.
  */
 #ifndef OBJFS_SIDE_PROTO_H
 #define OBJFS_SIDE_PROTO_H
 
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
 
 #define OBJFS_SIDE_MAGIC   0x4f424a53u /* "OBJS" */
 #define OBJFS_SIDE_VERSION 1
@@ -134,6 +150,91 @@ static inline uint64_t objfs_ring_bytes(uint32_t slots, uint32_t slot_size)
 	return objfs_ring_hdr_size(slots) + (uint64_t)slots * slot_size;
 }
 
+/* The slot of piece @p in a ring of @slots slots (side_proto.h, 3). */
+static inline uint32_t objfs_piece_slot(uint64_t p, uint32_t slots)
+{
+	return (uint32_t)(p % slots);
+}
+
+/*
+ * The use number (gen) of its slot that piece @p is: 1 for the first round.
+ * 64 bits, so that a caller can test it against OBJFS_RING_GEN_MAX before
+ * it narrows it to a ring word.
+ */
+static inline uint64_t objfs_piece_gen(uint64_t p, uint32_t slots)
+{
+	return p / slots + 1;
+}
+
+/*
+ * Wakes every thread waiting on the ring word @w (seq or rel). The ring is
+ * a shared mapping between two processes: no FUTEX_PRIVATE_FLAG.
+ */
+static inline void objfs_futex_wake_all(uint32_t *w)
+{
+	syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+/*
+ * Sleeps while *@w == @val, at most @ns nanoseconds (any value: a timeout
+ * of a second or more is split into tv_sec and tv_nsec; a negative one
+ * counts as 0). Returns 0 when woken (or spuriously), -ETIMEDOUT, -EAGAIN
+ * (*@w was not @val), -EINTR; callers re-check the word in a loop either way.
+ */
+static inline int objfs_futex_wait_ns(uint32_t *w, uint32_t val, int64_t ns)
+{
+	struct timespec ts;
+
+	if (ns < 0)
+		ns = 0;
+	ts.tv_sec = (time_t)(ns / 1000000000);
+	ts.tv_nsec = (long)(ns % 1000000000);
+	return syscall(SYS_futex, w, FUTEX_WAIT, val, &ts, NULL, 0) ? -errno : 0;
+}
+
+/*
+ * Poisons @ring (side_proto.h, 4): unless it is poisoned already, records
+ * @err_piece and @err (positive errno); then writes OBJFS_SEQ_ERROR into
+ * the seq word of each of the @slots slots (the caller's validated
+ * geometry) and wakes their waiters. Either side, any thread.
+ */
+static inline void objfs_ring_poison(struct objfs_ring_hdr *ring, uint32_t slots,
+				     uint64_t err_piece, int err)
+{
+	uint64_t none = UINT64_MAX;
+
+	if (__atomic_compare_exchange_n(&ring->err_piece, &none, err_piece, 0, __ATOMIC_SEQ_CST,
+					__ATOMIC_SEQ_CST))
+		__atomic_store_n(&ring->err, err, __ATOMIC_SEQ_CST);
+	for (uint32_t s = 0; s < slots; s++) {
+		__atomic_store_n(&ring->ctl[s].seq, OBJFS_SEQ_ERROR, __ATOMIC_SEQ_CST);
+		objfs_futex_wake_all(&ring->ctl[s].seq);
+	}
+}
+
+/*
+ * The address of the session socket called @name (side_proto.h, 2: a
+ * leading '@' names the abstract namespace) in @sa and *@salen. 0, or
+ * -EINVAL for an empty name or one that does not fit sun_path.
+ */
+static inline int objfs_sock_addr(const char *name, struct sockaddr_un *sa, socklen_t *salen)
+{
+	size_t n = strnlen(name, sizeof(sa->sun_path));
+
+	if (n == 0 || n >= sizeof(sa->sun_path))
+		return -EINVAL;
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	memcpy(sa->sun_path, name, n);
+	if (name[0] == '@') {
+		sa->sun_path[0] = '\0';
+		*salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
+	} else {
+		*salen = (socklen_t)sizeof(*sa);
+	}
+	return 0;
+}
+
 /* Messages: a fixed header, then a body whose size is fixed per type. */
 enum objfs_msg_type {
 	OBJFS_MSG_HELLO = 1,    /* client -> daemon, carries the ring memfd */
@@ -197,6 +298,36 @@ static inline void objfs_msg_init(struct objfs_msg_hdr *h, enum objfs_msg_type t
 	h->type = (uint16_t)type;
 	h->len = len;
 	h->reserved = 0;
+}
+
+/* The size of every message of @type (bodies are fixed per type); 0: unknown. */
+static inline size_t objfs_msg_size(uint32_t type)
+{
+	switch (type) {
+	case OBJFS_MSG_HELLO: return sizeof(struct objfs_msg_hello);
+	case OBJFS_MSG_HELLO_OK: return sizeof(struct objfs_msg_hello_ok);
+	case OBJFS_MSG_FILL: return sizeof(struct objfs_msg_fill);
+	case OBJFS_MSG_DONE: return sizeof(struct objfs_msg_done);
+	case OBJFS_MSG_ERR: return sizeof(struct objfs_msg_err);
+	default: return 0;
+	}
+}
+
+/*
+ * Checks a received message of @n bytes at @buf (8-byte aligned): magic,
+ * reserved, length, version, and the size its type requires. 0, -EPROTO,
+ * or -EPROTONOSUPPORT (the peer speaks another version). Which types are
+ * welcome is the receiver's business.
+ */
+static inline int objfs_msg_check(const void *buf, size_t n)
+{
+	const struct objfs_msg_hdr *h = (const struct objfs_msg_hdr *)buf;
+
+	if (n < sizeof(*h) || h->magic != OBJFS_SIDE_MAGIC || h->reserved || h->len != n)
+		return -EPROTO;
+	if (h->version != OBJFS_SIDE_VERSION)
+		return -EPROTONOSUPPORT;
+	return n == objfs_msg_size(h->type) ? 0 : -EPROTO;
 }
 
 /* Control buffer for one descriptor passed with SCM_RIGHTS (HELLO's ring). */

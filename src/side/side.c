@@ -1,5 +1,8 @@
 /*
- * side: see side.h for the design and side_proto.h for the protocol.
+ * side: the side server's sessions (side.h has the design, side_proto.h
+ * the protocol; capabilities are in side_cap.c, what the two files share in
+ * side_i.h). Here: the socket and its accept thread, HELLO and FILL, the
+ * fill workers, and the ring discipline.
  *
  * Threads: one accept thread, one thread per session, and a pool of fill
  * workers. The session thread reads the socket, waits for slot releases
@@ -23,20 +26,15 @@
  * that doubles as a poll. Between waits the session polls its socket, so a
  * client that dies while its ring is full is noticed at once.
  *
- * Locking: side->lock guards the capability list, the session list and the
- * counters; cap->inflight is counted under it and side->cond signals its
- * changes. ss->lock guards a session's request queue, job states and
- * publication cursor (order: ss->lock, then side->lock); side->jlock the
- * workers' job queue and is never held with another lock. Capability records are freed only with no session using them
- * and no fetch in flight on their behalf (a cache prefetch borrows the
- * record as its fetch context until the fetch completes).
+ * Locking (side_i.h has side->lock and the capabilities): ss->lock guards
+ * a session's request queue, job states and publication cursor, and comes
+ * before side->lock; side->jlock guards the workers' job queue and is never
+ * held with another lock.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -44,37 +42,20 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/queue.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "log.h"
-#include "side.h"
+#include "side_i.h"
 
 #define HELLO_TIMEOUT_MS 5000
 #define RELEASE_POLL_NS  50000L
 #define SOCK_POLL_EVERY  16 /* release waits between socket polls */
-
-struct cap {
-	uint8_t token[OBJFS_TOKEN_LEN];
-	uid_t uid;
-	uint64_t ino, generation;
-	char etag[192];
-	struct objfs_store_obj sobj; /* etag points at ours */
-	struct objfs_cache_obj cobj; /* fetch = cap_fetch, ctx = this record */
-	objfs_fetch_fn inner;        /* the real fetch */
-	void *inner_ctx;
-	unsigned sessions;           /* side->lock */
-	unsigned inflight;           /* side->lock */
-	double last_used;            /* side->lock; monotonic seconds */
-	struct objfs_side *side;
-	struct cap *next;
-};
 
 enum sess_state { S_HELLO, S_SERVING, S_CLOSED };
 
@@ -97,7 +78,7 @@ struct job {
 	uint32_t slot;
 	enum job_state state;
 	int err;                     /* positive errno with J_FAILED */
-	struct job *next;            /* side->jobs queue */
+	STAILQ_ENTRY(job) next;      /* side->jobs */
 };
 
 struct session {
@@ -128,191 +109,6 @@ struct session {
 	int finished;                /* side->lock: the thread has ended */
 	struct session *next;
 };
-
-struct objfs_side {
-	struct objfs_side_cfg cfg;
-	char sock[OBJFS_SOCK_LEN];
-	struct objfs_cache *cache;
-	int lfd, wakefd;
-	pthread_t acceptor;
-	int acceptor_started;
-	volatile int stopping;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	struct cap *caps;
-	unsigned ncaps;
-	struct session *sessions;
-	uint64_t next_session;
-	struct objfs_side_stats st;
-	/* Fill workers: jobs (one piece each) from every session. */
-	pthread_mutex_t jlock;
-	pthread_cond_t jcond;
-	struct job *jhead, *jtail;   /* jlock */
-	int jstop;                   /* jlock */
-	pthread_t *workers;
-	unsigned nworkers;
-};
-
-static int token_eq(const uint8_t *a, const uint8_t *b)
-{
-	uint8_t d = 0;
-
-	for (size_t i = 0; i < OBJFS_TOKEN_LEN; i++)
-		d |= (uint8_t)(a[i] ^ b[i]);
-	return d == 0;
-}
-
-static void futex_wake_all(uint32_t *w)
-{
-	syscall(SYS_futex, w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
-static void futex_wait_ns(uint32_t *w, uint32_t val, long ns)
-{
-	struct timespec ts = { 0, ns };
-
-	syscall(SYS_futex, w, FUTEX_WAIT, val, &ts, NULL, 0);
-}
-
-/* ---------------------------------------------------------- capabilities */
-
-struct fetch_wrap {
-	struct cap *cap;
-	objfs_fetch_done_fn done;
-	void *arg;
-	struct objfs_side *side;
-};
-
-static void cap_fetch_done(void *arg, int err)
-{
-	struct fetch_wrap *w = arg;
-	struct objfs_side *s = w->side;
-
-	w->done(w->arg, err);
-	pthread_mutex_lock(&s->lock);
-	w->cap->inflight--;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	free(w);
-}
-
-/* The cache's fetch for a capability: counts fetches that borrow the record. */
-static void cap_fetch(void *ctx, int64_t off, size_t len, char *dst, objfs_fetch_done_fn done,
-		      void *arg)
-{
-	struct cap *c = ctx;
-	struct fetch_wrap *w = malloc(sizeof(*w));
-
-	if (!w) {
-		done(arg, -ENOMEM);
-		return;
-	}
-	w->cap = c;
-	w->done = done;
-	w->arg = arg;
-	w->side = c->side;
-	pthread_mutex_lock(&c->side->lock);
-	c->inflight++;
-	pthread_mutex_unlock(&c->side->lock);
-	c->inner(c->inner_ctx, off, len, dst, cap_fetch_done, w);
-}
-
-static void cap_free(struct cap *c)
-{
-	if (!c)
-		return;
-	free((char *)c->cobj.id);
-	free(c);
-}
-
-/* Drops records nobody uses that expired. Called with side->lock held. */
-static void caps_purge(struct objfs_side *s, int all)
-{
-	double now = objfs_now_s();
-
-	for (struct cap **pp = &s->caps; *pp;) {
-		struct cap *c = *pp;
-
-		if (!c->sessions && !c->inflight && (all || now - c->last_used > s->cfg.cap_ttl)) {
-			*pp = c->next;
-			s->ncaps--;
-			cap_free(c);
-		} else {
-			pp = &c->next;
-		}
-	}
-}
-
-int objfs_side_grant(struct objfs_side *s, uid_t uid, const struct objfs_side_obj *o,
-		     struct objfs_side_cap *cap)
-{
-	const char *etag = o->etag ? o->etag : "";
-	struct cap *c;
-	int err;
-
-	if (o->size < 0 || strlen(etag) >= sizeof(c->etag) || (!o->fetch && (!o->store || !o->path)))
-		return -EINVAL;
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return -ENOMEM;
-	if (getrandom(c->token, sizeof(c->token), 0) != (ssize_t)sizeof(c->token)) {
-		err = -EIO;
-		goto out_cap;
-	}
-	c->uid = uid;
-	c->ino = o->ino;
-	c->generation = o->generation;
-	c->side = s;
-	strcpy(c->etag, etag);
-	c->sobj.store = o->store;
-	c->sobj.path = o->path;
-	c->sobj.etag = c->etag;
-	c->sobj.size = o->size;
-	c->inner = o->fetch ? o->fetch : objfs_store_fetch;
-	c->inner_ctx = o->fetch ? o->fetch_ctx : &c->sobj;
-	/* The same identity as fs.c's handles: FUSE reads and fills share blocks. */
-	c->cobj.id = objfs_cache_obj_id(o->path ? o->path : "", c->etag, o->size);
-	if (!c->cobj.id) {
-		err = -ENOMEM;
-		goto out_cap;
-	}
-	c->cobj.size = o->size;
-	c->cobj.fetch = cap_fetch;
-	c->cobj.ctx = c;
-
-	pthread_mutex_lock(&s->lock);
-	caps_purge(s, 0);
-	if (s->ncaps >= s->cfg.max_caps) {
-		pthread_mutex_unlock(&s->lock);
-		objfs_warn("side: %u capabilities live, refusing another (uid %u, ino %llu)",
-			   s->ncaps, (unsigned)uid, (unsigned long long)o->ino);
-		err = -ENOSPC;
-		goto out_cap;
-	}
-	c->last_used = objfs_now_s();
-	c->next = s->caps;
-	s->caps = c;
-	s->ncaps++;
-	s->st.caps++;
-	pthread_mutex_unlock(&s->lock);
-
-	memset(cap, 0, sizeof(*cap));
-	cap->magic = OBJFS_SIDE_MAGIC;
-	cap->version = OBJFS_SIDE_VERSION;
-	cap->struct_size = sizeof(*cap);
-	cap->ino = o->ino;
-	cap->generation = o->generation;
-	cap->size = o->size;
-	cap->ring_slots = s->cfg.ring_slots;
-	cap->ring_slot_size = s->cfg.ring_slot_size;
-	memcpy(cap->token, c->token, sizeof(cap->token));
-	strcpy(cap->etag, c->etag);
-	memcpy(cap->sock, s->sock, sizeof(cap->sock));
-	return 0;
-out_cap:
-	cap_free(c);
-	return err;
-}
 
 /* ---------------------------------------------------------- messages */
 
@@ -366,9 +162,8 @@ static ssize_t recv_msg(int fd, void *buf, int *fd_out)
 	struct iovec iov = { buf, OBJFS_MSG_MAX };
 	struct msghdr mh = { 0 };
 	struct objfs_msg_hdr *h = buf;
-	int fds[8];
+	int fds[8], err;
 	size_t nfds = 0;
-	size_t want;
 	ssize_t n;
 
 	if (fd_out)
@@ -396,23 +191,14 @@ static ssize_t recv_msg(int fd, void *buf, int *fd_out)
 		close_fds(fds, nfds);
 		return -EMSGSIZE;
 	}
-	if ((size_t)n < sizeof(*h) || h->magic != OBJFS_SIDE_MAGIC || h->reserved ||
-	    h->len != (size_t)n) {
+	err = objfs_msg_check(buf, (size_t)n);
+	/* Clients send HELLO (with the ring, and only then a descriptor) and FILL. */
+	if (!err && (h->type == OBJFS_MSG_HELLO ? nfds != 1 || !fd_out
+						: h->type != OBJFS_MSG_FILL || nfds != 0))
+		err = -EPROTO;
+	if (err) {
 		close_fds(fds, nfds);
-		return -EPROTO;
-	}
-	if (h->version != OBJFS_SIDE_VERSION) {
-		close_fds(fds, nfds);
-		return -EPROTONOSUPPORT;
-	}
-	switch (h->type) {
-	case OBJFS_MSG_HELLO: want = sizeof(struct objfs_msg_hello); break;
-	case OBJFS_MSG_FILL: want = sizeof(struct objfs_msg_fill); break;
-	default: want = 0; break;
-	}
-	if ((size_t)n != want || (h->type == OBJFS_MSG_HELLO ? nfds != 1 || !fd_out : nfds != 0)) {
-		close_fds(fds, nfds);
-		return -EPROTO;
+		return err;
 	}
 	if (nfds)
 		*fd_out = fds[0];
@@ -420,30 +206,6 @@ static ssize_t recv_msg(int fd, void *buf, int *fd_out)
 }
 
 /* ---------------------------------------------------------- sessions */
-
-static struct cap *cap_find_ref(struct objfs_side *s, const uint8_t *token)
-{
-	struct cap *found = NULL;
-
-	pthread_mutex_lock(&s->lock);
-	for (struct cap *c = s->caps; c; c = c->next)
-		if (token_eq(c->token, token))
-			found = c; /* no early exit: time does not depend on the position */
-	if (found)
-		found->sessions++;
-	pthread_mutex_unlock(&s->lock);
-	return found;
-}
-
-static void cap_unref(struct objfs_side *s, struct cap *c)
-{
-	if (!c)
-		return;
-	pthread_mutex_lock(&s->lock);
-	c->sessions--;
-	c->last_used = objfs_now_s();
-	pthread_mutex_unlock(&s->lock);
-}
 
 /* Validates HELLO and maps the ring. Takes ownership of @memfd. 0 or -errno. */
 static int do_hello(struct session *ss, const struct objfs_msg_hello *m, int memfd)
@@ -454,7 +216,7 @@ static int do_hello(struct session *ss, const struct objfs_msg_hello *m, int mem
 	void *map;
 	int seals, err;
 
-	ss->cap = cap_find_ref(s, m->token);
+	ss->cap = objfs_side_cap_ref(s, m->token);
 	/* One answer for every mismatch: no oracle for tokens. */
 	if (!ss->cap || ss->cap->uid != ss->uid || ss->cap->ino != m->ino) {
 		err = -EACCES;
@@ -501,10 +263,10 @@ out_fd:
 static int do_fill(struct session *ss, const struct objfs_msg_fill *m)
 {
 	struct cap *c = ss->cap;
-	uint64_t pieces, last_gen;
+	uint64_t pieces;
 	struct req *r;
 
-	if (!token_eq(m->token, c->token) || m->ino != c->ino)
+	if (!objfs_side_token_eq(m->token, c->token) || m->ino != c->ino)
 		return -EACCES;
 	if (m->first_piece != ss->next_piece)
 		return -EPROTO;
@@ -513,8 +275,7 @@ static int do_fill(struct session *ss, const struct objfs_msg_fill *m)
 	    m->len > (uint64_t)c->cobj.size - (uint64_t)m->off)
 		return -EINVAL;
 	pieces = objfs_pieces(m->len, ss->slot_size);
-	last_gen = (ss->next_piece + pieces - 1) / ss->slots + 1;
-	if (last_gen >= OBJFS_RING_GEN_MAX)
+	if (objfs_piece_gen(ss->next_piece + pieces - 1, ss->slots) >= OBJFS_RING_GEN_MAX)
 		return -EOVERFLOW;
 	pthread_mutex_lock(&ss->lock);
 	if (ss->qlen == OBJFS_SESSION_QUEUE) {
@@ -560,20 +321,6 @@ static int pump(struct session *ss, int timeout_ms)
 	return do_fill(ss, (const struct objfs_msg_fill *)buf);
 }
 
-/* Marks the ring failed from piece @p on and releases every waiter. */
-static void poison(struct session *ss, uint64_t p, int err)
-{
-	uint64_t none = UINT64_MAX;
-
-	if (__atomic_compare_exchange_n(&ss->ring->err_piece, &none, p, 0, __ATOMIC_SEQ_CST,
-					__ATOMIC_SEQ_CST))
-		__atomic_store_n(&ss->ring->err, err, __ATOMIC_SEQ_CST);
-	for (uint32_t i = 0; i < ss->slots; i++) {
-		__atomic_store_n(&ss->ring->ctl[i].seq, OBJFS_SEQ_ERROR, __ATOMIC_SEQ_CST);
-		futex_wake_all(&ss->ring->ctl[i].seq);
-	}
-}
-
 /* Waits until slot use @g - 1 is released. 0, or -errno to end the session. */
 static int wait_release(struct session *ss, uint32_t slot, uint32_t g)
 {
@@ -595,7 +342,7 @@ static int wait_release(struct session *ss, uint32_t slot, uint32_t g)
 		}
 		if (i == 1)
 			t0 = objfs_now_s();
-		futex_wait_ns(rel, v, RELEASE_POLL_NS);
+		objfs_futex_wait_ns(rel, v, RELEASE_POLL_NS);
 	}
 	if (t0 > 0) { /* how long consumers, not fetches, held the fill back */
 		uint64_t us = (uint64_t)((objfs_now_s() - t0) * 1e6);
@@ -640,7 +387,8 @@ static void publish_locked(struct session *ss, struct dones *d)
 	while (!ss->failed && !ss->ending && ss->pub_piece < ss->fill_piece &&
 	       d->n < sizeof(d->id) / sizeof(d->id[0])) {
 		uint64_t p = ss->pub_piece;
-		uint32_t slot = (uint32_t)(p % ss->slots), g = (uint32_t)(p / ss->slots + 1), prev;
+		uint32_t slot = objfs_piece_slot(p, ss->slots), prev;
+		uint32_t g = (uint32_t)objfs_piece_gen(p, ss->slots);
 		struct job *j = &ss->jobs[slot];
 		struct req *r = &ss->q[ss->qhead];
 
@@ -650,7 +398,7 @@ static void publish_locked(struct session *ss, struct dones *d)
 			objfs_info("side: session %llu: fill of ino %llu at %lld+%zu failed: %s",
 				   (unsigned long long)ss->id, (unsigned long long)ss->cap->ino,
 				   (long long)j->off, j->len, strerror(j->err));
-			poison(ss, p, j->err);
+			objfs_ring_poison(ss->ring, ss->slots, p, j->err);
 			__atomic_store_n(&ss->failed, j->err, __ATOMIC_RELAXED);
 			d->id[d->n] = r->id;
 			d->bytes[d->n++] = 0;
@@ -671,7 +419,7 @@ static void publish_locked(struct session *ss, struct dones *d)
 			__atomic_store_n(&ss->failed, ECANCELED, __ATOMIC_RELAXED);
 			break;
 		}
-		futex_wake_all(&ss->ring->ctl[slot].seq);
+		objfs_futex_wake_all(&ss->ring->ctl[slot].seq);
 		j->state = J_FREE;
 		ss->pub_piece++;
 		if (p == r->last_piece) {
@@ -740,16 +488,14 @@ static void *worker_main(void *arg)
 		struct job *j;
 
 		pthread_mutex_lock(&s->jlock);
-		while (!s->jhead && !s->jstop)
+		while (STAILQ_EMPTY(&s->jobs) && !s->jstop)
 			pthread_cond_wait(&s->jcond, &s->jlock);
-		j = s->jhead;
+		j = STAILQ_FIRST(&s->jobs);
 		if (!j) {
 			pthread_mutex_unlock(&s->jlock);
 			return NULL; /* stopping, and nothing left */
 		}
-		s->jhead = j->next;
-		if (!s->jhead)
-			s->jtail = NULL;
+		STAILQ_REMOVE_HEAD(&s->jobs, next);
 		pthread_mutex_unlock(&s->jlock);
 		job_run(j);
 	}
@@ -764,8 +510,8 @@ static int dispatch_one(struct session *ss)
 {
 	struct objfs_side *s = ss->side;
 	uint64_t p = ss->fill_piece;
-	uint32_t slot = (uint32_t)(p % ss->slots);
-	uint32_t g = (uint32_t)(p / ss->slots + 1);
+	uint32_t slot = objfs_piece_slot(p, ss->slots);
+	uint32_t g = (uint32_t)objfs_piece_gen(p, ss->slots);
 	struct job *j = &ss->jobs[slot];
 	struct req *r;
 	int64_t off;
@@ -793,7 +539,6 @@ static int dispatch_one(struct session *ss)
 	j->slot = slot;
 	j->state = J_RUNNING;
 	j->err = 0;
-	j->next = NULL;
 	r->done += len;
 	if (r->done == r->len)
 		ss->qdisp++;
@@ -802,11 +547,7 @@ static int dispatch_one(struct session *ss)
 	pthread_mutex_unlock(&ss->lock);
 
 	pthread_mutex_lock(&s->jlock);
-	if (s->jtail)
-		s->jtail->next = j;
-	else
-		s->jhead = j;
-	s->jtail = j;
+	STAILQ_INSERT_TAIL(&s->jobs, j, next);
 	pthread_cond_signal(&s->jcond);
 	pthread_mutex_unlock(&s->jlock);
 	return 0;
@@ -879,7 +620,7 @@ out:
 	if (ss->ring)
 		munmap(ss->ring, ss->ring_bytes);
 	ss->ring = NULL;
-	cap_unref(s, ss->cap);
+	objfs_side_cap_unref(s, ss->cap);
 	ss->cap = NULL;
 	pthread_mutex_lock(&s->lock);
 	close(ss->fd);
@@ -1016,7 +757,6 @@ static void workers_stop(struct objfs_side *s)
 static int make_name(struct objfs_side *s, struct sockaddr_un *sa, socklen_t *salen)
 {
 	uint8_t r[8];
-	size_t n;
 
 	if (s->cfg.sock_name) {
 		if (strlen(s->cfg.sock_name) >= sizeof(s->sock) - 1 || !s->cfg.sock_name[0])
@@ -1028,18 +768,9 @@ static int make_name(struct objfs_side *s, struct sockaddr_un *sa, socklen_t *sa
 		snprintf(s->sock, sizeof(s->sock), "@objfs.%d.%02x%02x%02x%02x%02x%02x%02x%02x",
 			 (int)getpid(), r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7]);
 	}
-	memset(sa, 0, sizeof(*sa));
-	sa->sun_family = AF_UNIX;
-	n = strlen(s->sock);
-	memcpy(sa->sun_path, s->sock, n);
-	if (s->sock[0] == '@') {
-		sa->sun_path[0] = '\0';
-		*salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
-	} else {
+	if (s->sock[0] != '@')
 		unlink(s->sock);
-		*salen = (socklen_t)sizeof(*sa);
-	}
-	return 0;
+	return objfs_sock_addr(s->sock, sa, salen);
 }
 
 int objfs_side_new(const struct objfs_side_cfg *cfg, struct objfs_cache *cache,
@@ -1065,6 +796,7 @@ int objfs_side_new(const struct objfs_side_cfg *cfg, struct objfs_cache *cache,
 	pthread_cond_init(&s->cond, NULL);
 	pthread_mutex_init(&s->jlock, NULL);
 	pthread_cond_init(&s->jcond, NULL);
+	STAILQ_INIT(&s->jobs);
 	s->cfg.sock_name = cfg->sock_name;
 	err = make_name(s, &sa, &salen);
 	s->cfg.sock_name = NULL; /* not kept: the caller's string */
@@ -1149,16 +881,7 @@ void objfs_side_free(struct objfs_side *s)
 			shutdown(ss->fd, SHUT_RDWR);
 	sessions_reap(s, 1);
 	/* Fetches started for capabilities borrow the records: wait for them. */
-	for (;;) {
-		unsigned busy = 0;
-
-		for (struct cap *c = s->caps; c; c = c->next)
-			busy += c->inflight;
-		if (!busy)
-			break;
-		pthread_cond_wait(&s->cond, &s->lock);
-	}
-	caps_purge(s, 1);
+	objfs_side_caps_drain(s);
 	pthread_mutex_unlock(&s->lock);
 	workers_stop(s); /* every session has ended: no job is left */
 	close(s->lfd);

@@ -1,6 +1,9 @@
 /*
  * side: the daemon half of the GPU side API (the client half is libobjfs,
- * lib/objfs_client.c; the contract between them is src/side_proto.h).
+ * lib/client.c and lib/client_cuda.c; the contract between them is
+ * include/objfs/side_proto.h). Two files behind this header: side.c
+ * (sessions, fills, the ring) and side_cap.c (capabilities), sharing
+ * side_i.h.
  *
  * A capability is granted through the FUSE ioctl on an open file (fs.c
  * calls objfs_side_grant with the caller's uid): a record holding a random
@@ -30,7 +33,7 @@
  *
  * Ownership: the side server borrows the cache and, through granted
  * records, the store and node paths: objfs_side_free() must run before
- * they are freed (main.c frees it after the FUSE loop ends).
+ * they are freed (mount.c frees it after the FUSE loop ends).
  */
 #ifndef OBJFS_SIDE_H
 #define OBJFS_SIDE_H

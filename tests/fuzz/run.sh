@@ -108,15 +108,20 @@ touch "$stamp"
 mkvar() { sed -n "s/^$1 = //p" "$build/Makefile"; }
 cuda_cppflags=$(mkvar CUDA_CPPFLAGS)
 cuda_libs="$(mkvar CUDA_LDFLAGS) $(mkvar CUDA_LIBS)"
-"$CLANG" $cflags -fsanitize=fuzzer-no-link $cppflags $cuda_cppflags -c "$top/lib/objfs_client.c" \
-	-o "$work/obj/objfs_client.o" || { echo "fuzz: FAIL: compiling libobjfs"; exit 1; }
+client_objs=()
+for src in lib/client.c lib/client_cuda.c; do
+	o=$work/obj/lib_$(basename "${src%.c}").o
+	client_objs+=("$o")
+	"$CLANG" $cflags -fsanitize=fuzzer-no-link $cppflags $cuda_cppflags -c "$top/$src" \
+		-o "$o" || { echo "fuzz: FAIL: compiling libobjfs ($src)"; exit 1; }
+done
 
 targets=${FUZZ_TARGETS:-$(cd "$here" && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$//')}
 failed=0
 for t in $targets; do
 	bin=$work/bin/fuzz_$t
 	extra=()
-	[ "$t" = side_client ] && extra=("$work/obj/objfs_client.o" $cuda_libs)
+	[ "$t" = side_client ] && extra=("${client_objs[@]}" $cuda_libs)
 	if ! "$CLANG" $cflags -fsanitize=fuzzer $cppflags "$here/fuzz_$t.c" \
 		"${objs[@]}" "${extra[@]}" $pc_libs -lm -o "$bin"; then
 		echo "fuzz: FAIL: building fuzz_$t"

@@ -1,0 +1,94 @@
+/*
+ * side_i.h: what the two files of the side server share (side.h is the
+ * module's interface, this header is private to src/side/).
+ *
+ *   side.c      the server: socket and accept thread, sessions, fills and
+ *               the ring discipline, the fill workers.
+ *   side_cap.c  capabilities: grant, lookup by token, session references,
+ *               expiry, the counted fetch, and freeing them all at the end.
+ *
+ * A capability record is written once by objfs_side_grant before it is
+ * linked into side->caps; after that only sessions, inflight and last_used
+ * change (under side->lock), so a session that holds a reference reads the
+ * other fields without a lock.
+ *
+ * Locking: side->lock guards the capability list, the session list and the
+ * counters; cap->inflight is counted under it and side->cond signals its
+ * changes (and sessions ending). A session's own lock comes before
+ * side->lock (side.c); side->jlock, the workers' job queue, is never held
+ * with another lock. Capability records are freed only with no session
+ * using them and no fetch in flight on their behalf (a cache prefetch
+ * borrows the record as its fetch context until the fetch completes).
+ */
+#ifndef OBJFS_SIDE_I_H
+#define OBJFS_SIDE_I_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/queue.h>
+#include <sys/types.h>
+
+#include "side.h"
+
+struct cap {
+	uint8_t token[OBJFS_TOKEN_LEN];
+	uid_t uid;
+	uint64_t ino, generation;
+	char etag[192];
+	struct objfs_store_obj sobj; /* etag points at ours */
+	struct objfs_cache_obj cobj; /* fetch = cap_fetch, ctx = this record */
+	objfs_fetch_fn inner;        /* the real fetch */
+	void *inner_ctx;
+	unsigned sessions;           /* side->lock */
+	unsigned inflight;           /* side->lock */
+	double last_used;            /* side->lock; monotonic seconds */
+	struct objfs_side *side;
+	struct cap *next;            /* side->lock */
+};
+
+struct session;
+struct job;
+
+struct objfs_side {
+	struct objfs_side_cfg cfg;   /* sock_name is NULL: not kept */
+	char sock[OBJFS_SOCK_LEN];
+	struct objfs_cache *cache;
+	int lfd, wakefd;
+	pthread_t acceptor;
+	int acceptor_started;
+	volatile int stopping;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct cap *caps;            /* lock */
+	unsigned ncaps;              /* lock */
+	struct session *sessions;    /* lock */
+	uint64_t next_session;       /* lock */
+	struct objfs_side_stats st;  /* lock */
+	/* Fill workers: jobs (one piece each) from every session. */
+	pthread_mutex_t jlock;
+	pthread_cond_t jcond;
+	STAILQ_HEAD(, job) jobs;     /* jlock */
+	int jstop;                   /* jlock */
+	pthread_t *workers;
+	unsigned nworkers;
+};
+
+/* Constant-time comparison of two OBJFS_TOKEN_LEN-byte tokens. */
+int objfs_side_token_eq(const uint8_t *a, const uint8_t *b);
+
+/*
+ * The record whose token is @token, with one session reference taken, or
+ * NULL. Time does not depend on where (or whether) it is found.
+ */
+struct cap *objfs_side_cap_ref(struct objfs_side *s, const uint8_t *token);
+
+/* Drops a reference of objfs_side_cap_ref; the TTL restarts. Accepts NULL. */
+void objfs_side_cap_unref(struct objfs_side *s, struct cap *c);
+
+/*
+ * At the end, with side->lock held and every session ended: waits for the
+ * fetches that borrow records, then frees every record.
+ */
+void objfs_side_caps_drain(struct objfs_side *s);
+
+#endif
