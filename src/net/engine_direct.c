@@ -105,13 +105,19 @@ struct ends {
 	unsigned n, cap;
 };
 
-/* Hands @r back to engine.c: to start @again, uncounted, or to conclude
- * with @err, @retry and @ttfb. Its connection is already done with. */
-static void hand_back(struct ends *out, struct objfs_req *r, int again, int err, int retry,
-		      int64_t ttfb)
+/* Hands @r back to engine.c, to conclude with @err, @retry and @ttfb. Its
+ * connection is already done with (dc_end). */
+static void hand_back(struct ends *out, struct objfs_req *r, int err, int retry, int64_t ttfb)
 {
-	out->v[out->n++] = (struct objfs_direct_end){ .r = r, .again = again, .err = err,
-						      .retry = retry, .ttfb = ttfb };
+	out->v[out->n++] = (struct objfs_direct_end){ .r = r, .err = err, .retry = retry,
+						      .ttfb = ttfb };
+}
+
+/* Hands @r back to engine.c, to start again without counting the attempt
+ * (after the walk over the connections: a start may close one). */
+static void again(struct ends *out, struct objfs_req *r)
+{
+	out->v[out->n++] = (struct objfs_direct_end){ .r = r, .again = 1, .ttfb = -1 };
 }
 
 static const char *const state_names[] = { "idle", "connect", "send", "head", "body" };
@@ -239,24 +245,29 @@ int objfs_direct_request_text(const struct objfs_req *r, char *out, size_t cap, 
 	return (int)len;
 }
 
+/* The table entry of origin @auth, or NULL. The caller holds
+ * e->origin_lock. */
+static struct direct_origin *origin_lookup(struct objfs_engine *e, const char *auth)
+{
+	for (unsigned i = 0; i < e->norigins; i++)
+		if (strcmp(e->origins[i].authority, auth) == 0)
+			return &e->origins[i];
+	return NULL;
+}
+
 /* The origin's address, if libcurl taught us one and the path is on. */
 static int origin_find(struct objfs_engine *e, const char *auth, struct sockaddr_storage *sa,
 		       socklen_t *salen)
 {
+	struct direct_origin *o;
 	int found = 0;
 
 	pthread_mutex_lock(&e->origin_lock);
-	for (unsigned i = 0; i < e->norigins; i++) {
-		struct direct_origin *o = &e->origins[i];
-
-		if (strcmp(o->authority, auth) == 0) {
-			if (!o->off && o->salen) {
-				*sa = o->sa;
-				*salen = o->salen;
-				found = 1;
-			}
-			break;
-		}
+	o = origin_lookup(e, auth);
+	if (o && !o->off && o->salen) {
+		*sa = o->sa;
+		*salen = o->salen;
+		found = 1;
 	}
 	pthread_mutex_unlock(&e->origin_lock);
 	return found;
@@ -265,18 +276,16 @@ static int origin_find(struct objfs_engine *e, const char *auth, struct sockaddr
 /* Forgets the address (@off 0: connect failed) or turns the origin off. */
 static void origin_drop(struct objfs_engine *e, const char *auth, int off)
 {
-	pthread_mutex_lock(&e->origin_lock);
-	for (unsigned i = 0; i < e->norigins; i++) {
-		struct direct_origin *o = &e->origins[i];
+	struct direct_origin *o;
 
-		if (strcmp(o->authority, auth) == 0) {
-			if (off && !o->off)
-				objfs_info("http://%s: ranges not answered with 206 and a "
-					   "length; reading it through libcurl only", auth);
-			o->off |= off;
-			o->salen = 0;
-			break;
-		}
+	pthread_mutex_lock(&e->origin_lock);
+	o = origin_lookup(e, auth);
+	if (o) {
+		if (off && !o->off)
+			objfs_info("http://%s: ranges not answered with 206 and a "
+				   "length; reading it through libcurl only", auth);
+		o->off |= off;
+		o->salen = 0;
 	}
 	pthread_mutex_unlock(&e->origin_lock);
 }
@@ -287,6 +296,7 @@ void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url)
 					.ai_socktype = SOCK_STREAM };
 	char auth[256], serv[8], *ip = NULL;
 	long port = 0, redirs = 0;
+	struct direct_origin *o;
 	struct addrinfo *ai;
 	struct sockaddr_storage sa;
 	socklen_t salen;
@@ -310,25 +320,17 @@ void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url)
 	if (!salen)
 		return;
 	pthread_mutex_lock(&e->origin_lock);
-	for (unsigned i = 0; i < e->norigins; i++) {
-		struct direct_origin *o = &e->origins[i];
-
-		if (strcmp(o->authority, auth) == 0) {
-			o->sa = sa;
-			o->salen = salen;
-			goto out;
-		}
-	}
-	if (e->norigins < DIRECT_ORIGINS) {
-		struct direct_origin *o = &e->origins[e->norigins++];
-
+	o = origin_lookup(e, auth);
+	if (!o && e->norigins < DIRECT_ORIGINS) {
+		o = &e->origins[e->norigins++];
 		memcpy(o->authority, auth, alen + 1);
-		o->sa = sa;
-		o->salen = salen;
 		o->off = 0;
 		objfs_debug("direct: http://%s is at %s port %ld", auth, ip, port);
 	}
-out:
+	if (o) {
+		o->sa = sa;
+		o->salen = salen;
+	}
 	pthread_mutex_unlock(&e->origin_lock);
 }
 
@@ -516,11 +518,11 @@ static void wire_error(struct engine_thread *th, struct objfs_dconn *dc, const c
 	dc_end(th, dc, 0);
 	if (stale) {
 		objfs_debug("%s: kept-alive connection was closed; again on a new one", r->url);
-		hand_back(out, r, 1, 0, 0, -1);
+		again(out, r);
 		return;
 	}
 	objfs_info("%s: %s (attempt %u)", r->url, what, r->attempts);
-	hand_back(out, r, 0, -EIO, 1, -1);
+	hand_back(out, r, -EIO, 1, -1);
 }
 
 /* @dc's request goes to libcurl, for this attempt (uncounted) and the rest
@@ -536,7 +538,7 @@ static void dc_fallback(struct engine_thread *th, struct objfs_dconn *dc, const 
 	objfs_debug("%s: direct GET handed to libcurl: %s", r->url, why);
 	objfs_stats_direct(1);
 	r->no_direct = 1;
-	hand_back(out, r, 1, 0, 0, -1);
+	again(out, r);
 }
 
 static void body_done(struct engine_thread *th, struct objfs_dconn *dc, struct ends *out)
@@ -546,7 +548,7 @@ static void body_done(struct engine_thread *th, struct objfs_dconn *dc, struct e
 
 	dc_end(th, dc, dc->keep);
 	objfs_stats_direct(0);
-	hand_back(out, r, 0, 0, 0, t);
+	hand_back(out, r, 0, 0, t);
 }
 
 int objfs_direct_parse_head(struct objfs_req *r, const char *head, size_t end, int *keep,
@@ -629,7 +631,7 @@ static int head_done(struct engine_thread *th, struct objfs_dconn *dc, size_t en
 		int64_t t = dc->ttfb;
 
 		dc_end(th, dc, 0); /* frees dc */
-		hand_back(out, r, 0, err, err == -EIO, t);
+		hand_back(out, r, err, err == -EIO, t);
 		return 1;
 	}
 	memcpy(r->dst, dc->head + end, extra);
