@@ -27,6 +27,10 @@
  * (engine_direct.c) alike; the second group is the direct path's own:
  * every way a response can leave it goes to libcurl or fails as libcurl
  * would, and never puts a wrong byte into dst.
+ *
+ * The "judge" group calls http_resp.c directly, table-driven, without a
+ * server: header lines into a request, the range check, the status and S3
+ * error-code tables both paths share.
  */
 #include "config.h"
 
@@ -46,6 +50,7 @@
 #include <unistd.h>
 
 #include "engine_i.h"
+#include "http_resp.h"
 #include "stats.h"
 
 #define BODY 100
@@ -551,12 +556,147 @@ START_TEST(test_request_text)
 }
 END_TEST
 
+/*
+ * http_resp's range check, one row per head: ranged GET of bytes 100-149
+ * with @expect (object size, -1 unknown) and a pinned "v1" ETag. The head's
+ * lines (CRLF-ended) go through objfs_http_header_line one by one, as
+ * either receive path feeds them. @total, @skip, @clen: what the request
+ * holds afterwards (@total and @skip only on success).
+ */
+static const struct range_case {
+	const char *head;
+	int64_t expect;
+	int err;
+	int64_t total, skip, clen;
+} range_cases[] = {
+	{ "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 100-149/1000\r\n"
+	  "Content-Length: 50\r\nETag: \"v1\"\r\n", 1000, 0, 1000, 0, 50 },
+	/* no ETag and no length: nothing contradicts the range */
+	{ "HTTP/1.1 206 OK\r\ncontent-range:  bytes 100-149/*\r\n", 1000, 0, -1, 0, -1 },
+	{ "HTTP/1.1 206 OK\r\nContent-Range: bytes 100-149/1000\r\nETag: \"v2\"\r\n", 1000,
+	  -ESTALE, 0, 0, -1 },
+	{ "HTTP/1.1 206 OK\r\nContent-Length: 50\r\n", 1000, -EIO, 0, 0, 50 },
+	{ "HTTP/1.1 206 OK\r\nContent-Range: bytes x-y/z\r\n", 1000, -EIO, 0, 0, -1 },
+	{ "HTTP/1.1 206 OK\r\nContent-Range: bytes 100-149/2000\r\n", 1000, -ESTALE, 0, 0, -1 },
+	{ "HTTP/1.1 206 OK\r\nContent-Range: bytes 101-150/1000\r\n", 1000, -EIO, 0, 0, -1 },
+	{ "HTTP/1.1 206 OK\r\nContent-Range: bytes 100-149/1000\r\nContent-Length: 49\r\n",
+	  1000, -EIO, 0, 0, 49 },
+	/* a length that does not parse is no length */
+	{ "HTTP/1.1 206 OK\r\nContent-Range: bytes 100-149/1000\r\nContent-Length: 50x\r\n",
+	  1000, 0, 1000, 0, -1 },
+	/* Range ignored: skip to the offset, when the object is long enough */
+	{ "HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n", 1000, 0, 1000, 100, 1000 },
+	{ "HTTP/1.1 200 OK\r\n", 1000, 0, -1, 100, -1 },
+	{ "HTTP/1.1 200 OK\r\nContent-Length: 999\r\n", 1000, -ESTALE, 0, 0, 999 },
+	{ "HTTP/1.1 200 OK\r\nContent-Length: 149\r\n", -1, -EIO, 0, 0, 149 },
+	{ "HTTP/1.1 304 Not Modified\r\n", 1000, -EIO, 0, 0, -1 },
+	/* a redirect hop's headers are forgotten at the next status line */
+	{ "HTTP/1.1 302 Found\r\nContent-Range: bytes 0-1/2\r\nContent-Length: 2\r\n"
+	  "ETag: \"v2\"\r\nLocation: /x\r\nHTTP/1.1 206 OK\r\n"
+	  "Content-Range: bytes 100-149/1000\r\n", 1000, 0, 1000, 0, -1 },
+};
+
+START_TEST(test_check_range)
+{
+	const struct range_case *c = &range_cases[_i];
+	struct objfs_req r;
+	const char *p = c->head, *eol;
+	int err;
+
+	objfs_req_init(&r);
+	r.url = "http://judge/obj";
+	r.method = OBJFS_GET;
+	r.off = 100;
+	r.len = 50;
+	r.expect_size = c->expect;
+	r.etag = "\"v1\"";
+	r.clen = -1;
+	r.cr_first = r.cr_last = r.cr_total = -1;
+	for (; (eol = strstr(p, "\r\n")); p = eol + 2)
+		objfs_http_header_line(&r, p, (size_t)(eol - p) + 2);
+	err = objfs_http_check_range(&r);
+	ck_assert_msg(err == c->err, "row %d: err %d, expected %d", _i, err, c->err);
+	ck_assert_msg(r.clen == c->clen, "row %d: Content-Length %lld", _i, (long long)r.clen);
+	ck_assert_str_eq(r.location, "");
+	if (!c->err) {
+		ck_assert_msg(r.total == c->total, "row %d: total %lld", _i, (long long)r.total);
+		ck_assert_msg(r.skip == c->skip, "row %d: skip %lld", _i, (long long)r.skip);
+	}
+	objfs_req_clear(&r);
+}
+END_TEST
+
+/* The status table, then error responses with and without an S3 body. */
+static const struct status_case {
+	long status;
+	int err;
+} status_cases[] = {
+	{ 200, 0 }, { 206, 0 }, { 299, 0 }, { 400, -EINVAL }, { 401, -EACCES },
+	{ 403, -EACCES }, { 404, -ENOENT }, { 410, -ENOENT }, { 412, -ESTALE },
+	{ 416, -ERANGE }, { 302, -EIO }, { 500, -EIO }, { 0, -EIO },
+};
+
+static const struct error_case {
+	long status;
+	const char *body, *code;
+	int err, retry;
+} error_cases[] = {
+	{ 503, NULL, "", -EIO, 1 },
+	{ 429, NULL, "", -EIO, 1 },
+	{ 408, NULL, "", -EIO, 1 },
+	{ 404, NULL, "", -ENOENT, 0 },
+	{ 416, NULL, "", -ERANGE, 0 },
+	/* the S3 code decides over the status */
+	{ 403, "<Error><Code>SlowDown</Code></Error>", "SlowDown", -EIO, 1 },
+	{ 500, "<?xml version=\"1.0\"?><Error><Code>AccessDenied</Code><Message>no</Message>"
+	  "</Error>", "AccessDenied", -EACCES, 0 },
+	{ 400, "<Error><Code>RequestTimeTooSkewed</Code></Error>", "RequestTimeTooSkewed",
+	  -EACCES, 0 },
+	{ 301, "<Error><Code>PermanentRedirect</Code></Error>", "PermanentRedirect", -EINVAL, 0 },
+	/* a code the table does not know: copied, the status decides */
+	{ 503, "<Error><Code>Unheard</Code></Error>", "Unheard", -EIO, 1 },
+	/* not an S3 error body */
+	{ 403, "<Other><Code>SlowDown</Code></Other>", "", -EACCES, 0 },
+	{ 502, "Bad Gateway, not XML", "", -EIO, 1 },
+};
+
+START_TEST(test_status_errno)
+{
+	for (size_t i = 0; i < sizeof(status_cases) / sizeof(status_cases[0]); i++)
+		ck_assert_msg(objfs_http_errno(status_cases[i].status) == status_cases[i].err,
+			      "HTTP %ld: %d", status_cases[i].status,
+			      objfs_http_errno(status_cases[i].status));
+}
+END_TEST
+
+START_TEST(test_response_errno)
+{
+	const struct error_case *c = &error_cases[_i];
+	struct objfs_req r;
+	int err, retry = -1;
+
+	objfs_req_init(&r);
+	r.status = c->status;
+	if (c->body) {
+		r.body = strdup(c->body);
+		ck_assert_ptr_nonnull(r.body);
+		r.got = strlen(c->body);
+	}
+	err = objfs_http_response_errno(&r, &retry);
+	ck_assert_msg(err == c->err && retry == c->retry, "row %d: err %d retry %d", _i, err,
+		      retry);
+	ck_assert_str_eq(r.s3_code, c->code);
+	objfs_req_clear(&r);
+}
+END_TEST
+
 static Suite *engine_suite(void)
 {
 	Suite *s = suite_create("engine");
 	TCase *tc = tcase_create("watchdog");
 
 	TCase *td = tcase_create("direct");
+	TCase *tj = tcase_create("judge");
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_stall_retried_then_fails, 0, 2 * NSTALLED);
@@ -569,6 +709,11 @@ static Suite *engine_suite(void)
 	tcase_add_test(td, test_direct_needs_an_address);
 	tcase_add_loop_test(td, test_request_text, 0, sizeof(text_cases) / sizeof(text_cases[0]));
 	suite_add_tcase(s, td);
+	tcase_add_loop_test(tj, test_check_range, 0, sizeof(range_cases) / sizeof(range_cases[0]));
+	tcase_add_test(tj, test_status_errno);
+	tcase_add_loop_test(tj, test_response_errno, 0,
+			    sizeof(error_cases) / sizeof(error_cases[0]));
+	suite_add_tcase(s, tj);
 	return s;
 }
 

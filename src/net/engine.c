@@ -7,9 +7,23 @@
  * easy-handle free list) belongs to the engine thread alone. A request is
  * owned by the engine from submit until its done() callback returns.
  *
+ * Two receive paths, one judge: every attempt starts here (start()), goes
+ * to engine_direct.c when it can take it and to libcurl otherwise, and
+ * ends here (conclude(): retry or finish, and the accounting). Both paths
+ * read headers and validate responses through http_resp.c, which calls
+ * neither. Calls go one way: this file calls the direct path, which never
+ * calls back; after a poll, objfs_direct_progress() hands back the
+ * attempts it ended, and direct_progress() below concludes each or starts
+ * it again (a hand-over to libcurl is such a restart, uncounted).
+ *
  * Response validation happens in the first body callback, when status and
  * headers are complete, so no byte from a wrong range or a wrong object
  * version is ever copied into the caller's buffer.
+ *
+ * Lists (engine_i.h): the submit queue (under th->lock), the delayed-retry
+ * list and the in-flight list are <sys/queue.h> TAILQs through
+ * objfs_req.link; a request is on one of them, or on the direct path's
+ * wait queue, or on none (being started or finished) at any time.
  *
  * Stalls: curl's low-speed check averages the rate over its last ~5 s, so a
  * body that stops after a fast start was only given up timeout + 5-7 s
@@ -30,8 +44,6 @@
 
 #include <curl/curl.h>
 #include <errno.h>
-#include <libxml/parser.h>
-#include <libxml/tree.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
@@ -39,13 +51,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <time.h>
 
 #include "clock.h"
 #include "engine_i.h"
+#include "http_resp.h"
 #include "log.h"
-#include "range.h"
 #include "stats.h"
 
 #define ERR_BODY_MAX (16u << 10)
@@ -58,99 +68,6 @@ static CURLcode curl_init_rc;
 static void curl_global(void)
 {
 	curl_init_rc = curl_global_init(CURL_GLOBAL_ALL);
-}
-
-int64_t objfs_engine_now_ns(void)
-{
-	return objfs_now_ns();
-}
-
-/* The one table from HTTP status to errno. */
-int objfs_http_errno(long status)
-{
-	if (status >= 200 && status < 300)
-		return 0;
-	switch (status) {
-	case 400: return -EINVAL;
-	case 401:
-	case 403: return -EACCES;
-	case 404:
-	case 410: return -ENOENT;
-	case 412: return -ESTALE;
-	case 416: return -ERANGE;
-	default: return -EIO;
-	}
-}
-
-static int status_retryable(long status)
-{
-	return status == 408 || status == 429 || (status >= 500 && status <= 599);
-}
-
-/* S3 error codes that decide differently from their HTTP status. */
-static const struct {
-	const char *code;
-	int err;
-	int retry;
-} s3_codes[] = {
-	{ "RequestTimeout", -EIO, 1 },
-	{ "SlowDown", -EIO, 1 },
-	{ "InternalError", -EIO, 1 },
-	{ "ServiceUnavailable", -EIO, 1 },
-	{ "RequestTimeTooSkewed", -EACCES, 0 },
-	{ "SignatureDoesNotMatch", -EACCES, 0 },
-	{ "InvalidAccessKeyId", -EACCES, 0 },
-	{ "AccessDenied", -EACCES, 0 },
-	{ "NoSuchBucket", -ENOENT, 0 },
-	{ "NoSuchKey", -ENOENT, 0 },
-	{ "AuthorizationHeaderMalformed", -EINVAL, 0 },
-	{ "PermanentRedirect", -EINVAL, 0 },
-	{ "InvalidRange", -ERANGE, 0 },
-	{ "PreconditionFailed", -ESTALE, 0 },
-};
-
-/* Extracts <Error><Code> from an S3 error body (libxml2, never by hand). */
-static void s3_error_code(struct objfs_req *r)
-{
-	xmlDocPtr doc;
-	xmlNodePtr root;
-
-	r->s3_code[0] = '\0';
-	if (!r->body || r->got < 8 || r->body[0] != '<')
-		return;
-	doc = xmlReadMemory(r->body, (int)r->got, NULL, NULL,
-			    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
-	if (!doc)
-		return;
-	root = xmlDocGetRootElement(doc);
-	if (root && xmlStrcmp(root->name, BAD_CAST "Error") == 0) {
-		for (xmlNodePtr c = root->children; c; c = c->next) {
-			if (c->type == XML_ELEMENT_NODE &&
-			    xmlStrcmp(c->name, BAD_CAST "Code") == 0) {
-				xmlChar *v = xmlNodeGetContent(c);
-
-				if (v)
-					snprintf(r->s3_code, sizeof(r->s3_code), "%s", (char *)v);
-				xmlFree(v);
-				break;
-			}
-		}
-	}
-	xmlFreeDoc(doc);
-}
-
-/* The one table: an HTTP error response (and its S3 code) to -errno. */
-static int response_errno(struct objfs_req *r, int *retry)
-{
-	s3_error_code(r);
-	for (size_t i = 0; r->s3_code[0] && i < sizeof(s3_codes) / sizeof(s3_codes[0]); i++) {
-		if (strcmp(r->s3_code, s3_codes[i].code) == 0) {
-			*retry = s3_codes[i].retry;
-			return s3_codes[i].err;
-		}
-	}
-	*retry = status_retryable(r->status);
-	return objfs_http_errno(r->status);
 }
 
 static int curl_retryable(CURLcode rc)
@@ -225,130 +142,15 @@ static void req_reset_attempt(struct objfs_req *r)
 	r->full_early = 0;
 }
 
-static void copy_value(char *dst, size_t cap, const char *v, size_t n)
-{
-	while (n && (v[n - 1] == '\r' || v[n - 1] == '\n' || v[n - 1] == ' '))
-		n--;
-	while (n && (*v == ' ' || *v == '\t')) {
-		v++;
-		n--;
-	}
-	if (n >= cap)
-		n = cap - 1;
-	memcpy(dst, v, n);
-	dst[n] = '\0';
-}
-
-static int header_is(const char *line, size_t n, const char *name, const char **val)
-{
-	size_t k = strlen(name);
-
-	if (n <= k || line[k] != ':' || strncasecmp(line, name, k) != 0)
-		return 0;
-	*val = line + k + 1;
-	return 1;
-}
-
+/* libcurl's header callback: every line goes to the judge (http_resp.c). */
 static size_t on_header(char *line, size_t sz, size_t nmemb, void *ud)
 {
 	struct objfs_req *r = ud;
 	size_t n = sz * nmemb;
-	const char *v;
-	char tmp[256];
 
 	r->progress_ns = objfs_now_ns();
-	if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
-		/* A new response (redirect hop or interim): forget the last. */
-		r->etag_out[0] = r->content_type[0] = r->location[0] = '\0';
-		r->amz_region[0] = '\0';
-		r->clen = -1;
-		r->cr_first = r->cr_last = r->cr_total = -1;
-		r->mtime = -1;
-		return n;
-	}
-	if (header_is(line, n, "etag", &v)) {
-		copy_value(r->etag_out, sizeof(r->etag_out), v, n - (size_t)(v - line));
-	} else if (header_is(line, n, "content-type", &v)) {
-		copy_value(r->content_type, sizeof(r->content_type), v, n - (size_t)(v - line));
-	} else if (header_is(line, n, "location", &v)) {
-		copy_value(r->location, sizeof(r->location), v, n - (size_t)(v - line));
-	} else if (header_is(line, n, "x-amz-bucket-region", &v)) {
-		copy_value(r->amz_region, sizeof(r->amz_region), v, n - (size_t)(v - line));
-	} else if (header_is(line, n, "content-length", &v)) {
-		char *end;
-		long long cl;
-
-		copy_value(tmp, sizeof(tmp), v, n - (size_t)(v - line));
-		errno = 0;
-		cl = strtoll(tmp, &end, 10);
-		r->clen = (errno || *end || cl < 0 || end == tmp) ? -1 : cl;
-	} else if (header_is(line, n, "content-range", &v)) {
-		copy_value(tmp, sizeof(tmp), v, n - (size_t)(v - line));
-		if (objfs_parse_content_range(tmp, &r->cr_first, &r->cr_last, &r->cr_total))
-			r->cr_first = r->cr_last = r->cr_total = -1;
-	} else if (header_is(line, n, "last-modified", &v)) {
-		copy_value(tmp, sizeof(tmp), v, n - (size_t)(v - line));
-		time_t t = curl_getdate(tmp, NULL);
-		r->mtime = t < 0 ? -1 : (int64_t)t;
-	}
+	objfs_http_header_line(r, line, n);
 	return n;
-}
-
-/*
- * Validates a successful ranged response before its first byte is used.
- * Returns 0 or -errno (the transfer is then aborted).
- */
-int objfs_engine_check_range(struct objfs_req *r)
-{
-	int64_t end = r->off + (int64_t)r->len - 1;
-
-	if (r->etag && r->etag_out[0] && strcmp(r->etag, r->etag_out) != 0) {
-		objfs_info("%s: object changed (ETag %s, pinned %s)", r->url,
-			   r->etag_out, r->etag);
-		return -ESTALE;
-	}
-	if (r->status == 206) {
-		if (r->cr_first < 0) {
-			objfs_warn("%s: 206 without a valid Content-Range", r->url);
-			return -EIO;
-		}
-		if (r->expect_size >= 0 && r->cr_total >= 0 && r->cr_total != r->expect_size) {
-			objfs_info("%s: object size changed from %" PRId64 " to %" PRId64,
-				   r->url, r->expect_size, r->cr_total);
-			return -ESTALE;
-		}
-		if (r->cr_first != r->off || r->cr_last != end) {
-			objfs_warn("%s: asked for bytes %" PRId64 "-%" PRId64 ", server sent %"
-				   PRId64 "-%" PRId64, r->url, r->off, end, r->cr_first,
-				   r->cr_last);
-			return -EIO;
-		}
-		if (r->clen >= 0 && r->clen != (int64_t)r->len) {
-			objfs_warn("%s: Content-Length %" PRId64 " disagrees with range",
-				   r->url, r->clen);
-			return -EIO;
-		}
-		r->total = r->cr_total;
-		return 0;
-	}
-	if (r->status == 200) {
-		/* Range ignored: the body is the whole object. */
-		if (r->clen >= 0 && r->expect_size >= 0 && r->clen != r->expect_size) {
-			objfs_info("%s: object size changed from %" PRId64 " to %" PRId64,
-				   r->url, r->expect_size, r->clen);
-			return -ESTALE;
-		}
-		if (r->clen >= 0 && r->clen <= end) {
-			objfs_warn("%s: object is shorter than the range asked for", r->url);
-			return -EIO;
-		}
-		objfs_debug("%s: server ignored Range, skipping %" PRId64 " bytes", r->url, r->off);
-		r->skip = r->off;
-		r->total = r->clen;
-		return 0;
-	}
-	objfs_warn("%s: unexpected HTTP status %ld for a ranged GET", r->url, r->status);
-	return -EIO;
 }
 
 static int body_append(struct objfs_req *r, const char *p, size_t n, size_t cap)
@@ -382,7 +184,7 @@ static size_t on_body(char *p, size_t sz, size_t nmemb, void *ud)
 	if (!r->checked) {
 		r->checked = 1;
 		if (r->status >= 200 && r->status < 300 && r->len) {
-			r->err = objfs_engine_check_range(r);
+			r->err = objfs_http_check_range(r);
 			if (r->err)
 				return 0;
 		}
@@ -423,26 +225,6 @@ static size_t on_body(char *p, size_t sz, size_t nmemb, void *ud)
 		}
 	}
 	return sz * nmemb;
-}
-
-/* Header callback needs the status, which curl reports only via getinfo. */
-static size_t on_header_status(char *line, size_t sz, size_t nmemb, void *ud)
-{
-	struct objfs_req *r = ud;
-	size_t n = sz * nmemb;
-
-	if (n >= 12 && strncmp(line, "HTTP/", 5) == 0) {
-		const char *sp = memchr(line, ' ', n);
-
-		if (sp && sp + 4 <= line + n)
-			r->status = strtol(sp + 1, NULL, 10);
-	}
-	return on_header(line, sz, nmemb, ud);
-}
-
-void objfs_engine_header_line(struct objfs_req *r, char *line, size_t n)
-{
-	(void)on_header_status(line, 1, n, r);
 }
 
 /* The request goes out on a connection: the stall clock starts. */
@@ -500,11 +282,15 @@ static int start(struct engine_thread *th, struct objfs_req *r)
 	char range[64], hdr[256];
 	long tmo = (long)(e->cfg.timeout + 0.999);
 	CURL *h;
+	int d;
 
 	req_reset_attempt(r);
 	r->attempts++;
 	r->progress_ns = 0;
-	if (objfs_direct_start(th, r) == 0)
+	d = objfs_direct_start(th, r);
+	if (d == 0)
+		TAILQ_INSERT_HEAD(&th->inflight, r, link); /* on a direct connection */
+	if (d >= 0)
 		return 0;
 	h = easy_get(th);
 	if (!h)
@@ -540,7 +326,7 @@ static int start(struct engine_thread *th, struct objfs_req *r)
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 2 * tmo);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "objfs/" PACKAGE_VERSION);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, r->own_headers);
-	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header_status);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, r);
 	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
 	curl_easy_setopt(h, CURLOPT_WRITEDATA, r);
@@ -573,7 +359,7 @@ static int start(struct engine_thread *th, struct objfs_req *r)
 		return -EIO;
 	}
 	r->easy = h;
-	objfs_engine_inflight_add(th, r);
+	TAILQ_INSERT_HEAD(&th->inflight, r, link);
 	return 0;
 nomem:
 	easy_put(th, h);
@@ -589,11 +375,11 @@ static void schedule_retry(struct engine_thread *th, struct objfs_req *r)
 	/* Full jitter between delay/2 and delay. */
 	delay = delay / 2 + (int64_t)((double)(delay / 2) * ((double)rand() / RAND_MAX));
 	r->due_ns = objfs_now_ns() + delay;
-	r->next = th->delayed;
-	th->delayed = r;
+	TAILQ_INSERT_HEAD(&th->delayed, r, link);
 }
 
-void objfs_engine_launch(struct engine_thread *th, struct objfs_req *r)
+/* Starts (another) attempt of @r on this thread, on whichever path. */
+static void launch(struct engine_thread *th, struct objfs_req *r)
 {
 	int err = start(th, r);
 
@@ -601,24 +387,13 @@ void objfs_engine_launch(struct engine_thread *th, struct objfs_req *r)
 		finish(th, r, err);
 }
 
-void objfs_engine_inflight_add(struct engine_thread *th, struct objfs_req *r)
+/* Starts @r again without counting the attempt: a direct attempt that
+ * ended before it was used (stale connection, hand-over to libcurl), or a
+ * request that waited for a direct connection. */
+static void relaunch(struct engine_thread *th, struct objfs_req *r)
 {
-	r->prev = NULL;
-	r->next = th->inflight;
-	if (th->inflight)
-		th->inflight->prev = r;
-	th->inflight = r;
-}
-
-void objfs_engine_inflight_unlink(struct engine_thread *th, struct objfs_req *r)
-{
-	if (r->prev)
-		r->prev->next = r->next;
-	else
-		th->inflight = r->next;
-	if (r->next)
-		r->next->prev = r->prev;
-	r->next = r->prev = NULL;
+	r->attempts--; /* start() counts it again */
+	launch(th, r);
 }
 
 /* Ends @r's attempt on either path: its curl handle goes back to the pool,
@@ -632,11 +407,14 @@ static void inflight_remove(struct engine_thread *th, struct objfs_req *r)
 	} else {
 		objfs_direct_abort(th, r);
 	}
-	objfs_engine_inflight_unlink(th, r);
+	TAILQ_REMOVE(&th->inflight, r, link);
 }
 
-void objfs_engine_conclude(struct engine_thread *th, struct objfs_req *r, int err, int retry,
-			   int64_t ttfb)
+/* An attempt of @r ended with @err (0 or -errno) on either path: retry it
+ * when @retry allows, or finish the request. @ttfb in microseconds, < 0
+ * when no byte arrived. */
+static void conclude(struct engine_thread *th, struct objfs_req *r, int err, int retry,
+		     int64_t ttfb)
 {
 	if (err && retry && r->attempts <= th->e->cfg.retries) {
 		schedule_retry(th, r);
@@ -644,6 +422,31 @@ void objfs_engine_conclude(struct engine_thread *th, struct objfs_req *r, int er
 	}
 	objfs_stats_request(r->attempts, r->got, err, ttfb);
 	finish(th, r, err);
+}
+
+/*
+ * Moves the direct connections along and takes back the attempts they
+ * ended: each leaves the in-flight list and is concluded, or started again
+ * (uncounted) on whichever path; then requests waiting for a direct
+ * connection start while connections can be had. Every start happens here,
+ * after the walk over the connections, which a start may change.
+ */
+static void direct_progress(struct engine_thread *th, unsigned nwfds)
+{
+	unsigned n = objfs_direct_progress(th, nwfds, th->ends, th->per);
+	struct objfs_req *r;
+
+	for (unsigned i = 0; i < n; i++) {
+		const struct objfs_direct_end *d = &th->ends[i];
+
+		TAILQ_REMOVE(&th->inflight, d->r, link);
+		if (d->again)
+			relaunch(th, d->r);
+		else
+			conclude(th, d->r, d->err, d->retry, d->ttfb);
+	}
+	while ((r = objfs_direct_next_waiting(th)))
+		relaunch(th, r);
 }
 
 static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
@@ -674,7 +477,7 @@ static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
 	} else if (r->no_redirect && r->status >= 300 && r->status < 400 && !r->len) {
 		err = 0; /* the caller wants to see the redirect itself */
 	} else if (r->status < 200 || r->status >= 300) {
-		err = response_errno(r, &retry);
+		err = objfs_http_response_errno(r, &retry);
 		if (retry || r->status != 404)
 			objfs_info("%s: HTTP %ld%s%s (attempt %u)", r->url, r->status,
 				   r->s3_code[0] ? " " : "", r->s3_code, r->attempts);
@@ -684,7 +487,7 @@ static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
 		if (!r->checked) {
 			/* Empty body: run the checks anyway. */
 			r->checked = 1;
-			err = objfs_engine_check_range(r);
+			err = objfs_http_check_range(r);
 			retry = err == -EIO;
 		}
 		if (!err && r->got != r->len) {
@@ -697,7 +500,7 @@ static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
 		if (r->clen >= 0 && r->clen != (int64_t)r->got)
 			err = -EIO, retry = 1;
 	}
-	objfs_engine_conclude(th, r, err, retry, (int64_t)ttfb);
+	conclude(th, r, err, retry, (int64_t)ttfb);
 }
 
 /*
@@ -708,17 +511,17 @@ static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
 static void watch_stalls(struct engine_thread *th, int64_t now)
 {
 	int64_t limit = (int64_t)(th->e->cfg.timeout * 1e9);
-	struct objfs_req *r = th->inflight, *next;
+	struct objfs_req *r, *next;
 
 	th->watched_ns = now;
-	for (; r; r = next) {
-		next = r->next;
+	for (r = TAILQ_FIRST(&th->inflight); r; r = next) {
+		next = TAILQ_NEXT(r, link);
 		if (!r->progress_ns || now - r->progress_ns <= limit)
 			continue;
 		objfs_info("%s: nothing received for %.1f s (attempt %u)", r->url,
 			   (double)(now - r->progress_ns) / 1e9, r->attempts);
 		inflight_remove(th, r);
-		objfs_engine_conclude(th, r, -ETIMEDOUT, 1, -1);
+		conclude(th, r, -ETIMEDOUT, 1, -1);
 	}
 }
 
@@ -728,57 +531,42 @@ static void *engine_main(void *arg)
 	unsigned nw = 0; /* th->wfds entries of the last poll */
 
 	for (;;) {
-		struct objfs_req *q, **pp;
+		struct objfs_req_list q = TAILQ_HEAD_INITIALIZER(q);
+		struct objfs_req *r, *next;
 		int running, stop, msgs, timeout_ms = 1000;
 		int64_t now;
 		CURLMsg *m;
 
 		pthread_mutex_lock(&th->lock);
-		q = th->q_head;
-		th->q_head = th->q_tail = NULL;
 		stop = th->stop;
+		if (!stop)
+			TAILQ_CONCAT(&q, &th->q, link);
 		pthread_mutex_unlock(&th->lock);
-		if (stop) {
-			/* Requeued work is failed below by the caller of stop. */
-			pthread_mutex_lock(&th->lock);
-			if (q) {
-				struct objfs_req *t = q;
-
-				while (t->next)
-					t = t->next;
-				t->next = th->q_head;
-				th->q_head = q;
-			}
-			pthread_mutex_unlock(&th->lock);
-			break;
-		}
-		while (q) {
-			struct objfs_req *next = q->next;
-
-			objfs_engine_launch(th, q);
-			q = next;
+		if (stop)
+			break; /* what is queued is failed by objfs_engine_free */
+		while ((r = TAILQ_FIRST(&q))) {
+			TAILQ_REMOVE(&q, r, link);
+			launch(th, r);
 		}
 		now = objfs_now_ns();
-		for (pp = &th->delayed; *pp;) {
-			struct objfs_req *r = *pp;
-
+		for (r = TAILQ_FIRST(&th->delayed); r; r = next) {
+			next = TAILQ_NEXT(r, link);
 			if (r->due_ns <= now) {
-				*pp = r->next;
-				objfs_engine_launch(th, r);
+				TAILQ_REMOVE(&th->delayed, r, link);
+				launch(th, r);
 			} else {
 				int64_t ms = (r->due_ns - now) / 1000000 + 1;
 
 				if (ms < timeout_ms)
 					timeout_ms = (int)ms;
-				pp = &r->next;
 			}
 		}
 		curl_multi_perform(th->multi, &running);
 		while ((m = curl_multi_info_read(th->multi, &msgs)))
 			if (m->msg == CURLMSG_DONE)
 				completed(th, m->easy_handle, m->data.result);
-		objfs_direct_progress(th, nw);
-		if (th->inflight) {
+		direct_progress(th, nw);
+		if (!TAILQ_EMPTY(&th->inflight)) {
 			now = objfs_now_ns();
 			if (now - th->watched_ns >= WATCH_NS)
 				watch_stalls(th, now);
@@ -851,8 +639,13 @@ int objfs_engine_new(const struct objfs_engine_cfg *cfg, struct objfs_engine **o
 		th->e = e;
 		th->per = per;
 		pthread_mutex_init(&th->lock, NULL);
+		TAILQ_INIT(&th->q);
+		TAILQ_INIT(&th->delayed);
+		TAILQ_INIT(&th->inflight);
+		TAILQ_INIT(&th->dwait);
 		th->wfds = calloc(per, sizeof(*th->wfds));
-		if (!th->wfds)
+		th->ends = calloc(per, sizeof(*th->ends));
+		if (!th->wfds || !th->ends)
 			goto err_free;
 		th->multi = curl_multi_init();
 		if (!th->multi)
@@ -873,14 +666,14 @@ err_free:
 	return err;
 }
 
-/* Fails every request of the list at *head (linked through next) with
- * -ECANCELED, popping each first: a done() that queues more is failed too. */
-static void cancel_list(struct engine_thread *th, struct objfs_req **head)
+/* Fails every request of @l with -ECANCELED, taking each off first: a
+ * done() that queues more is failed too. */
+static void cancel_list(struct engine_thread *th, struct objfs_req_list *l)
 {
-	while (*head) {
-		struct objfs_req *r = *head;
+	struct objfs_req *r;
 
-		*head = r->next;
+	while ((r = TAILQ_FIRST(l))) {
+		TAILQ_REMOVE(l, r, link);
 		finish(th, r, -ECANCELED);
 	}
 }
@@ -902,21 +695,20 @@ void objfs_engine_free(struct objfs_engine *e)
 	}
 	for (unsigned i = 0; e->th && i < e->nthreads; i++) {
 		struct engine_thread *th = &e->th[i];
+		struct objfs_req *r;
 
 		/* Fail whatever is still queued, delayed, waiting for a direct
 		 * connection or in flight. */
-		cancel_list(th, &th->q_head);
+		cancel_list(th, &th->q);
 		cancel_list(th, &th->delayed);
 		cancel_list(th, &th->dwait);
-		th->dwait_tail = NULL;
-		while (th->inflight) {
-			struct objfs_req *r = th->inflight;
-
+		while ((r = TAILQ_FIRST(&th->inflight))) {
 			inflight_remove(th, r);
 			finish(th, r, -ECANCELED);
 		}
 		objfs_direct_free(th);
 		free(th->wfds);
+		free(th->ends);
 		while (th->npool)
 			curl_easy_cleanup(th->pool[--th->npool]);
 		if (th->multi)
@@ -957,13 +749,8 @@ void objfs_engine_submit(struct objfs_engine *e, struct objfs_req *r)
 	atomic_fetch_add(&th->load, 1);
 
 	r->attempts = 0;
-	r->next = NULL;
 	pthread_mutex_lock(&th->lock);
-	if (th->q_tail)
-		th->q_tail->next = r;
-	else
-		th->q_head = r;
-	th->q_tail = r;
+	TAILQ_INSERT_TAIL(&th->q, r, link);
 	pthread_mutex_unlock(&th->lock);
 	curl_multi_wakeup(th->multi);
 }

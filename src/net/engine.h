@@ -24,13 +24,16 @@
  * body into dst. It takes only the happy path; anything else is handed to
  * libcurl, so both paths give the same results and errors.
  *
- * Errors come out as -errno only (see objfs_http_errno()).
+ * Errors come out as -errno only: http_resp.h holds the tables from HTTP
+ * status and S3 error code to errno, and the response checks both receive
+ * paths share.
  */
 #ifndef OBJFS_ENGINE_H
 #define OBJFS_ENGINE_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 struct curl_slist;
 struct objfs_engine;
@@ -96,8 +99,9 @@ struct objfs_req {
 	void *dconn;            /* in flight on the direct path: its connection */
 	int no_direct;          /* this request goes through libcurl only */
 	int64_t sent_ns;        /* direct path: request written (for ttfb) */
-	struct objfs_req *next; /* queue, retry list or in-flight list */
-	struct objfs_req *prev; /* in-flight list */
+	/* On one engine list at a time (engine_i.h): the submit queue, the
+	 * retry list, the direct path's wait queue or the in-flight list. */
+	TAILQ_ENTRY(objfs_req) link;
 };
 
 /* Creates the engine and starts its threads. 0 or -errno. */
@@ -119,8 +123,5 @@ void objfs_engine_submit(struct objfs_engine *e, struct objfs_req *r);
  * first request's error in array order.
  */
 int objfs_engine_run(struct objfs_engine *e, struct objfs_req **reqs, size_t n);
-
-/* Maps an HTTP status to -errno (0 for 2xx). */
-int objfs_http_errno(long status);
 
 #endif

@@ -23,6 +23,17 @@
  * line ends (libcurl is more tolerant). So error handling and messages are
  * libcurl's, in one place (engine.c), and this file is only the fast path.
  *
+ * Hand-back: this file calls nothing of engine.c. engine.c starts an
+ * attempt here (objfs_direct_start says whether it got a connection or
+ * waits for one; engine.c keeps the in-flight list), and after each poll
+ * objfs_direct_progress returns the attempts that ended, each with its
+ * verdict (err, retry, ttfb) or "again" (a stale kept-alive connection, or
+ * a hand-over to libcurl); engine.c concludes or restarts them, and then
+ * starts the waiting requests objfs_direct_next_waiting gives it. So no
+ * request is started while the connection list is being walked (a start
+ * may close an idle connection), and retries, final errors and the
+ * accounting happen in one place for both paths.
+ *
  * Addresses: no resolver here. An origin is used only once libcurl has
  * connected to it (the mount's first HEAD or listing does), and the
  * address libcurl used is taken (CURLINFO_PRIMARY_IP/PORT); a connect that
@@ -30,9 +41,9 @@
  * the next attempt goes through libcurl, which resolves and learns again.
  *
  * The response head is read into a small buffer and its lines go through
- * the same header parser and range validation as libcurl's (engine.c), so
- * the two paths agree on what a valid answer is; body bytes are written to
- * dst only after that validation, and never past r->len.
+ * the same header parser and range validation as libcurl's (http_resp.c),
+ * so the two paths agree on what a valid answer is; body bytes are written
+ * to dst only after that validation, and never past r->len.
  *
  * Connections: per engine thread at most th->per, kept alive between
  * requests (idle ones watched for the server closing them). A reused
@@ -59,7 +70,9 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "engine_i.h"
+#include "http_resp.h"
 #include "log.h"
 #include "stats.h"
 
@@ -83,8 +96,29 @@ struct objfs_dconn {
 	size_t req_len, req_off;
 	char head[HEAD_MAX];
 	size_t head_len;
-	struct objfs_dconn *next;
+	LIST_ENTRY(objfs_dconn) link; /* th->dconns */
 };
+
+/* The attempts one objfs_direct_progress pass ended: the caller's array. */
+struct ends {
+	struct objfs_direct_end *v;
+	unsigned n, cap;
+};
+
+/* Hands @r back to engine.c, to conclude with @err, @retry and @ttfb. Its
+ * connection is already done with (dc_end). */
+static void hand_back(struct ends *out, struct objfs_req *r, int err, int retry, int64_t ttfb)
+{
+	out->v[out->n++] = (struct objfs_direct_end){ .r = r, .err = err, .retry = retry,
+						      .ttfb = ttfb };
+}
+
+/* Hands @r back to engine.c, to start again without counting the attempt
+ * (after the walk over the connections: a start may close one). */
+static void again(struct ends *out, struct objfs_req *r)
+{
+	out->v[out->n++] = (struct objfs_direct_end){ .r = r, .again = 1, .ttfb = -1 };
+}
 
 static const char *const state_names[] = { "idle", "connect", "send", "head", "body" };
 
@@ -211,24 +245,29 @@ int objfs_direct_request_text(const struct objfs_req *r, char *out, size_t cap, 
 	return (int)len;
 }
 
+/* The table entry of origin @auth, or NULL. The caller holds
+ * e->origin_lock. */
+static struct direct_origin *origin_lookup(struct objfs_engine *e, const char *auth)
+{
+	for (unsigned i = 0; i < e->norigins; i++)
+		if (strcmp(e->origins[i].authority, auth) == 0)
+			return &e->origins[i];
+	return NULL;
+}
+
 /* The origin's address, if libcurl taught us one and the path is on. */
 static int origin_find(struct objfs_engine *e, const char *auth, struct sockaddr_storage *sa,
 		       socklen_t *salen)
 {
+	struct direct_origin *o;
 	int found = 0;
 
 	pthread_mutex_lock(&e->origin_lock);
-	for (unsigned i = 0; i < e->norigins; i++) {
-		struct direct_origin *o = &e->origins[i];
-
-		if (strcmp(o->authority, auth) == 0) {
-			if (!o->off && o->salen) {
-				*sa = o->sa;
-				*salen = o->salen;
-				found = 1;
-			}
-			break;
-		}
+	o = origin_lookup(e, auth);
+	if (o && !o->off && o->salen) {
+		*sa = o->sa;
+		*salen = o->salen;
+		found = 1;
 	}
 	pthread_mutex_unlock(&e->origin_lock);
 	return found;
@@ -237,18 +276,16 @@ static int origin_find(struct objfs_engine *e, const char *auth, struct sockaddr
 /* Forgets the address (@off 0: connect failed) or turns the origin off. */
 static void origin_drop(struct objfs_engine *e, const char *auth, int off)
 {
-	pthread_mutex_lock(&e->origin_lock);
-	for (unsigned i = 0; i < e->norigins; i++) {
-		struct direct_origin *o = &e->origins[i];
+	struct direct_origin *o;
 
-		if (strcmp(o->authority, auth) == 0) {
-			if (off && !o->off)
-				objfs_info("http://%s: ranges not answered with 206 and a "
-					   "length; reading it through libcurl only", auth);
-			o->off |= off;
-			o->salen = 0;
-			break;
-		}
+	pthread_mutex_lock(&e->origin_lock);
+	o = origin_lookup(e, auth);
+	if (o) {
+		if (off && !o->off)
+			objfs_info("http://%s: ranges not answered with 206 and a "
+				   "length; reading it through libcurl only", auth);
+		o->off |= off;
+		o->salen = 0;
 	}
 	pthread_mutex_unlock(&e->origin_lock);
 }
@@ -259,6 +296,7 @@ void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url)
 					.ai_socktype = SOCK_STREAM };
 	char auth[256], serv[8], *ip = NULL;
 	long port = 0, redirs = 0;
+	struct direct_origin *o;
 	struct addrinfo *ai;
 	struct sockaddr_storage sa;
 	socklen_t salen;
@@ -282,38 +320,23 @@ void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url)
 	if (!salen)
 		return;
 	pthread_mutex_lock(&e->origin_lock);
-	for (unsigned i = 0; i < e->norigins; i++) {
-		struct direct_origin *o = &e->origins[i];
-
-		if (strcmp(o->authority, auth) == 0) {
-			o->sa = sa;
-			o->salen = salen;
-			goto out;
-		}
-	}
-	if (e->norigins < DIRECT_ORIGINS) {
-		struct direct_origin *o = &e->origins[e->norigins++];
-
+	o = origin_lookup(e, auth);
+	if (!o && e->norigins < DIRECT_ORIGINS) {
+		o = &e->origins[e->norigins++];
 		memcpy(o->authority, auth, alen + 1);
-		o->sa = sa;
-		o->salen = salen;
 		o->off = 0;
 		objfs_debug("direct: http://%s is at %s port %ld", auth, ip, port);
 	}
-out:
+	if (o) {
+		o->sa = sa;
+		o->salen = salen;
+	}
 	pthread_mutex_unlock(&e->origin_lock);
 }
 
 static void dc_close(struct engine_thread *th, struct objfs_dconn *dc)
 {
-	struct objfs_dconn **pp;
-
-	for (pp = &th->dconns; *pp; pp = &(*pp)->next) {
-		if (*pp == dc) {
-			*pp = dc->next;
-			break;
-		}
-	}
+	LIST_REMOVE(dc, link);
 	th->ndconns--;
 	objfs_debug("direct fd %d: closed", dc->fd);
 	close(dc->fd);
@@ -362,14 +385,13 @@ static struct objfs_dconn *dc_connect(struct engine_thread *th, const char *auth
 		return NULL;
 	}
 	*failed = 0;
-	dc->next = th->dconns;
-	th->dconns = dc;
+	LIST_INSERT_HEAD(&th->dconns, dc, link);
 	th->ndconns++;
 	return dc;
 }
 
 /* Puts @r on @dc: the request text is ready in dc->req. */
-static void dc_begin(struct engine_thread *th, struct objfs_dconn *dc, struct objfs_req *r)
+static void dc_begin(struct objfs_dconn *dc, struct objfs_req *r)
 {
 	dc->r = r;
 	dc->req_off = 0;
@@ -377,9 +399,8 @@ static void dc_begin(struct engine_thread *th, struct objfs_dconn *dc, struct ob
 	dc->keep = 1;
 	dc->chunked = 0;
 	r->dconn = dc;
-	r->progress_ns = objfs_engine_now_ns(); /* it has a connection: the clock runs */
+	r->progress_ns = objfs_now_ns(); /* it has a connection: the clock runs */
 	r->sent_ns = 0;
-	objfs_engine_inflight_add(th, r);
 	if (dc->state != DC_CONNECT)
 		dc_state(dc, DC_SEND);
 }
@@ -395,8 +416,8 @@ static struct objfs_dconn *dc_get(struct engine_thread *th, const char *auth,
 	struct objfs_dconn *dc, *next, *other = NULL;
 
 	*failed = 0;
-	for (dc = th->dconns; dc; dc = next) {
-		next = dc->next;
+	for (dc = LIST_FIRST(&th->dconns); dc; dc = next) {
+		next = LIST_NEXT(dc, link);
 		if (dc->state != DC_IDLE)
 			continue;
 		if (strcmp(dc->auth, auth) != 0) {
@@ -413,17 +434,6 @@ static struct objfs_dconn *dc_get(struct engine_thread *th, const char *auth,
 		dc_close(th, other);
 	}
 	return dc_connect(th, auth, sa, salen, failed);
-}
-
-/*
- * @r's attempt is started again without counting it, after the walk over
- * the connections in objfs_direct_progress: starting it here could close
- * an idle connection the walk is about to visit.
- */
-static void again(struct engine_thread *th, struct objfs_req *r)
-{
-	r->next = th->again;
-	th->again = r;
 }
 
 int objfs_direct_start(struct engine_thread *th, struct objfs_req *r)
@@ -447,48 +457,38 @@ int objfs_direct_start(struct engine_thread *th, struct objfs_req *r)
 	if (failed)
 		return -EAGAIN; /* libcurl connects, and says why it cannot */
 	if (!dc) {
-		r->next = NULL;
-		if (th->dwait_tail)
-			th->dwait_tail->next = r;
-		else
-			th->dwait = r;
-		th->dwait_tail = r;
-		return 0;
+		TAILQ_INSERT_TAIL(&th->dwait, r, link);
+		return 1;
 	}
 	memcpy(dc->req, text, (size_t)n);
 	dc->req_len = (size_t)n;
-	dc_begin(th, dc, r);
+	dc_begin(dc, r);
 	return 0;
 }
 
-/* Starts waiting requests while connections can be had. */
-static void start_waiting(struct engine_thread *th)
+struct objfs_req *objfs_direct_next_waiting(struct engine_thread *th)
 {
-	while (th->dwait) {
-		struct objfs_req *r = th->dwait;
-		int busy = 0;
+	struct objfs_req *r = TAILQ_FIRST(&th->dwait);
+	struct objfs_dconn *dc;
+	unsigned busy = 0;
 
-		for (struct objfs_dconn *dc = th->dconns; dc; dc = dc->next)
-			busy += dc->state != DC_IDLE;
-		if (busy >= (int)th->per)
-			return;
-		th->dwait = r->next;
-		if (!th->dwait)
-			th->dwait_tail = NULL;
-		r->next = NULL;
-		/* as a fresh start: it may go direct again, or to libcurl */
-		r->attempts--;
-		objfs_engine_launch(th, r);
-	}
+	if (!r)
+		return NULL;
+	LIST_FOREACH(dc, &th->dconns, link)
+		busy += dc->state != DC_IDLE;
+	if (busy >= th->per)
+		return NULL;
+	TAILQ_REMOVE(&th->dwait, r, link);
+	return r;
 }
 
-/* Ends the attempt on @dc: the connection is kept idle or closed. */
+/* Ends the attempt on @dc: the connection is kept idle or closed. The
+ * request is the caller's to hand back. */
 static void dc_end(struct engine_thread *th, struct objfs_dconn *dc, int keep)
 {
 	struct objfs_req *r = dc->r;
 
 	if (r) {
-		objfs_engine_inflight_unlink(th, r);
 		r->dconn = NULL;
 		dc->r = NULL;
 	}
@@ -503,13 +503,14 @@ static void dc_end(struct engine_thread *th, struct objfs_dconn *dc, int keep)
 /* Microseconds from the request written to now (the head complete). */
 static int64_t ttfb_us(const struct objfs_req *r)
 {
-	return r->sent_ns ? (objfs_engine_now_ns() - r->sent_ns) / 1000 : -1;
+	return r->sent_ns ? (objfs_now_ns() - r->sent_ns) / 1000 : -1;
 }
 
 /* The attempt failed on the wire after it began: retried like libcurl's
  * receive errors. A reused connection that the server had closed before
  * answering anything is retried on a new one without counting. */
-static void wire_error(struct engine_thread *th, struct objfs_dconn *dc, const char *what)
+static void wire_error(struct engine_thread *th, struct objfs_dconn *dc, const char *what,
+		       struct ends *out)
 {
 	struct objfs_req *r = dc->r;
 	int stale = dc->reused && dc->state != DC_BODY && dc->head_len == 0;
@@ -517,17 +518,17 @@ static void wire_error(struct engine_thread *th, struct objfs_dconn *dc, const c
 	dc_end(th, dc, 0);
 	if (stale) {
 		objfs_debug("%s: kept-alive connection was closed; again on a new one", r->url);
-		again(th, r);
+		again(out, r);
 		return;
 	}
 	objfs_info("%s: %s (attempt %u)", r->url, what, r->attempts);
-	objfs_engine_conclude(th, r, -EIO, 1, -1);
+	hand_back(out, r, -EIO, 1, -1);
 }
 
 /* @dc's request goes to libcurl, for this attempt (uncounted) and the rest
  * of its life; @origin_off: the origin's too (see the file header). */
 static void dc_fallback(struct engine_thread *th, struct objfs_dconn *dc, const char *why,
-			int origin_off)
+			int origin_off, struct ends *out)
 {
 	struct objfs_req *r = dc->r;
 
@@ -537,23 +538,23 @@ static void dc_fallback(struct engine_thread *th, struct objfs_dconn *dc, const 
 	objfs_debug("%s: direct GET handed to libcurl: %s", r->url, why);
 	objfs_stats_direct(1);
 	r->no_direct = 1;
-	again(th, r);
+	again(out, r);
 }
 
-static void body_done(struct engine_thread *th, struct objfs_dconn *dc)
+static void body_done(struct engine_thread *th, struct objfs_dconn *dc, struct ends *out)
 {
 	struct objfs_req *r = dc->r;
 	int64_t t = dc->ttfb;
 
 	dc_end(th, dc, dc->keep);
 	objfs_stats_direct(0);
-	objfs_engine_conclude(th, r, 0, 0, t);
+	hand_back(out, r, 0, 0, t);
 }
 
-int objfs_direct_parse_head(struct objfs_req *r, char *head, size_t end, int *keep,
+int objfs_direct_parse_head(struct objfs_req *r, const char *head, size_t end, int *keep,
 			    int *chunked)
 {
-	char *p = head, *stop = head + end - 2; /* the last CRLF ends the head */
+	const char *p = head, *stop = head + end - 2; /* the last CRLF ends the head */
 	int first = 1;
 
 	*keep = 1;
@@ -561,7 +562,7 @@ int objfs_direct_parse_head(struct objfs_req *r, char *head, size_t end, int *ke
 	if (end < 4 || memcmp(head + end - 4, "\r\n\r\n", 4) != 0 || memchr(head, '\0', end))
 		return -EPROTO;
 	while (p < stop) {
-		char *eol = memchr(p, '\n', (size_t)(stop - p));
+		const char *eol = memchr(p, '\n', (size_t)(stop - p));
 		size_t n = eol ? (size_t)(eol - p) + 1 : (size_t)(stop - p);
 
 		if (first) {
@@ -583,7 +584,7 @@ int objfs_direct_parse_head(struct objfs_req *r, char *head, size_t end, int *ke
 				if (strncasecmp(v, "close", 5) == 0)
 					*keep = 0;
 		}
-		objfs_engine_header_line(r, p, n);
+		objfs_http_header_line(r, p, n);
 		p += n;
 	}
 	return first ? -EPROTO : 0;
@@ -591,10 +592,12 @@ int objfs_direct_parse_head(struct objfs_req *r, char *head, size_t end, int *ke
 
 /*
  * The head is complete (@end: its length, CRLFCRLF included). Parses it
- * through engine.c's header code, validates, and moves to the body.
- * Returns 0 while the attempt goes on on @dc, 1 once @dc is done with.
+ * through http_resp's header code, validates, and moves to the body.
+ * Returns 0 while the attempt goes on on @dc, 1 once @dc is done with
+ * (the attempt is then in @out).
  */
-static int head_done(struct engine_thread *th, struct objfs_dconn *dc, size_t end)
+static int head_done(struct engine_thread *th, struct objfs_dconn *dc, size_t end,
+		     struct ends *out)
 {
 	struct objfs_req *r = dc->r;
 	size_t extra = dc->head_len - end;
@@ -602,24 +605,24 @@ static int head_done(struct engine_thread *th, struct objfs_dconn *dc, size_t en
 
 	dc->ttfb = ttfb_us(r);
 	if (objfs_direct_parse_head(r, dc->head, end, &dc->keep, &dc->chunked)) {
-		dc_fallback(th, dc, "not an HTTP/1.x response", 1);
+		dc_fallback(th, dc, "not an HTTP/1.x response", 1, out);
 		return 1;
 	}
 	if (r->status >= 300 && r->status < 400) {
 		/* a redirecting origin redirects every range: libcurl's job */
-		dc_fallback(th, dc, "redirect", 1);
+		dc_fallback(th, dc, "redirect", 1, out);
 		return 1;
 	}
 	if (r->status < 200 || r->status >= 300) {
-		dc_fallback(th, dc, "error status", 0);
+		dc_fallback(th, dc, "error status", 0, out);
 		return 1;
 	}
 	if (r->status != 206 || r->clen < 0 || dc->chunked) {
-		dc_fallback(th, dc, "not 206 with a Content-Length", 1);
+		dc_fallback(th, dc, "not 206 with a Content-Length", 1, out);
 		return 1;
 	}
 	r->checked = 1;
-	err = objfs_engine_check_range(r);
+	err = objfs_http_check_range(r);
 	if (!err && extra > r->len) {
 		objfs_warn("%s: server sent more bytes than its range", r->url);
 		err = -EIO;
@@ -628,21 +631,22 @@ static int head_done(struct engine_thread *th, struct objfs_dconn *dc, size_t en
 		int64_t t = dc->ttfb;
 
 		dc_end(th, dc, 0); /* frees dc */
-		objfs_engine_conclude(th, r, err, err == -EIO, t);
+		hand_back(out, r, err, err == -EIO, t);
 		return 1;
 	}
 	memcpy(r->dst, dc->head + end, extra);
 	r->got = extra;
 	dc_state(dc, DC_BODY);
 	if (r->got == r->len) {
-		body_done(th, dc);
+		body_done(th, dc, out);
 		return 1;
 	}
 	return 0;
 }
 
-/* Moves @dc along as far as it goes without blocking. */
-static void dc_step(struct engine_thread *th, struct objfs_dconn *dc)
+/* Moves @dc along as far as it goes without blocking; an attempt that
+ * ends goes to @out. */
+static void dc_step(struct engine_thread *th, struct objfs_dconn *dc, struct ends *out)
 {
 	struct objfs_req *r = dc->r;
 
@@ -656,7 +660,7 @@ static void dc_step(struct engine_thread *th, struct objfs_dconn *dc)
 		if (getsockopt(dc->fd, SOL_SOCKET, SO_ERROR, &soerr, &l) || soerr) {
 			/* libcurl connects again, and reports it if it fails */
 			origin_drop(th->e, dc->auth, 0);
-			dc_fallback(th, dc, "connect failed", 0);
+			dc_fallback(th, dc, "connect failed", 0, out);
 			return;
 		}
 		dc_state(dc, DC_SEND);
@@ -671,12 +675,12 @@ static void dc_step(struct engine_thread *th, struct objfs_dconn *dc)
 			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 				return;
 			if (n <= 0) {
-				wire_error(th, dc, "send failed");
+				wire_error(th, dc, "send failed", out);
 				return;
 			}
 			dc->req_off += (size_t)n;
 		}
-		r->sent_ns = objfs_engine_now_ns();
+		r->sent_ns = objfs_now_ns();
 		r->progress_ns = r->sent_ns;
 		dc_state(dc, DC_HEAD);
 	}
@@ -686,7 +690,7 @@ static void dc_step(struct engine_thread *th, struct objfs_dconn *dc)
 		char *end, *lf;
 
 		if (dc->head_len == sizeof(dc->head) - 1) {
-			dc_fallback(th, dc, "response head too large", 0);
+			dc_fallback(th, dc, "response head too large", 0, out);
 			return;
 		}
 		n = recv(dc->fd, dc->head + dc->head_len, sizeof(dc->head) - 1 - dc->head_len,
@@ -697,19 +701,19 @@ static void dc_step(struct engine_thread *th, struct objfs_dconn *dc)
 			return;
 		if (n <= 0) {
 			wire_error(th, dc, n ? "receive failed" : "connection closed before the "
-				   "response");
+				   "response", out);
 			return;
 		}
-		r->progress_ns = objfs_engine_now_ns();
+		r->progress_ns = objfs_now_ns();
 		dc->head_len += (size_t)n;
 		end = memmem(dc->head + from, dc->head_len - from, "\r\n\r\n", 4);
 		lf = memmem(dc->head + from, dc->head_len - from, "\n\n", 2);
 		if (lf && (!end || lf < end)) {
 			/* bare LF line ends: libcurl's tolerance, not ours */
-			dc_fallback(th, dc, "response head without CRLF line ends", 1);
+			dc_fallback(th, dc, "response head without CRLF line ends", 1, out);
 			return;
 		}
-		if (end && head_done(th, dc, (size_t)(end - dc->head) + 4))
+		if (end && head_done(th, dc, (size_t)(end - dc->head) + 4, out))
 			return;
 	}
 	while (dc->state == DC_BODY) {
@@ -721,13 +725,13 @@ static void dc_step(struct engine_thread *th, struct objfs_dconn *dc)
 			return;
 		if (n <= 0) {
 			objfs_info("%s: body ended after %zu of %zu bytes", r->url, r->got, r->len);
-			wire_error(th, dc, n ? "receive failed" : "connection closed in the body");
+			wire_error(th, dc, n ? "receive failed" : "connection closed in the body", out);
 			return;
 		}
-		r->progress_ns = objfs_engine_now_ns();
+		r->progress_ns = objfs_now_ns();
 		r->got += (size_t)n;
 		if (r->got == r->len) {
-			body_done(th, dc);
+			body_done(th, dc, out);
 			return;
 		}
 	}
@@ -735,9 +739,10 @@ static void dc_step(struct engine_thread *th, struct objfs_dconn *dc)
 
 unsigned objfs_direct_waitfds(struct engine_thread *th)
 {
+	struct objfs_dconn *dc;
 	unsigned n = 0;
 
-	for (struct objfs_dconn *dc = th->dconns; dc; dc = dc->next) {
+	LIST_FOREACH(dc, &th->dconns, link) {
 		dc->wi = -1;
 		if (n >= th->per)
 			continue;
@@ -750,29 +755,28 @@ unsigned objfs_direct_waitfds(struct engine_thread *th)
 	return n;
 }
 
-void objfs_direct_progress(struct engine_thread *th, unsigned nwfds)
+unsigned objfs_direct_progress(struct engine_thread *th, unsigned nwfds,
+			       struct objfs_direct_end *ends, unsigned cap)
 {
+	struct ends out = { ends, 0, cap };
 	struct objfs_dconn *dc, *next;
 
-	for (dc = th->dconns; dc; dc = next) {
-		next = dc->next; /* dc may be closed below */
+	for (dc = LIST_FIRST(&th->dconns); dc; dc = next) {
+		next = LIST_NEXT(dc, link); /* dc may be closed below */
 		if (dc->state == DC_IDLE) {
 			/* readable while idle: closed by the server, or junk */
 			if (dc->wi >= 0 && (unsigned)dc->wi < nwfds && th->wfds[dc->wi].revents)
 				dc_close(th, dc);
 			continue;
 		}
-		dc_step(th, dc);
+		/* a step ends at most one attempt; with cap >= th->per (one per
+		 * connection) this never stops the walk early, and a connection
+		 * not stepped now is stepped after the next poll */
+		if (out.n == out.cap)
+			break;
+		dc_step(th, dc, &out);
 	}
-	while (th->again) {
-		struct objfs_req *r = th->again;
-
-		th->again = r->next;
-		r->next = NULL;
-		r->attempts--; /* start() counts it again */
-		objfs_engine_launch(th, r);
-	}
-	start_waiting(th);
+	return out.n;
 }
 
 void objfs_direct_abort(struct engine_thread *th, struct objfs_req *r)
@@ -794,6 +798,6 @@ void objfs_direct_abort(struct engine_thread *th, struct objfs_req *r)
 
 void objfs_direct_free(struct engine_thread *th)
 {
-	while (th->dconns)
-		dc_close(th, th->dconns);
+	while (!LIST_EMPTY(&th->dconns))
+		dc_close(th, LIST_FIRST(&th->dconns));
 }

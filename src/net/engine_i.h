@@ -1,11 +1,24 @@
 /*
  * engine_i.h: what engine.c and engine_direct.c share; nothing else
- * includes it.
+ * includes it (but the unit tests and the direct_head fuzz target).
  *
  * engine.c runs the event loop and drives libcurl; engine_direct.c is the
  * direct receive path for plain-HTTP ranged GETs (see its file header). A
  * request on either path is in its thread's in-flight list, so the stall
  * watchdog, retries and the final accounting are the same for both.
+ *
+ * Calls go one way only: engine.c calls the objfs_direct_* functions below;
+ * engine_direct.c calls nothing of engine.c. What it needs to judge a
+ * response is in http_resp.h, which both paths call and which calls
+ * neither. The direct path hands every attempt it is done with back to its
+ * caller (objfs_direct_progress fills an array of struct objfs_direct_end);
+ * engine.c then takes the request off the in-flight list and concludes it
+ * (success, failure or retry) or starts it again, on whichever path. The
+ * in-flight list is engine.c's alone: objfs_direct_start says whether the
+ * request got a connection, and engine.c puts it in flight.
+ *
+ * Lists are <sys/queue.h> TAILQs linked through objfs_req.link: a request
+ * is on at most one of them at a time.
  */
 #ifndef OBJFS_ENGINE_I_H
 #define OBJFS_ENGINE_I_H
@@ -13,6 +26,7 @@
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/queue.h>
 #include <sys/socket.h>
 
 #include "engine.h"
@@ -21,30 +35,35 @@
 #define DIRECT_ORIGINS 8
 
 struct objfs_dconn;
+struct objfs_direct_end;
+
+/* A list of requests, linked through objfs_req.link. */
+TAILQ_HEAD(objfs_req_list, objfs_req);
 
 struct engine_thread {
 	struct objfs_engine *e;
 	pthread_t tid;
 	CURLM *multi;
 	pthread_mutex_t lock;
-	struct objfs_req *q_head, *q_tail; /* guarded by lock */
-	int stop;                          /* guarded by lock */
+	struct objfs_req_list q; /* submitted, not started; guarded by lock */
+	int stop;                /* guarded by lock */
 	/* Engine thread only: */
-	struct objfs_req *delayed;
-	struct objfs_req *inflight; /* doubly linked through next/prev */
-	int64_t watched_ns;         /* last stall watchdog pass */
+	struct objfs_req_list delayed;  /* waiting for their retry time */
+	struct objfs_req_list inflight; /* on a connection, or waiting for a
+					   libcurl one: the watchdog's list */
+	int64_t watched_ns;             /* last stall watchdog pass */
 	CURL *pool[EASY_POOL_MAX];
 	unsigned npool;
 	int started;
 	atomic_uint load; /* requests submitted here and not finished */
 	unsigned per;     /* connections per host on this thread, each path */
 	/* Direct path (engine thread only): */
-	struct objfs_dconn *dconns;          /* busy and idle connections */
-	unsigned ndconns;
-	struct objfs_req *dwait, *dwait_tail; /* waiting for a connection */
-	struct objfs_req *again; /* to start again, uncounted, once the
-				    connection list is not being walked */
-	struct curl_waitfd *wfds;            /* per entries, for curl_multi_poll */
+	LIST_HEAD(, objfs_dconn) dconns; /* busy and idle connections */
+	unsigned ndconns;                /* at most per */
+	struct objfs_req_list dwait;     /* waiting for a connection (not in
+					    flight: waiting is not a stall) */
+	struct curl_waitfd *wfds;        /* per entries, for curl_multi_poll */
+	struct objfs_direct_end *ends;   /* per entries, for objfs_direct_progress */
 };
 
 /* A plain-HTTP origin ("host[:port]" as in the URL) and the address libcurl
@@ -70,48 +89,63 @@ struct objfs_engine {
 	unsigned norigins;                            /* guarded by origin_lock */
 };
 
-/* engine.c, for the direct path. */
-int64_t objfs_engine_now_ns(void);
-/* Takes one response header line (with its CRLF) into @r, like curl's
- * header callback; the status line sets r->status. */
-void objfs_engine_header_line(struct objfs_req *r, char *line, size_t n);
-/* Validates a 2xx ranged response before its first body byte: 0 or -errno. */
-int objfs_engine_check_range(struct objfs_req *r);
-/* Starts (another) attempt of @r on this thread, on whichever path. */
-void objfs_engine_launch(struct engine_thread *th, struct objfs_req *r);
-void objfs_engine_inflight_add(struct engine_thread *th, struct objfs_req *r);
-/* Takes @r off the in-flight list (its connection stays as it is). */
-void objfs_engine_inflight_unlink(struct engine_thread *th, struct objfs_req *r);
-/* An attempt ended with @err: retry it, or finish the request. @ttfb in
- * microseconds, < 0 when no byte arrived. */
-void objfs_engine_conclude(struct engine_thread *th, struct objfs_req *r, int err, int retry,
-			   int64_t ttfb);
+/* engine_direct.c, called by engine.c on the engine thread that owns @th. */
 
-/* engine_direct.c */
+/*
+ * An attempt the direct path is done with, handed back to engine.c. Its
+ * connection is already kept idle or closed, and r->dconn is NULL; @r is
+ * still on th->inflight.
+ */
+struct objfs_direct_end {
+	struct objfs_req *r;
+	int again;    /* 1: start @r again without counting the attempt: its
+			 kept-alive connection was stale, or it was handed to
+			 libcurl (r->no_direct set). 0: conclude it with: */
+	int err;      /* 0 or -errno */
+	int retry;    /* whether @err may be retried */
+	int64_t ttfb; /* microseconds to the complete head, < 0 if none */
+};
+
 /* Whether direct receive can be used at all (no proxy configured). */
 int objfs_direct_usable(void);
-/* Starts @r on the direct path: 0 (on a connection, or waiting for one), or
- * -EAGAIN when it must go through libcurl. */
+/*
+ * Starts @r on the direct path. 0: it is on a connection (the caller puts
+ * it in flight); 1: it waits in th->dwait for one (see
+ * objfs_direct_next_waiting); -EAGAIN: it must go through libcurl.
+ */
 int objfs_direct_start(struct engine_thread *th, struct objfs_req *r);
 /* After a libcurl transfer of @url on @h: remembers where a plain-HTTP
  * origin lives, so later ranged GETs can go direct. */
 void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url);
 /* Fills th->wfds for curl_multi_poll; returns how many. */
 unsigned objfs_direct_waitfds(struct engine_thread *th);
-/* Moves every direct connection along after a poll (never blocks). */
-void objfs_direct_progress(struct engine_thread *th, unsigned nwfds);
-/* Closes the connection of in-flight @r (stalled, or the engine stops). */
+/*
+ * Moves every direct connection along after a poll (@nwfds: entries of
+ * th->wfds that poll filled; never blocks), and writes the attempts that
+ * ended into @ends (@cap entries, th->per suffices: one per connection).
+ * Returns how many; the caller concludes or restarts each.
+ */
+unsigned objfs_direct_progress(struct engine_thread *th, unsigned nwfds,
+			       struct objfs_direct_end *ends, unsigned cap);
+/*
+ * The first request of th->dwait, taken off it, when a connection can be
+ * had now; else NULL. The caller starts it again, uncounted (it may go
+ * direct again, or to libcurl).
+ */
+struct objfs_req *objfs_direct_next_waiting(struct engine_thread *th);
+/* Closes the connection of in-flight @r (stalled, or the engine stops);
+ * the caller takes @r off the in-flight list. */
 void objfs_direct_abort(struct engine_thread *th, struct objfs_req *r);
-/* Engine stopping: closes the idle connections (th->dwait is failed by
- * engine.c with its other queues). */
+/* Engine stopping: closes the connections (th->dwait is failed by engine.c
+ * with its other lists). */
 void objfs_direct_free(struct engine_thread *th);
 /*
  * Parses response head @head (@end bytes, ending with CRLFCRLF) into @r
- * through engine.c's header code; *keep: the connection may serve another
- * request; *chunked: a Transfer-Encoding was given. 0, or -EPROTO when it
- * is not an HTTP/1.x response. @head is only read.
+ * through http_resp's header code (objfs_http_header_line); *keep: the
+ * connection may serve another request; *chunked: a Transfer-Encoding was
+ * given. 0, or -EPROTO when it is not an HTTP/1.x response.
  */
-int objfs_direct_parse_head(struct objfs_req *r, char *head, size_t end, int *keep,
+int objfs_direct_parse_head(struct objfs_req *r, const char *head, size_t end, int *keep,
 			    int *chunked);
 /*
  * Writes the request text of ranged GET @r into @out (@cap bytes) and the

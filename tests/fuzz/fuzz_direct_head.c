@@ -1,6 +1,6 @@
 /*
  * fuzz_direct_head: the response head of the direct receive path
- * (objfs_direct_parse_head, then the engine's range validation) on
+ * (objfs_direct_parse_head, then http_resp's range validation) on
  * arbitrary bytes, as a lying server would send them.
  *
  * The request is bytes 100-149 of a 1000-byte object with a pinned strong
@@ -18,6 +18,7 @@
 
 #include "engine_i.h"
 #include "fuzz.h"
+#include "http_resp.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -44,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	FUZZ_CHECK(rc || !memchr(head, '\0', end ? (size_t)(end - head) + 4 : size),
 		   "a head with a NUL byte parsed");
 	if (rc == 0 && r.status == 206 && r.clen >= 0 && !chunked &&
-	    objfs_engine_check_range(&r) == 0) {
+	    objfs_http_check_range(&r) == 0) {
 		FUZZ_CHECK(r.cr_first == 100 && r.cr_last == 149, "range %lld-%lld accepted",
 			   (long long)r.cr_first, (long long)r.cr_last);
 		FUZZ_CHECK(r.clen == 50, "Content-Length %lld accepted", (long long)r.clen);
