@@ -83,30 +83,6 @@ static inline uint64_t fuzz_le(const uint8_t *p, size_t n)
 	return v;
 }
 
-/* Monotonic seconds. */
-static inline double fuzz_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* Fills @sa for @name ("@..." is abstract, as in side_proto.h); its length. */
-static inline socklen_t fuzz_unix_addr(struct sockaddr_un *sa, const char *name)
-{
-	size_t n = strlen(name);
-
-	if (n >= sizeof(sa->sun_path))
-		abort();
-	memset(sa, 0, sizeof(*sa));
-	sa->sun_family = AF_UNIX;
-	memcpy(sa->sun_path, name, n);
-	if (name[0] == '@')
-		sa->sun_path[0] = '\0';
-	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n);
-}
-
 /* @data as a NUL-terminated string (embedded NULs end it early). Caller frees. */
 static inline char *fuzz_str(const uint8_t *data, size_t size)
 {

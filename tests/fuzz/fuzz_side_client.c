@@ -1,5 +1,5 @@
 /*
- * fuzz_side_client: libobjfs (lib/objfs_client.c) against a hostile or
+ * fuzz_side_client: libobjfs (lib/client.c, lib/client_cuda.c) against a hostile or
  * broken daemon, through a real socket and a real shared ring.
  *
  * For every input a fake daemon thread listens on an abstract socket; the
@@ -41,6 +41,7 @@
 #include "fuzz.h"
 #include "objfs.h"
 #include "objfs/side_proto.h"
+#include "clock.h"
 
 #define SLOTS     2
 #define SLOT_SIZE (64u << 10)
@@ -59,7 +60,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argc;
 	(void)argv;
 	snprintf(sock_name, sizeof(sock_name), "@objfs-fuzz-client.%d", (int)getpid());
-	salen = fuzz_unix_addr(&sa, sock_name);
+	if (objfs_sock_addr(sock_name, &sa, &salen))
+		abort();
 	lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, salen) || listen(lfd, 4))
 		abort();
@@ -132,10 +134,10 @@ static void publish(struct daemon *d, const uint8_t *b, size_t n, int lie)
 	uint64_t p = d->pub, k, plen;
 	uint32_t slot = (uint32_t)(p % slots), g = (uint32_t)(p / slots + 1), len, prev;
 	size_t i;
-	double t0 = fuzz_now();
+	double t0 = objfs_now_s();
 
-	while (p >= d->pieces && fuzz_now() - t0 < 0.05)
-		if (!client_msg(d, 10) && fuzz_now() - t0 >= 0.05)
+	while (p >= d->pieces && objfs_now_s() - t0 < 0.05)
+		if (!client_msg(d, 10) && objfs_now_s() - t0 >= 0.05)
 			return;
 	for (i = 0; i < d->nfills; i++)
 		if (p >= d->fill_first[i] &&
@@ -144,7 +146,7 @@ static void publish(struct daemon *d, const uint8_t *b, size_t n, int lie)
 	if (i == d->nfills)
 		return; /* not a piece of a FILL we kept */
 	while (__atomic_load_n(&d->ring->ctl[slot].rel, __ATOMIC_ACQUIRE) < g - 1) {
-		if (fuzz_now() - t0 > 0.1)
+		if (objfs_now_s() - t0 > 0.1)
 			return; /* the reader is not there */
 		usleep(100);
 	}
@@ -175,7 +177,7 @@ static void publish(struct daemon *d, const uint8_t *b, size_t n, int lie)
 	    !__atomic_compare_exchange_n(&d->ring->ctl[slot].seq, &prev, g, 0, __ATOMIC_RELEASE,
 					 __ATOMIC_RELAXED))
 		return;
-	syscall(SYS_futex, &d->ring->ctl[slot].seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+	objfs_futex_wake_all(&d->ring->ctl[slot].seq);
 	d->pub++;
 }
 
@@ -187,7 +189,7 @@ static void poison(struct daemon *d, uint64_t err_piece, int32_t err)
 	__atomic_store_n(&d->ring->err, err, __ATOMIC_SEQ_CST);
 	for (uint32_t s = 0; s < d->cap.ring_slots; s++) {
 		__atomic_store_n(&d->ring->ctl[s].seq, OBJFS_SEQ_ERROR, __ATOMIC_SEQ_CST);
-		syscall(SYS_futex, &d->ring->ctl[s].seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+		objfs_futex_wake_all(&d->ring->ctl[s].seq);
 	}
 }
 

@@ -46,6 +46,7 @@
 #include "log.h"
 #include "side.h"
 #include "objfs/side_proto.h"
+#include "clock.h"
 
 #define SLOTS     2
 #define SLOT_SIZE (64u << 10)
@@ -116,7 +117,10 @@ struct client {
 static int sock_connect(const char *name)
 {
 	struct sockaddr_un sa;
-	socklen_t salen = fuzz_unix_addr(&sa, name);
+	socklen_t salen;
+
+	if (objfs_sock_addr(name, &sa, &salen))
+		abort();
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 
 	if (fd < 0 || connect(fd, (struct sockaddr *)&sa, salen))
@@ -258,7 +262,7 @@ static int consume_ready(struct client *c)
 		if (c->verify)
 			check_piece(c, p, slot);
 		__atomic_store_n(&c->ring->ctl[slot].rel, g, __ATOMIC_RELEASE);
-		syscall(SYS_futex, &c->ring->ctl[slot].rel, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+		objfs_futex_wake_all(&c->ring->ctl[slot].rel);
 		c->cons_piece++;
 		progress = 1;
 	}
@@ -271,14 +275,14 @@ static int consume_ready(struct client *c)
  */
 static void pump(struct client *c, double ms, double idle_ms)
 {
-	double t = fuzz_now(), end = t + ms / 1000, last = t;
+	double t = objfs_now_s(), end = t + ms / 1000, last = t;
 
 	do {
 		int a = drain(c), b = consume_ready(c);
 
 		if (c->eof && !b)
 			break;
-		t = fuzz_now();
+		t = objfs_now_s();
 		if (a || b)
 			last = t;
 		else if (t - last > idle_ms / 1000)
@@ -393,13 +397,13 @@ static int do_raw(struct client *c, const uint8_t *p, size_t n, int framed, int 
 static void wait_sessions_closed(void)
 {
 	struct objfs_side_stats st;
-	double t0 = fuzz_now();
+	double t0 = objfs_now_s();
 
 	for (;;) {
 		objfs_side_get_stats(side, &st);
 		if (st.sessions_open == 0)
 			return;
-		FUZZ_CHECK(fuzz_now() - t0 < 10, "a session outlived its client by 10 s");
+		FUZZ_CHECK(objfs_now_s() - t0 < 10, "a session outlived its client by 10 s");
 		usleep(100);
 	}
 }
