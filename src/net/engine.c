@@ -52,6 +52,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "clock.h"
 #include "engine_i.h"
 #include "http_resp.h"
@@ -157,18 +158,8 @@ static int body_append(struct objfs_req *r, const char *p, size_t n, size_t cap)
 {
 	if (r->got + n > cap)
 		return -EFBIG;
-	if (r->got + n + 1 > r->body_cap) {
-		size_t nc = r->body_cap ? r->body_cap : 16384;
-		char *nb;
-
-		while (nc < r->got + n + 1)
-			nc *= 2;
-		nb = realloc(r->body, nc);
-		if (!nb)
-			return -ENOMEM;
-		r->body = nb;
-		r->body_cap = nc;
-	}
+	if (objfs_buf_reserve(&r->body, &r->body_cap, r->got + n + 1, 16384))
+		return -ENOMEM;
 	memcpy(r->body + r->got, p, n);
 	r->got += n;
 	r->body[r->got] = '\0';

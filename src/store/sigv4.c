@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "buf.h"
 #include "sigv4.h"
 
 #define CANON_MAX (1u << 20)
@@ -41,19 +42,9 @@ static void sb_add(struct sb *b, const char *s, size_t n)
 		b->err = -EINVAL;
 		return;
 	}
-	if (b->n + n + 1 > b->cap) {
-		size_t nc = b->cap ? b->cap : 256;
-		char *np;
-
-		while (nc < b->n + n + 1)
-			nc *= 2;
-		np = realloc(b->p, nc);
-		if (!np) {
-			b->err = -ENOMEM;
-			return;
-		}
-		b->p = np;
-		b->cap = nc;
+	if (objfs_buf_reserve(&b->p, &b->cap, b->n + n + 1, 256)) {
+		b->err = -ENOMEM;
+		return;
 	}
 	memcpy(b->p + b->n, s, n);
 	b->n += n;

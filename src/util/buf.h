@@ -1,0 +1,34 @@
+/*
+ * buf: growing a heap buffer by doubling, for the text objfs builds up
+ * piece by piece (response bodies in the engine, canonical requests in
+ * SigV4). Callers keep their own caps on what they accept; this only
+ * grows.
+ */
+#ifndef OBJFS_BUF_H
+#define OBJFS_BUF_H
+
+#include <errno.h>
+#include <stdlib.h>
+
+/*
+ * Makes *@p (of *@cap bytes, NULL/0 at first) hold at least @need bytes,
+ * doubling from @first. 0 or -ENOMEM; on error *@p and *@cap are unchanged.
+ */
+static inline int objfs_buf_reserve(char **p, size_t *cap, size_t need, size_t first)
+{
+	size_t nc = *cap ? *cap : first;
+	char *np;
+
+	if (need <= *cap)
+		return 0;
+	while (nc < need)
+		nc *= 2;
+	np = realloc(*p, nc);
+	if (!np)
+		return -ENOMEM;
+	*p = np;
+	*cap = nc;
+	return 0;
+}
+
+#endif
