@@ -131,6 +131,11 @@ size_t objfs_cache_block_size(const struct objfs_cache *c)
 	return c->bsize;
 }
 
+size_t objfs_cache_cap(const struct objfs_cache *c)
+{
+	return c->cap;
+}
+
 static void lru_remove(struct objfs_cache *c, struct objfs_block *b)
 {
 	if (b->lprev)
