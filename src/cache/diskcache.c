@@ -1356,3 +1356,80 @@ void objfs_diskcache_get_stats(struct objfs_diskcache *dc, struct objfs_diskcach
 	st->cap = dc->cap;
 	pthread_mutex_unlock(&dc->lock);
 }
+
+/* ------------------------------------------------------------ ranges (interim: whole chunks) */
+
+/* Data length of the readable entry of block @idx of @id, or 0. */
+static uint64_t whole_len(struct objfs_diskcache *dc, const char *id, uint64_t idx)
+{
+	char ident[IDENT_MAX];
+	size_t ilen;
+	struct dent *e;
+	uint64_t n = 0;
+
+	if (ident_make(dc, id, idx, ident, &ilen))
+		return 0;
+	pthread_mutex_lock(&dc->lock);
+	e = find(dc, key_of(ident, ilen));
+	if (e && !e->writing)
+		n = e->bytes - HDR_SIZE;
+	pthread_mutex_unlock(&dc->lock);
+	return n;
+}
+
+int objfs_diskcache_has_range(struct objfs_diskcache *dc, const char *id, uint64_t idx,
+			      size_t off, size_t len)
+{
+	uint64_t n = whole_len(dc, id, idx);
+
+	return len && off < n && len <= n - off;
+}
+
+struct range_rd {
+	char *bounce, *dst;
+	size_t off, len;
+	objfs_fetch_done_fn done;
+	void *arg;
+};
+
+static void range_rd_done(void *arg, int err)
+{
+	struct range_rd *q = arg;
+
+	if (!err)
+		memcpy(q->dst, q->bounce + q->off, q->len);
+	q->done(q->arg, err);
+	free(q->bounce);
+	free(q);
+}
+
+int objfs_diskcache_read_range(struct objfs_diskcache *dc, const char *id, uint64_t idx,
+			       size_t off, size_t len, char *dst, objfs_fetch_done_fn done,
+			       void *arg)
+{
+	uint64_t n = whole_len(dc, id, idx);
+	struct range_rd *q;
+	int rc;
+
+	if (!len || off >= n || len > n - off)
+		return -ENOENT;
+	q = calloc(1, sizeof(*q));
+	if (!q || posix_memalign((void **)&q->bounce, DIRECT_ALIGN, n ? n : 1)) {
+		free(q);
+		return -ENOMEM;
+	}
+	*q = (struct range_rd){ q->bounce, dst, off, len, done, arg };
+	rc = objfs_diskcache_read(dc, id, idx, n, q->bounce, range_rd_done, q);
+	if (rc) {
+		free(q->bounce);
+		free(q);
+	}
+	return rc;
+}
+
+void objfs_diskcache_put_range(struct objfs_diskcache *dc, const char *id, uint64_t idx,
+			       size_t block_len, size_t off, const char *data, size_t len)
+{
+	if (off == 0 && len == block_len && len)
+		objfs_diskcache_put(dc, id, idx, data, len);
+}

@@ -137,8 +137,47 @@ void objfs_diskcache_set_holder(struct objfs_diskcache *dc, void (*hold)(void *a
  */
 void objfs_diskcache_flush(struct objfs_diskcache *dc);
 
-/* Whether the index holds a readable chunk for block @idx of @id. */
+/* Whether the index holds a readable chunk for block @idx of @id: the whole block. */
 int objfs_diskcache_has(struct objfs_diskcache *dc, const char *id, uint64_t idx);
+
+/*
+ * Partial blocks. Offsets are relative to the block's start; a page is 4096
+ * bytes of the block (the last one may be short). @id is borrowed for the
+ * call only.
+ *
+ * Whether the index holds block @idx of @id with every byte of [off,
+ * off+len) valid: a whole chunk, or a partial chunk whose valid pages cover
+ * the range. Answered from memory (no I/O): cheap enough for FUSE threads.
+ * 0 for len 0 and for a range beyond the block.
+ */
+int objfs_diskcache_has_range(struct objfs_diskcache *dc, const char *id, uint64_t idx,
+			      size_t off, size_t len);
+
+/*
+ * Reads [off, off+len) of block @idx of @id into @dst (@len bytes, any
+ * alignment, borrowed until done() is called) when has_range() holds,
+ * verified (only the pages read are checked) before done(arg, 0). Like
+ * objfs_diskcache_read: returns 0 when queued -- then done(arg, err) follows
+ * once, from the disk thread, with 0 or OBJFS_DISKCACHE_RETRY (the copy was
+ * bad and is gone) -- or -ENOENT (not cached, or not all of the range) /
+ * -ENOMEM, and then done() is never called.
+ */
+int objfs_diskcache_read_range(struct objfs_diskcache *dc, const char *id, uint64_t idx,
+			       size_t off, size_t len, char *dst, objfs_fetch_done_fn done,
+			       void *arg);
+
+/*
+ * Queues a write-behind of [off, off+len) of block @idx of @id, whose full
+ * length is @block_len, from a copy of @data made before this returns.
+ * @off is a multiple of 4096 and @len is too unless off+len == block_len
+ * (anything else is ignored). The pages are merged into the chunk's
+ * existing pages; a chunk whose pages cover the block is a whole chunk
+ * (has() holds). Counts against the write-behind bound like
+ * objfs_diskcache_put (dropped and counted beyond it); nothing happens for
+ * pages already valid.
+ */
+void objfs_diskcache_put_range(struct objfs_diskcache *dc, const char *id, uint64_t idx,
+			       size_t block_len, size_t off, const char *data, size_t len);
 
 /*
  * Writes the chunk file path of block @idx of @id into @buf (@cap bytes).
