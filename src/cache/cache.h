@@ -83,13 +83,15 @@ int objfs_cache_read(struct objfs_cache *c, const struct objfs_cache_obj *o, int
  * Fills @dst with [off, off+len) of @o for a consumer that owns @dst until
  * done() -- the side API's ring, a reader's page buffer -- at the least
  * cost per byte: blocks the cache holds or is fetching are copied from it
- * (single flight), whole blocks the disk cache holds are read from disk
- * straight into @dst, and everything else is fetched from the store
+ * (single flight), what the disk cache holds -- whole blocks, or just the
+ * part of a block asked for (objfs_diskcache_has_range) -- is read from
+ * disk straight into @dst, and everything else is fetched from the store
  * straight into @dst, in runs of neighbouring blocks, with no block memory,
  * no copy and no page faults on fresh buffers; those bytes are not kept in
- * memory (with a disk cache, whole blocks are written behind from copies).
- * Part of a block that is only on disk goes through the cache. May block
- * the caller (copies, waits for blocks in flight). done(arg, err) is called exactly
+ * memory (with a disk cache, the 4 KiB pages of each block a run covers
+ * are written behind from copies, objfs_diskcache_put_range, so the same
+ * reads come from disk next time). May block the caller (copies, waits for
+ * blocks in flight). done(arg, err) is called exactly
  * once, from any thread, possibly before this returns; on error @dst must
  * not be delivered. @o must stay valid until done().
  */
