@@ -228,35 +228,11 @@ START_TEST(test_identity)
 }
 END_TEST
 
-struct fill_wait {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int done, err;
-};
-
-static void fill_done(void *arg, int err)
-{
-	struct fill_wait *w = arg;
-
-	pthread_mutex_lock(&w->lock);
-	w->done = 1;
-	w->err = err;
-	pthread_cond_broadcast(&w->cond);
-	pthread_mutex_unlock(&w->lock);
-}
-
 /* objfs_cache_fill(), waited for: its error. */
 static int fill(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off, size_t len,
 		char *buf)
 {
-	struct fill_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
-
-	objfs_cache_fill(c, o, off, len, buf, fill_done, &w);
-	pthread_mutex_lock(&w.lock);
-	while (!w.done)
-		pthread_cond_wait(&w.cond, &w.lock);
-	pthread_mutex_unlock(&w.lock);
-	return w.err;
+	return objfs_cache_fill_wait(c, o, off, len, buf);
 }
 
 START_TEST(test_fill_direct)

@@ -768,6 +768,40 @@ void objfs_cache_fill(struct objfs_cache *c, const struct objfs_cache_obj *o, in
 	fill_put(f, err);
 }
 
+/* objfs_cache_fill_wait(): the fill's outcome, handed from done() to the waiter. */
+struct fill_wait {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done, err;
+};
+
+static void fill_wait_done(void *arg, int err)
+{
+	struct fill_wait *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	w->done = 1;
+	w->err = err;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+int objfs_cache_fill_wait(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
+			  size_t len, char *dst)
+{
+	struct fill_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+
+	objfs_cache_fill(c, o, off, len, dst, fill_wait_done, &w);
+	pthread_mutex_lock(&w.lock);
+	while (!w.done)
+		pthread_cond_wait(&w.cond, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	/* done() unlocked before we could lock: nothing touches w any more */
+	pthread_mutex_destroy(&w.lock);
+	pthread_cond_destroy(&w.cond);
+	return w.err;
+}
+
 int objfs_cache_has(struct objfs_cache *c, const char *id, uint64_t idx)
 {
 	int has;

@@ -98,6 +98,10 @@ int objfs_cache_read(struct objfs_cache *c, const struct objfs_cache_obj *o, int
 void objfs_cache_fill(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
 		      size_t len, char *dst, objfs_fetch_done_fn done, void *arg);
 
+/* objfs_cache_fill(), waited for: 0 or -errno (then @dst must not be delivered). */
+int objfs_cache_fill_wait(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
+			  size_t len, char *dst);
+
 /*
  * Zero-copy access: pins the blocks covering [off, off+len) of @o (fetching
  * what is missing) and describes the bytes as iovecs into block memory,

@@ -68,24 +68,6 @@ static int all_cached(struct objfs_reader *r, int64_t off, size_t n)
 	return 1;
 }
 
-/* objfs_cache_fill(), waited for. */
-struct fill_wait {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int done, err;
-};
-
-static void fill_wait_done(void *arg, int err)
-{
-	struct fill_wait *w = arg;
-
-	pthread_mutex_lock(&w->lock);
-	w->done = 1;
-	w->err = err;
-	pthread_cond_signal(&w->cond);
-	pthread_mutex_unlock(&w->lock);
-}
-
 /*
  * Pages: the 4 KiB pages around [off, off+n), clamped to the object, into
  * a heap buffer through objfs_cache_fill(); @b describes [off, off+n).
@@ -95,26 +77,18 @@ static int read_pages(struct objfs_reader *r, int64_t off, size_t n, struct objf
 	int64_t size = r->obj->size;
 	int64_t from = off & ~(PAGE - 1);
 	int64_t to = (off + (int64_t)n + PAGE - 1) & ~(PAGE - 1);
-	struct fill_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
 	char *mem;
+	int err;
 
 	if (to > size)
 		to = size;
 	mem = malloc((size_t)(to - from));
 	if (!mem)
 		return -ENOMEM;
-	objfs_cache_fill(r->cache, &r->obj->cobj, from, (size_t)(to - from), mem, fill_wait_done,
-			 &w);
-	pthread_mutex_lock(&w.lock);
-	while (!w.done)
-		pthread_cond_wait(&w.cond, &w.lock);
-	pthread_mutex_unlock(&w.lock);
-	/* done() has returned its lock: nothing touches w after this */
-	pthread_mutex_destroy(&w.lock);
-	pthread_cond_destroy(&w.cond);
-	if (w.err) {
+	err = objfs_cache_fill_wait(r->cache, &r->obj->cobj, from, (size_t)(to - from), mem);
+	if (err) {
 		free(mem);
-		return w.err;
+		return err;
 	}
 	b->mem = mem;
 	b->one.iov_base = mem + (off - from);
