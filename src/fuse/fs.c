@@ -363,7 +363,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	h->node_path = path;
-	err = objfs_object_new(fs->store, path, a.etag, a.size, NULL, NULL, &h->obj);
+	/* an unknown size (-1) is 0 bytes, as attr_to_stat tells the kernel */
+	err = objfs_object_new(fs->store, path, a.etag, a.size > 0 ? a.size : 0, NULL, NULL,
+			       &h->obj);
 	if (!err)
 		err = objfs_reader_new(fs->cache, h->obj, &rcfg, &h->reader);
 	if (!err)
