@@ -2,12 +2,14 @@
  * object: one open object version, named once.
  *
  * open() pins one version of an object: its path, size and ETag as the
- * attributes seen at open said. Everything that reads that version -- the
- * FUSE handle and its reader (reader.h), and the GPU capability granted
- * through the handle -- names it through one refcounted struct
- * objfs_object, built here, instead of assembling ETag, store object and
- * cache object by hand in each place (fs.c's handle and side.c's capability
- * each did). It carries both views the lower layers need, embedded:
+ * attributes seen at open said. Everything that reads that version names
+ * it through one refcounted struct objfs_object, built here, instead of
+ * assembling ETag, store object and cache object by hand in each place:
+ * the FUSE handle and its reader (reader.h) hold references; the GPU
+ * capability granted through the handle is built from its fields (until
+ * side.c holds references too, it keeps copies and borrows the node's
+ * path, which outlives the handle). It carries both views the lower layers
+ * need, embedded:
  *   - sobj, the store's (objfs_store_fetch's context): every GET is pinned
  *     to the ETag with If-Match and checked against the size, so a changed
  *     object reads as EIO, never as a mix of versions;
