@@ -12,6 +12,13 @@
  * as the block cache does it. Every hold must be released (also on failed
  * writes and at free), a burst of misses must all be written, and only
  * beyond the held-bytes bound is a write dropped.
+ *
+ * Parts of blocks (put_range/has_range/read_range): pages put are readable
+ * to the byte and nothing else is; two puts merge (also many in flight at
+ * once); pages that cover the block make a whole chunk; a flipped byte in a
+ * page read is RETRY (pages not read are still served) and one in the
+ * metadata a miss, on read or at the warm-start scan; a remount keeps the
+ * pages; format 1 files are removed; odd ranges are refused, not crashed on.
  */
 #include "config.h"
 
@@ -694,6 +701,375 @@ START_TEST(test_fill_from_disk)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- parts of blocks */
+
+#define PG 4096u
+
+/* put_range() of [off, off+len) of block @idx (@block_len long) of @id, from the pattern. */
+static void put_part(struct objfs_diskcache *dc, const char *id, uint64_t idx, size_t block_len,
+		     size_t off, size_t len)
+{
+	char *b = malloc(len ? len : 1);
+
+	ck_assert_ptr_nonnull(b);
+	for (size_t i = 0; i < len; i++)
+		b[i] = (char)byte_at((int64_t)(idx * BS + off + i));
+	objfs_diskcache_put_range(dc, id, idx, block_len, off, b, len);
+	memset(b, 0, len); /* copied before put_range returned */
+	free(b);
+}
+
+/* read_range() of [off, off+len) of block @idx into @buf: its done() error, or the
+ * call's (-ENOENT); WRONG_BYTES when served but not the pattern. */
+static int read_part(struct objfs_diskcache *dc, const char *id, uint64_t idx, size_t off,
+		     size_t len, char *buf)
+{
+	struct wait w = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+	int rc;
+
+	memset(buf, 0x5a, len);
+	rc = objfs_diskcache_read_range(dc, id, idx, off, len, buf, on_done, &w);
+	if (rc)
+		return rc;
+	rc = wait_done(&w);
+	for (size_t i = 0; !rc && i < len; i++)
+		if ((unsigned char)buf[i] != byte_at((int64_t)(idx * BS + off + i)))
+			rc = WRONG_BYTES;
+	return rc;
+}
+
+static uint64_t disk_bytes(struct objfs_diskcache *dc)
+{
+	struct objfs_diskcache_stats st;
+
+	objfs_diskcache_get_stats(dc, &st);
+	return st.bytes;
+}
+
+START_TEST(test_partial_put_read)
+{
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	const char *id = "p\ne\n1000000";
+	char *buf = malloc(BS + 1), path[1024];
+	struct stat sb;
+
+	ck_assert_ptr_nonnull(buf);
+	put_part(dc, id, 2, BS, PG, 2 * PG);
+	objfs_diskcache_flush(dc);
+	/* the pages put, and only those, from memory */
+	ck_assert(objfs_diskcache_has_range(dc, id, 2, PG, 2 * PG));
+	ck_assert(objfs_diskcache_has_range(dc, id, 2, PG + 100, 5000));
+	ck_assert(!objfs_diskcache_has_range(dc, id, 2, 0, PG));
+	ck_assert(!objfs_diskcache_has_range(dc, id, 2, PG, 2 * PG + 1));
+	ck_assert(!objfs_diskcache_has(dc, id, 2));
+	ck_assert(!objfs_diskcache_has_range(dc, id, 1, PG, PG));
+	/* the cap counts real bytes: metadata and two pages, no holes */
+	ck_assert_uint_eq(disk_bytes(dc), HDR + 2 * PG);
+	chunk_path(dc, id, 2, path, sizeof(path));
+	ck_assert_ptr_nonnull(strstr(path, ".p2"));
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert_int_eq(sb.st_size, HDR + 3 * PG);
+	/* exact bytes, aligned or not, into an odd destination */
+	ck_assert_int_eq(read_part(dc, id, 2, PG, 2 * PG, buf), 0);
+	ck_assert_int_eq(read_part(dc, id, 2, PG + 100, 5000, buf + 1), 0);
+	ck_assert_int_eq(read_part(dc, id, 2, 3 * PG - 1, 1, buf), 0);
+	ck_assert_int_eq(read_part(dc, id, 2, 0, 10, buf), -ENOENT);
+	/* a whole-block read of a partial chunk is a miss: the network, which
+	 * completes the chunk */
+	ck_assert_int_eq(read_only(dc, id, 2, BS, buf), -ENOENT);
+	ck_assert_int_eq(fetch(dc, id, 2, BS), 0);
+	ck_assert_int_eq(atomic_load(&net_calls), 1);
+	objfs_diskcache_flush(dc);
+	ck_assert(objfs_diskcache_has(dc, id, 2));
+	ck_assert_uint_eq(disk_bytes(dc), BS + HDR);
+	chunk_path(dc, id, 2, path, sizeof(path));
+	ck_assert_ptr_nonnull(strstr(path, ".c2"));
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert_int_eq(sb.st_size, BS + HDR);
+	ck_assert_int_eq(fetch(dc, id, 2, BS), 0);
+	ck_assert_int_eq(read_part(dc, id, 2, 0, BS, buf + 1), 0);
+	ck_assert_int_eq(read_part(dc, id, 2, 777, 9999, buf), 0);
+	ck_assert_int_eq(atomic_load(&net_calls), 1);
+	free(buf);
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
+START_TEST(test_partial_merge_complete)
+{
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	struct objfs_diskcache_stats st;
+	const char *id = "m\ne\n1000000";
+	char *buf = malloc(BS), path[1024];
+
+	ck_assert_ptr_nonnull(buf);
+	put_part(dc, id, 0, BS, 0, PG);
+	put_part(dc, id, 0, BS, 2 * PG, PG);
+	objfs_diskcache_flush(dc);
+	ck_assert(objfs_diskcache_has_range(dc, id, 0, 0, PG));
+	ck_assert(objfs_diskcache_has_range(dc, id, 0, 2 * PG, PG));
+	ck_assert(!objfs_diskcache_has_range(dc, id, 0, 0, 3 * PG));
+	ck_assert_uint_eq(disk_bytes(dc), HDR + 2 * PG);
+	ck_assert_int_eq(read_part(dc, id, 0, 10, PG - 10, buf), 0);
+	ck_assert_int_eq(read_part(dc, id, 0, 2 * PG, PG, buf), 0);
+	/* over both and the hole between: only the hole is added */
+	put_part(dc, id, 0, BS, 0, 4 * PG);
+	objfs_diskcache_flush(dc);
+	ck_assert(objfs_diskcache_has_range(dc, id, 0, 0, 4 * PG));
+	ck_assert_uint_eq(disk_bytes(dc), HDR + 4 * PG);
+	ck_assert_int_eq(read_part(dc, id, 0, 1, 4 * PG - 2, buf), 0);
+	/* pages already there: nothing happens */
+	objfs_diskcache_get_stats(dc, &st);
+	put_part(dc, id, 0, BS, PG, PG);
+	objfs_diskcache_flush(dc);
+	{
+		struct objfs_diskcache_stats st2;
+
+		objfs_diskcache_get_stats(dc, &st2);
+		ck_assert_uint_eq(st2.writes, st.writes);
+		ck_assert_uint_eq(st2.writes_dropped, st.writes_dropped);
+	}
+	/* the rest of the block: a whole chunk */
+	put_part(dc, id, 0, BS, 4 * PG, BS - 4 * PG);
+	objfs_diskcache_flush(dc);
+	ck_assert(objfs_diskcache_has(dc, id, 0));
+	ck_assert_uint_eq(disk_bytes(dc), BS + HDR);
+	chunk_path(dc, id, 0, path, sizeof(path));
+	ck_assert_ptr_nonnull(strstr(path, ".c2"));
+	ck_assert_int_eq(fetch(dc, id, 0, BS), 0);
+	ck_assert_int_eq(atomic_load(&net_calls), 0);
+	objfs_diskcache_get_stats(dc, &st);
+	ck_assert_uint_eq(st.files, 1);
+	ck_assert_uint_eq(st.bad, 0);
+	free(buf);
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
+/* put_range()s of single pages of one block from several threads, no flush between. */
+struct pages {
+	struct objfs_diskcache *dc;
+	const char *id;
+	size_t first, step;
+};
+
+static void *pages_thread(void *arg)
+{
+	struct pages *p = arg;
+	char b[PG];
+
+	for (size_t pg = p->first; pg < BS / PG; pg += p->step) {
+		for (size_t i = 0; i < PG; i++)
+			b[i] = (char)byte_at((int64_t)(5 * BS + pg * PG + i));
+		objfs_diskcache_put_range(p->dc, p->id, 5, BS, pg * PG, b, PG);
+	}
+	return NULL;
+}
+
+START_TEST(test_partial_concurrent_merges)
+{
+	/* 16 pages put as 16 requests in flight at once, from 4 threads: each
+	 * merge reads the metadata the one before wrote, none is lost */
+	enum { T = 4 };
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	struct objfs_diskcache_stats st;
+	const char *id = "cc\ne\n1000000";
+	struct pages p[T];
+	pthread_t th[T];
+	char *buf = aligned_alloc(4096, BS);
+
+	ck_assert_ptr_nonnull(buf);
+	for (int t = 0; t < T; t++) {
+		p[t] = (struct pages){ dc, id, (size_t)t, T };
+		ck_assert_int_eq(pthread_create(&th[t], NULL, pages_thread, &p[t]), 0);
+	}
+	for (int t = 0; t < T; t++)
+		pthread_join(th[t], NULL);
+	objfs_diskcache_flush(dc);
+	objfs_diskcache_get_stats(dc, &st);
+	ck_assert_uint_eq(st.writes_dropped, 0);
+	ck_assert_uint_eq(st.bad, 0);
+	ck_assert(objfs_diskcache_has(dc, id, 5));
+	ck_assert_uint_eq(st.bytes, BS + HDR);
+	ck_assert_int_eq(read_only(dc, id, 5, BS, buf), 0);
+	for (size_t i = 0; i < BS; i++)
+		ck_assert_msg((unsigned char)buf[i] == byte_at((int64_t)(5 * BS + i)), "byte %zu",
+			      i);
+	free(buf);
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
+START_TEST(test_partial_flipped_page)
+{
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	struct objfs_diskcache_stats st;
+	const char *id = "fp\ne\n1000000";
+	char buf[4 * PG], path[1024];
+
+	put_part(dc, id, 1, BS, 0, 4 * PG);
+	objfs_diskcache_flush(dc);
+	chunk_path(dc, id, 1, path, sizeof(path));
+	flip_byte(path, HDR + 2 * PG + 7);
+	/* only the pages read are verified: page 0 and 3 are fine */
+	ck_assert_int_eq(read_part(dc, id, 1, 0, PG, buf), 0);
+	ck_assert_int_eq(read_part(dc, id, 1, 3 * PG + 5, 100, buf), 0);
+	/* page 2: never served; the chunk goes */
+	ck_assert_int_eq(read_part(dc, id, 1, PG, 2 * PG, buf), OBJFS_DISKCACHE_RETRY);
+	ck_assert(!objfs_diskcache_has_range(dc, id, 1, 0, PG));
+	ck_assert_int_eq(access(path, F_OK), -1);
+	ck_assert_int_eq(read_part(dc, id, 1, 0, PG, buf), -ENOENT);
+	objfs_diskcache_get_stats(dc, &st);
+	ck_assert_uint_eq(st.bad, 1);
+	ck_assert_uint_eq(st.files, 0);
+	ck_assert_uint_eq(st.bytes, 0);
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
+START_TEST(test_partial_flipped_meta)
+{
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	const char *id = "fm\ne\n1000000";
+	char buf[PG], path[1024];
+	/* fixed fields, a page checksum, the bitmap, the identity, the padding */
+	const off_t offs[] = { 3, 12, 20, 40, 48 + 8, 48 + 8 * 16, 48 + 8 * 16 + 3, 300, 4000 };
+
+	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
+		put_part(dc, id, 0, BS, PG, PG);
+		objfs_diskcache_flush(dc);
+		ck_assert(objfs_diskcache_has_range(dc, id, 0, PG, PG));
+		chunk_path(dc, id, 0, path, sizeof(path));
+		flip_byte(path, offs[i]);
+		ck_assert_msg(read_part(dc, id, 0, PG, PG, buf) == OBJFS_DISKCACHE_RETRY,
+			      "flip at %lld served", (long long)offs[i]);
+		ck_assert(!objfs_diskcache_has_range(dc, id, 0, PG, PG)); /* a miss now */
+	}
+	/* found by the warm-start scan instead: removed there, a miss at once */
+	put_part(dc, id, 0, BS, PG, PG);
+	objfs_diskcache_flush(dc);
+	chunk_path(dc, id, 0, path, sizeof(path));
+	objfs_diskcache_free(dc);
+	flip_byte(path, 48 + 8);
+	dc = open_dc(16 * (BS + HDR));
+	ck_assert(!objfs_diskcache_has_range(dc, id, 0, PG, PG));
+	ck_assert_int_eq(access(path, F_OK), -1);
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
+START_TEST(test_partial_warm_start)
+{
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	struct objfs_diskcache_stats st;
+	const char *id = "w\ne\n1000000";
+	char *buf = malloc(BS), path[1024], v1[1100], cmd[2300];
+
+	ck_assert_ptr_nonnull(buf);
+	put_part(dc, id, 3, BS, 2 * PG, 3 * PG);
+	put_part(dc, id, 3, BS, 8 * PG, PG);
+	ck_assert_int_eq(fetch(dc, id, 4, BS), 0); /* and a whole one */
+	objfs_diskcache_free(dc);
+	dc = open_dc(16 * (BS + HDR));
+	objfs_diskcache_get_stats(dc, &st);
+	ck_assert_uint_eq(st.files, 2);
+	ck_assert_uint_eq(st.bytes, HDR + 4 * PG + BS + HDR);
+	ck_assert(objfs_diskcache_has_range(dc, id, 3, 2 * PG, 3 * PG));
+	ck_assert(objfs_diskcache_has_range(dc, id, 3, 8 * PG + 1, PG - 1));
+	ck_assert(!objfs_diskcache_has_range(dc, id, 3, 5 * PG, PG));
+	ck_assert(!objfs_diskcache_has(dc, id, 3));
+	ck_assert(objfs_diskcache_has_range(dc, id, 4, 5, BS - 5)); /* whole: length from size */
+	ck_assert(!objfs_diskcache_has_range(dc, id, 4, 5, BS));
+	ck_assert_int_eq(read_part(dc, id, 3, 2 * PG + 3, 3 * PG - 3, buf), 0);
+	ck_assert_int_eq(read_part(dc, id, 3, 8 * PG, PG, buf), 0);
+	ck_assert_int_eq(read_part(dc, id, 4, 5, BS - 5, buf), 0);
+	/* and merges on after the remount */
+	put_part(dc, id, 3, BS, 5 * PG, 3 * PG);
+	objfs_diskcache_flush(dc);
+	ck_assert(objfs_diskcache_has_range(dc, id, 3, 2 * PG, 7 * PG));
+	ck_assert_int_eq(read_part(dc, id, 3, 2 * PG, 7 * PG, buf), 0);
+	ck_assert_int_eq(atomic_load(&net_calls), 1);
+	/* a format 1 file (bare name) is removed at open, never data */
+	chunk_path(dc, id, 4, path, sizeof(path));
+	objfs_diskcache_free(dc);
+	snprintf(v1, sizeof(v1), "%.*s", (int)(strlen(path) - 3), path);
+	snprintf(cmd, sizeof(cmd), "mv '%s' '%s'", path, v1);
+	ck_assert_int_eq(system(cmd), 0);
+	dc = open_dc(16 * (BS + HDR));
+	ck_assert(!objfs_diskcache_has(dc, id, 4));
+	ck_assert_int_eq(access(v1, F_OK), -1);
+	ck_assert(objfs_diskcache_has_range(dc, id, 3, 2 * PG, 7 * PG));
+	/* a partial name with every page valid (a crash before the rename that
+	 * ends a merge): whole, under the whole name */
+	ck_assert_int_eq(fetch(dc, id, 6, BS), 0);
+	objfs_diskcache_flush(dc);
+	chunk_path(dc, id, 6, path, sizeof(path));
+	objfs_diskcache_free(dc);
+	snprintf(v1, sizeof(v1), "%.*s.p2", (int)(strlen(path) - 3), path);
+	ck_assert_int_eq(rename(path, v1), 0);
+	dc = open_dc(16 * (BS + HDR));
+	ck_assert(objfs_diskcache_has(dc, id, 6));
+	ck_assert_int_eq(access(path, F_OK), 0);
+	ck_assert_int_eq(access(v1, F_OK), -1);
+	ck_assert_int_eq(fetch(dc, id, 6, BS), 0);
+	ck_assert_int_eq(atomic_load(&net_calls), 2);
+	free(buf);
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
+START_TEST(test_range_hostile)
+{
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	struct objfs_diskcache_stats st;
+	const char *id = "h\ne\n272144"; /* 4 blocks and a short one of 10000 bytes */
+	const size_t last = 10000;
+	char *buf = malloc(BS);
+
+	ck_assert_ptr_nonnull(buf);
+	/* puts that break the rules are ignored */
+	put_part(dc, id, 0, BS, 100, PG);         /* off not a page */
+	put_part(dc, id, 0, BS, 0, 0);            /* empty */
+	put_part(dc, id, 0, BS, BS - PG, 2 * PG); /* beyond the block */
+	put_part(dc, id, 0, BS, BS, PG);          /* at the block's end */
+	put_part(dc, id, 0, BS, 0, PG + 1);       /* len not pages, not to the end */
+	put_part(dc, id, 0, 2 * BS, 0, PG);       /* a block longer than blocks are */
+	put_part(dc, id, 0, 0, 0, PG);            /* a block of nothing */
+	objfs_diskcache_put_range(dc, id, 0, BS, (size_t)-PG, buf, 2 * PG); /* wraps */
+	objfs_diskcache_flush(dc);
+	objfs_diskcache_get_stats(dc, &st);
+	ck_assert_uint_eq(st.files, 0);
+	ck_assert_uint_eq(st.writes + st.writes_dropped, 0);
+	/* the short last block, page by page */
+	put_part(dc, id, 4, last, 2 * PG, last - 2 * PG);
+	objfs_diskcache_flush(dc);
+	ck_assert(objfs_diskcache_has_range(dc, id, 4, 2 * PG, last - 2 * PG));
+	ck_assert(!objfs_diskcache_has_range(dc, id, 4, 2 * PG, last - 2 * PG + 1));
+	ck_assert_int_eq(read_part(dc, id, 4, 2 * PG + 1, last - 2 * PG - 1, buf), 0);
+	/* odd lookups: nothing, beyond, wrapping */
+	ck_assert(!objfs_diskcache_has_range(dc, id, 4, 2 * PG, 0));
+	ck_assert(!objfs_diskcache_has_range(dc, id, 4, last, 1));
+	ck_assert(!objfs_diskcache_has_range(dc, id, 4, (size_t)-1, 2));
+	ck_assert(!objfs_diskcache_has_range(dc, id, 4, 2 * PG, (size_t)-1));
+	ck_assert_int_eq(read_part(dc, id, 4, 2 * PG, 0, buf), -ENOENT);
+	ck_assert_int_eq(read_part(dc, id, 4, last - 1, 2, buf), -ENOENT);
+	ck_assert_int_eq(objfs_diskcache_read_range(dc, id, 4, (size_t)-1, 2, buf, on_done, NULL),
+			 -ENOENT);
+	/* completed by the rest: a whole chunk, served to fetch() */
+	put_part(dc, id, 4, last, 0, 2 * PG);
+	objfs_diskcache_flush(dc);
+	ck_assert(objfs_diskcache_has(dc, id, 4));
+	ck_assert_int_eq(fetch(dc, id, 4, last), 0);
+	ck_assert_int_eq(read_part(dc, id, 4, 0, last, buf), 0);
+	ck_assert_int_eq(atomic_load(&net_calls), 0);
+	objfs_diskcache_get_stats(dc, &st);
+	ck_assert_uint_eq(st.bytes, HDR + last);
+	ck_assert_uint_eq(st.bad, 0);
+	free(buf);
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
 static Suite *diskcache_suite(void)
 {
 	Suite *s = suite_create("diskcache");
@@ -714,6 +1090,13 @@ static Suite *diskcache_suite(void)
 	tcase_add_test(tc, test_read_without_fallback);
 	tcase_add_test(tc, test_lru_order_survives_remount);
 	tcase_add_test(tc, test_fill_from_disk);
+	tcase_add_test(tc, test_partial_put_read);
+	tcase_add_test(tc, test_partial_merge_complete);
+	tcase_add_test(tc, test_partial_concurrent_merges);
+	tcase_add_test(tc, test_partial_flipped_page);
+	tcase_add_test(tc, test_partial_flipped_meta);
+	tcase_add_test(tc, test_partial_warm_start);
+	tcase_add_test(tc, test_range_hostile);
 	suite_add_tcase(s, tc);
 	return s;
 }
