@@ -204,7 +204,6 @@ static int build(struct objfs_mount *m)
 		.stats_arg = m,
 		.attr_timeout = o->attr_timeout,
 		.entry_timeout = o->entry_timeout,
-		.cache_size = o->cache_size,
 		.prefetch_max = o->prefetch_max,
 		.threads = o->threads,
 		.uid = o->have_uid ? o->uid : getuid(),

@@ -2,8 +2,8 @@
  * Unit tests of src/cache.c with a fake fetcher (no network): contents,
  * single flight, refcounts under eviction, the memory cap, prefetch limits,
  * failed fetches that are retried, and object identity (a new ETag never
- * serves old bytes). The fetcher completes on its own thread after a delay,
- * like the engine does.
+ * serves old bytes). The fetcher is tests/fake_store.c: it completes on its
+ * own thread after a delay, like the engine does.
  */
 #include "config.h"
 
@@ -13,77 +13,24 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cache.h"
+#include "fake_store.h"
 
-struct fake {
-	unsigned char salt;   /* byte pattern differs per object version */
-	atomic_int calls;
-	atomic_int fail_next; /* fail this many fetches */
-	int delay_us;
-};
-
-struct job {
-	struct fake *f;
-	int64_t off;
-	size_t len;
-	char *dst;
-	objfs_fetch_done_fn done;
-	void *arg;
-};
-
-static unsigned char byte_at(const struct fake *f, int64_t off)
-{
-	return (unsigned char)((off * 131 + (off >> 9) + f->salt) & 0xff);
-}
-
-static void *job_run(void *a)
-{
-	struct job *j = a;
-	int err = 0;
-
-	usleep((useconds_t)j->f->delay_us);
-	if (atomic_fetch_sub(&j->f->fail_next, 1) > 0) {
-		err = -EIO;
-	} else {
-		atomic_fetch_add(&j->f->fail_next, 1);
-		for (size_t i = 0; i < j->len; i++)
-			j->dst[i] = (char)byte_at(j->f, j->off + (int64_t)i);
-	}
-	j->done(j->arg, err);
-	free(j);
-	return NULL;
-}
-
-static void fake_fetch(void *ctx, int64_t off, size_t len, char *dst, objfs_fetch_done_fn done,
-		       void *arg)
-{
-	struct job *j = malloc(sizeof(*j));
-	pthread_t t;
-
-	ck_assert_ptr_nonnull(j);
-	*j = (struct job){ ctx, off, len, dst, done, arg };
-	atomic_fetch_add(&((struct fake *)ctx)->calls, 1);
-	ck_assert_int_eq(pthread_create(&t, NULL, job_run, j), 0);
-	pthread_detach(t);
-}
-
-static void obj_init(struct objfs_cache_obj *o, struct fake *f, const char *id, int64_t size)
+static void obj_init(struct objfs_cache_obj *o, struct fake_store *f, const char *id,
+		     int64_t size)
 {
 	o->id = id;
 	o->size = size;
-	o->fetch = fake_fetch;
+	o->fetch = fake_store_fetch;
 	o->ctx = f;
 }
 
-static void check_bytes(const struct fake *f, const char *buf, int64_t off, size_t len)
+static void check_bytes(const struct fake_store *f, const char *buf, int64_t off, size_t len)
 {
-	size_t i = 0;
-
 	/* One assertion per call: Check's asserts cost a syscall each. */
-	while (i < len && (unsigned char)buf[i] == byte_at(f, off + (int64_t)i))
-		i++;
+	size_t i = fake_store_check(f, buf, off, len);
+
 	ck_assert_msg(i == len, "byte %lld wrong", (long long)(off + (int64_t)i));
 }
 
@@ -92,7 +39,7 @@ START_TEST(test_contents_and_hits)
 	struct objfs_cache *c;
 	struct objfs_cache_obj o;
 	struct objfs_cache_stats st;
-	struct fake f = { .salt = 7 };
+	struct fake_store f = { .salt = 7 };
 	static char buf[300000];
 
 	ck_assert_int_eq(objfs_cache_new(1 << 20, 65536, &c), 0);
@@ -116,7 +63,7 @@ END_TEST
 struct reader {
 	struct objfs_cache *c;
 	struct objfs_cache_obj *o;
-	struct fake *f;
+	struct fake_store *f;
 	int64_t off;
 };
 
@@ -135,7 +82,7 @@ START_TEST(test_single_flight)
 {
 	struct objfs_cache *c;
 	struct objfs_cache_obj o;
-	struct fake f = { .salt = 1, .delay_us = 100000 };
+	struct fake_store f = { .salt = 1, .delay_us = 100000 };
 	struct reader r[16];
 	pthread_t t[16];
 
@@ -157,7 +104,7 @@ START_TEST(test_cap_and_eviction)
 	struct objfs_cache *c;
 	struct objfs_cache_obj o;
 	struct objfs_cache_stats st;
-	struct fake f = { .salt = 3 };
+	struct fake_store f = { .salt = 3 };
 	char *buf = malloc(1 << 16);
 
 	ck_assert_int_eq(objfs_cache_new(1 << 18, 1 << 16, &c), 0);
@@ -188,7 +135,7 @@ START_TEST(test_drop_behind)
 	struct objfs_cache *c;
 	struct objfs_cache_obj o;
 	struct objfs_cache_stats st;
-	struct fake f = { .salt = 5 };
+	struct fake_store f = { .salt = 5 };
 	const size_t bs = 1 << 16;
 	char *buf = malloc(bs);
 
@@ -223,7 +170,7 @@ START_TEST(test_prefetch_respects_cap)
 	struct objfs_cache *c;
 	struct objfs_cache_obj o;
 	struct objfs_cache_stats st;
-	struct fake f = { .salt = 4, .delay_us = 50000 };
+	struct fake_store f = { .salt = 4, .delay_us = 50000 };
 	char buf[100];
 	size_t started;
 
@@ -244,7 +191,7 @@ START_TEST(test_failure_not_cached)
 {
 	struct objfs_cache *c;
 	struct objfs_cache_obj o;
-	struct fake f = { .salt = 5 };
+	struct fake_store f = { .salt = 5 };
 	char buf[4096];
 
 	ck_assert_int_eq(objfs_cache_new(4 << 20, 65536, &c), 0);
@@ -262,7 +209,7 @@ START_TEST(test_identity)
 {
 	struct objfs_cache *c;
 	struct objfs_cache_obj o1, o2;
-	struct fake f1 = { .salt = 10 }, f2 = { .salt = 99 };
+	struct fake_store f1 = { .salt = 10 }, f2 = { .salt = 99 };
 	char *id1 = objfs_cache_obj_id("dir/x", "\"v1\"", 5000);
 	char *id2 = objfs_cache_obj_id("dir/x", "\"v2\"", 5000);
 	char buf[5000];
@@ -281,35 +228,11 @@ START_TEST(test_identity)
 }
 END_TEST
 
-struct fill_wait {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	int done, err;
-};
-
-static void fill_done(void *arg, int err)
-{
-	struct fill_wait *w = arg;
-
-	pthread_mutex_lock(&w->lock);
-	w->done = 1;
-	w->err = err;
-	pthread_cond_broadcast(&w->cond);
-	pthread_mutex_unlock(&w->lock);
-}
-
 /* objfs_cache_fill(), waited for: its error. */
 static int fill(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off, size_t len,
 		char *buf)
 {
-	struct fill_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
-
-	objfs_cache_fill(c, o, off, len, buf, fill_done, &w);
-	pthread_mutex_lock(&w.lock);
-	while (!w.done)
-		pthread_cond_wait(&w.cond, &w.lock);
-	pthread_mutex_unlock(&w.lock);
-	return w.err;
+	return objfs_cache_fill_wait(c, o, off, len, buf);
 }
 
 START_TEST(test_fill_direct)
@@ -317,7 +240,7 @@ START_TEST(test_fill_direct)
 	struct objfs_cache *c;
 	struct objfs_cache_obj o;
 	struct objfs_cache_stats st;
-	struct fake f = { .salt = 3, .delay_us = 1000 };
+	struct fake_store f = { .salt = 3, .delay_us = 1000 };
 	static char buf[400000];
 
 	ck_assert_int_eq(objfs_cache_new(1 << 20, 65536, &c), 0);
@@ -353,7 +276,7 @@ START_TEST(test_fill_failure)
 {
 	struct objfs_cache *c;
 	struct objfs_cache_obj o;
-	struct fake f = { .salt = 4 };
+	struct fake_store f = { .salt = 4 };
 	static char buf[5 * 65536];
 
 	ck_assert_int_eq(objfs_cache_new(1 << 20, 65536, &c), 0);

@@ -1,4 +1,7 @@
-/* Unit tests of src/prefetch.c: sequential, strided, random and seek-back patterns. */
+/*
+ * Unit tests of src/cache/prefetch.c: sequential, strided, random, seek-back
+ * and single far-read patterns.
+ */
 #include "config.h"
 
 #include <check.h>
@@ -139,6 +142,31 @@ START_TEST(test_seek_back_far)
 }
 END_TEST
 
+/* One far read is served as asked; the handle stays hopeful. */
+START_TEST(test_far_read_as_asked)
+{
+	struct objfs_prefetch p;
+	struct objfs_prefetch_plan pl;
+
+	objfs_prefetch_init(&p, 1 * MiB, 64 * MiB);
+	objfs_prefetch_on_read(&p, 500 * MiB, 4096, GiB, &pl); /* a first read, far from 0 */
+	ck_assert(!pl.sequential);
+	ck_assert_uint_eq(pl.len, 0);
+	ck_assert(!p.random);
+	objfs_prefetch_on_read(&p, 500 * MiB + 4096, MiB, GiB, &pl); /* it continues: a stream */
+	ck_assert(pl.sequential);
+	ck_assert_int_eq(pl.off, 501 * MiB + 4096);
+	ck_assert_uint_eq(pl.len, 1 * MiB);
+	/* mid-stream, one far read: as asked, and the stream goes on from there */
+	objfs_prefetch_on_read(&p, 100 * MiB, MiB, GiB, &pl);
+	ck_assert(!pl.sequential);
+	ck_assert_uint_eq(pl.len, 0);
+	objfs_prefetch_on_read(&p, 101 * MiB, MiB, GiB, &pl);
+	ck_assert(pl.sequential);
+	ck_assert_uint_gt(pl.len, 0);
+}
+END_TEST
+
 static Suite *prefetch_suite(void)
 {
 	Suite *s = suite_create("prefetch");
@@ -150,6 +178,7 @@ static Suite *prefetch_suite(void)
 	tcase_add_test(tc, test_small_seeks_tolerated);
 	tcase_add_test(tc, test_strided);
 	tcase_add_test(tc, test_seek_back_far);
+	tcase_add_test(tc, test_far_read_as_asked);
 	suite_add_tcase(s, tc);
 	return s;
 }

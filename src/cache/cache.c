@@ -131,6 +131,11 @@ size_t objfs_cache_block_size(const struct objfs_cache *c)
 	return c->bsize;
 }
 
+size_t objfs_cache_cap(const struct objfs_cache *c)
+{
+	return c->cap;
+}
+
 static void lru_remove(struct objfs_cache *c, struct objfs_block *b)
 {
 	if (b->lprev)
@@ -620,26 +625,43 @@ static void fill_part_fetch(struct fill_part *p)
 	p->f->o->fetch(p->f->o->ctx, p->off, p->len, p->dst, fill_part_done, p);
 }
 
+/* The end of block @idx of @o: its start plus the block size, or the object's end. */
+static int64_t block_end(const struct objfs_cache *c, const struct objfs_cache_obj *o,
+			 uint64_t idx)
+{
+	int64_t bend = (int64_t)(idx * c->bsize) + (int64_t)c->bsize;
+
+	return bend < o->size ? bend : o->size;
+}
+
+#define PAGE ((int64_t)4096)
+
 /*
  * A fetch straight into the caller's memory bypassed the block cache, and
- * with it the disk cache's write-behind: the whole blocks it holds are
+ * with it the disk cache's write-behind: the pages it covers in each block
+ * (whole 4 KiB pages of the block, the block's short tail included) are
  * written behind from copies, before the caller gets the memory back, so
- * a second pass (the next epoch) still reads from disk.
+ * a second pass (the next epoch, the same random reads) reads from disk.
  */
 static void fill_write_behind(struct objfs_cache *c, const struct fill_part *p)
 {
 	const struct objfs_cache_obj *o = p->f->o;
 	int64_t end = p->off + (int64_t)p->len;
 
-	for (uint64_t idx = ((uint64_t)p->off + c->bsize - 1) / c->bsize;; idx++) {
-		int64_t bstart = (int64_t)(idx * c->bsize);
-		int64_t bend = bstart + (int64_t)c->bsize < o->size ? bstart + (int64_t)c->bsize :
-								    o->size;
+	for (uint64_t idx = (uint64_t)p->off / c->bsize;; idx++) {
+		int64_t bstart = (int64_t)(idx * c->bsize), bend = block_end(c, o, idx);
+		int64_t from = p->off > bstart ? p->off : bstart, to = end < bend ? end : bend;
 
-		if (bstart >= end || bend > end)
+		if (bstart >= end)
 			break;
-		objfs_diskcache_put(c->disk, o->id, idx, p->dst + (bstart - p->off),
-				    (size_t)(bend - bstart));
+		/* block-relative pages: round the start up, the end down unless it is the block's */
+		from = bstart + ((from - bstart + PAGE - 1) & ~(PAGE - 1));
+		if (to != bend)
+			to = bstart + ((to - bstart) & ~(PAGE - 1));
+		if (from < to)
+			objfs_diskcache_put_range(c->disk, o->id, idx, (size_t)(bend - bstart),
+						  (size_t)(from - bstart), p->dst + (from - p->off),
+						  (size_t)(to - from));
 	}
 }
 
@@ -665,7 +687,23 @@ static void fill_part_done(void *arg, int err)
 	fill_put(f, err);
 }
 
-/* Adds one part to @f and starts it: a disk read when @from_disk, else a fetch. */
+/* Reads @p, within one block, from the disk cache: 0 when queued (then fill_part_done). */
+static int fill_part_disk(struct objfs_cache *c, struct fill_part *p)
+{
+	const struct objfs_cache_obj *o = p->f->o;
+	uint64_t idx = (uint64_t)p->off / c->bsize;
+	int64_t bstart = (int64_t)(idx * c->bsize);
+
+	if (p->off == bstart && p->off + (int64_t)p->len == block_end(c, o, idx))
+		return objfs_diskcache_read(c->disk, o->id, idx, p->len, p->dst, fill_part_done, p);
+	return objfs_diskcache_read_range(c->disk, o->id, idx, (size_t)(p->off - bstart), p->len,
+					  p->dst, fill_part_done, p);
+}
+
+/*
+ * Adds one part to @f and starts it: a disk read when @from_disk (within
+ * one block; a fetch after all when the disk no longer has it), else a fetch.
+ */
 static int fill_part_start(struct fill *f, int64_t off, size_t len, char *dst, int from_disk)
 {
 	struct objfs_cache *c = f->c;
@@ -677,8 +715,7 @@ static int fill_part_start(struct fill *f, int64_t off, size_t len, char *dst, i
 	pthread_mutex_lock(&c->lock);
 	f->pending++;
 	pthread_mutex_unlock(&c->lock);
-	if (from_disk && objfs_diskcache_read(c->disk, f->o->id, (uint64_t)off / c->bsize, len,
-					      dst, fill_part_done, p) == 0)
+	if (from_disk && fill_part_disk(c, p) == 0)
 		return 0;
 	fill_part_fetch(p);
 	return 0;
@@ -704,39 +741,65 @@ void objfs_cache_fill(struct objfs_cache *c, const struct objfs_cache_obj *o, in
 	for (int64_t at = off; at < end && !err;) {
 		uint64_t idx = (uint64_t)at / c->bsize;
 		int64_t bstart = (int64_t)(idx * c->bsize);
-		int64_t bend = bstart + (int64_t)c->bsize < o->size ? bstart + (int64_t)c->bsize :
-								    o->size;
-		int64_t to = end < bend ? end : bend;
-		int whole = at == bstart && to == bend;
-		int on_disk = c->disk && objfs_diskcache_has(c->disk, o->id, idx);
+		int64_t to = end < block_end(c, o, idx) ? end : block_end(c, o, idx);
+		int cached = objfs_cache_has(c, o->id, idx);
 
-		if (!objfs_cache_has(c, o->id, idx) && !(on_disk && !whole)) {
-			if (on_disk) { /* a whole block on disk: straight into dst */
-				if (run >= 0)
-					err = fill_part_start(f, run, (size_t)(at - run),
-							      dst + (run - off), 0);
-				run = -1;
-				if (!err)
-					err = fill_part_start(f, at, (size_t)(to - at),
-							      dst + (at - off), 1);
-			} else if (run < 0) {
+		if (!cached && !(c->disk && objfs_diskcache_has_range(c->disk, o->id, idx,
+								       (size_t)(at - bstart),
+								       (size_t)(to - at)))) {
+			if (run < 0)
 				run = at; /* from the store, merged with its neighbours */
-			}
 			at = to;
 			continue;
 		}
-		/* cached or being fetched (single flight), or part of a block on
-		 * disk: through the block cache, which keeps the block */
 		if (run >= 0)
 			err = fill_part_start(f, run, (size_t)(at - run), dst + (run - off), 0);
 		run = -1;
-		if (!err)
+		if (err)
+			break;
+		if (cached) /* in memory or being fetched (single flight): copied */
 			err = objfs_cache_read(c, o, at, (size_t)(to - at), dst + (at - off));
+		else        /* on disk, the whole block or just this part: straight into dst */
+			err = fill_part_start(f, at, (size_t)(to - at), dst + (at - off), 1);
 		at = to;
 	}
 	if (run >= 0 && !err)
 		err = fill_part_start(f, run, (size_t)(end - run), dst + (run - off), 0);
 	fill_put(f, err);
+}
+
+/* objfs_cache_fill_wait(): the fill's outcome, handed from done() to the waiter. */
+struct fill_wait {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done, err;
+};
+
+static void fill_wait_done(void *arg, int err)
+{
+	struct fill_wait *w = arg;
+
+	pthread_mutex_lock(&w->lock);
+	w->done = 1;
+	w->err = err;
+	pthread_cond_signal(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+}
+
+int objfs_cache_fill_wait(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
+			  size_t len, char *dst)
+{
+	struct fill_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+
+	objfs_cache_fill(c, o, off, len, dst, fill_wait_done, &w);
+	pthread_mutex_lock(&w.lock);
+	while (!w.done)
+		pthread_cond_wait(&w.cond, &w.lock);
+	pthread_mutex_unlock(&w.lock);
+	/* done() unlocked before we could lock: nothing touches w any more */
+	pthread_mutex_destroy(&w.lock);
+	pthread_cond_destroy(&w.cond);
+	return w.err;
 }
 
 int objfs_cache_has(struct objfs_cache *c, const char *id, uint64_t idx)

@@ -15,6 +15,17 @@
  * is refused when it would exceed the cap, so memory stays bounded while
  * demand reads still always make progress.
  *
+ * Two ways in, and every read takes one of them (the read policy that
+ * chooses is reader.h's, per open handle; the GPU side API always fills):
+ *   - objfs_cache_pin(): whole blocks, kept; the caller gets iovecs into
+ *     block memory (sequential FUSE reads, small objects, cached blocks);
+ *   - objfs_cache_fill(): a range into the caller's memory; cached blocks
+ *     are copied, the disk cache is read, the rest is fetched straight
+ *     into the caller's memory in runs and not kept (random FUSE reads of
+ *     large objects, page-granular; GPU fills into the ring).
+ * With a disk cache under it (objfs_cache_set_disk) both ways read what the
+ * disk holds before going to the network.
+ *
  * Locking: one mutex guards the hash, the LRU and every block's state;
  * block data is written only by the fetch that owns a LOADING block and read
  * only once the block is READY, so copies happen outside the lock.
@@ -54,6 +65,8 @@ int objfs_cache_new(size_t cap, size_t block_size, struct objfs_cache **out);
 void objfs_cache_free(struct objfs_cache *c);
 
 size_t objfs_cache_block_size(const struct objfs_cache *c);
+/* The memory cap given to objfs_cache_new(), bytes. */
+size_t objfs_cache_cap(const struct objfs_cache *c);
 
 /* Writes the identity string of (path, etag, size) into a malloc'd string. */
 char *objfs_cache_obj_id(const char *path, const char *etag, int64_t size);
@@ -68,20 +81,26 @@ int objfs_cache_read(struct objfs_cache *c, const struct objfs_cache_obj *o, int
 
 /*
  * Fills @dst with [off, off+len) of @o for a consumer that owns @dst until
- * done() -- the side API's ring -- at the least cost per byte: blocks the
- * cache holds or is fetching are copied from it (single flight), whole
- * blocks the disk cache holds are read from disk straight into @dst, and
- * everything else is fetched from the store straight into @dst, in runs of
- * neighbouring blocks, with no block memory, no copy and no page faults on
- * fresh buffers; those bytes are not kept in memory (with a disk cache,
- * whole blocks are written behind from copies). Part of a block that is
- * only on disk goes through the cache. May block the caller
- * (copies, waits for blocks in flight). done(arg, err) is called exactly
+ * done() -- the side API's ring, a reader's page buffer -- at the least
+ * cost per byte: blocks the cache holds or is fetching are copied from it
+ * (single flight), what the disk cache holds -- whole blocks, or just the
+ * part of a block asked for (objfs_diskcache_has_range) -- is read from
+ * disk straight into @dst, and everything else is fetched from the store
+ * straight into @dst, in runs of neighbouring blocks, with no block memory,
+ * no copy and no page faults on fresh buffers; those bytes are not kept in
+ * memory (with a disk cache, the 4 KiB pages of each block a run covers
+ * are written behind from copies, objfs_diskcache_put_range, so the same
+ * reads come from disk next time). May block the caller (copies, waits for
+ * blocks in flight). done(arg, err) is called exactly
  * once, from any thread, possibly before this returns; on error @dst must
  * not be delivered. @o must stay valid until done().
  */
 void objfs_cache_fill(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
 		      size_t len, char *dst, objfs_fetch_done_fn done, void *arg);
+
+/* objfs_cache_fill(), waited for: 0 or -errno (then @dst must not be delivered). */
+int objfs_cache_fill_wait(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
+			  size_t len, char *dst);
 
 /*
  * Zero-copy access: pins the blocks covering [off, off+len) of @o (fetching

@@ -60,6 +60,17 @@ void objfs_prefetch_on_read(struct objfs_prefetch *p, int64_t off, size_t len, i
 		p->ahead = end;
 		if (++p->rand >= 2)
 			p->random = 1;
+		/*
+		 * One far read is served as asked, without prefetch: taking it
+		 * as a stream cost every random reader a whole block and a
+		 * window (8 MiB for a first 4 KiB pread with 4 MiB blocks).
+		 * The handle stays hopeful, so a read that continues it is
+		 * sequential at once. A jump back to offset 0 is a re-read.
+		 */
+		if (!p->random && off != 0) {
+			plan->sequential = 0;
+			return;
+		}
 	}
 	plan->sequential = !p->random;
 	if (p->random)

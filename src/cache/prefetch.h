@@ -6,10 +6,12 @@
  * the kernel's concurrent readahead reorders requests), counts as
  * sequential. Sequential reads grow the window from `min_window`, doubling
  * up to `max_window`; the caller then prefetches the window past the read.
- * Two reads in a row far from the expected offset switch the handle to
- * random mode: no prefetch, and misses are fetched at the size of the read
- * itself instead of whole cache blocks. Two sequential reads in a row after
- * that start growing again (one alone is chance).
+ * A read far from the expected offset (other than a jump back to 0) is not
+ * sequential: no prefetch, and misses are fetched at the size of the read
+ * itself instead of whole cache blocks; one alone leaves the handle
+ * hopeful, so the next read that continues it is sequential again. Two far
+ * reads in a row switch the handle to random mode; two sequential reads in
+ * a row after that start growing again (one alone is chance).
  *
  * Pure state machine (no I/O, no locks): the caller serialises calls per
  * handle. Unit-tested in tests/check_prefetch.c.
@@ -30,7 +32,7 @@ struct objfs_prefetch {
 };
 
 struct objfs_prefetch_plan {
-	int sequential;      /* serve through the block cache */
+	int sequential;      /* a stream: whole blocks through the block cache */
 	int64_t off;         /* prefetch this range (len 0: nothing) */
 	size_t len;
 };

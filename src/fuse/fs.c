@@ -5,11 +5,21 @@
  * writes, creates and renames with EROFS before they reach us; the handlers
  * below that could still be called for writing answer EROFS as well.
  *
- * File handles pin the object version: open records the size and ETag, every
- * read of that handle is checked against them (If-Match and the response
- * ETag and size), so a reader sees one version of an object or gets EIO,
- * never a mix. keep_cache is granted when the ETag and size match the last
- * open, so the kernel page cache survives across opens of unchanged objects.
+ * File handles pin the object version: open builds one struct objfs_object
+ * (object.h: path, size, ETag, cache identity) from the attributes it saw;
+ * every read of that handle is checked against them (If-Match and the
+ * response ETag and size), so a reader sees one version of an object or
+ * gets EIO, never a mix. keep_cache is granted when the ETag and size match
+ * the last open, so the kernel page cache survives across opens of
+ * unchanged objects.
+ *
+ * Reads: the handle's reader (reader.h) owns the whole read policy --
+ * clamping, sequential or random, whole blocks or pages, prefetch and
+ * drop-behind, memory and disk cache -- so op_read asks it for [off,
+ * off+size), replies with the iovecs it returns (fuse_reply_iov: a writev
+ * of the pinned block memory or of the reader's buffer, no copy here), and
+ * releases them. This file keeps the kernel's side only: READAHEAD_KB for
+ * INIT and the bdi, and the drop-behind lag derived from it.
  */
 #define FUSE_USE_VERSION 312
 #include "config.h"
@@ -26,8 +36,8 @@
 
 #include "fs.h"
 #include "log.h"
-#include "prefetch.h"
-#include "range.h"
+#include "object.h"
+#include "reader.h"
 #include "side.h"
 
 #define MAX_READ (1u << 20)
@@ -43,13 +53,11 @@
 #define STATS_NAME ".objfs-stats"
 #define STATS_INO ((fuse_ino_t)1 << 62) /* inode.c numbers never get here */
 
-/* An open file: one pinned object version and its access pattern. */
+/* An open file: one pinned object version and the reader of this handle. */
 struct fh {
-	char etag[192];
-	struct objfs_store_obj sobj; /* path owned by the node, etag is ours */
-	struct objfs_cache_obj cobj; /* id owned here */
-	pthread_mutex_t lock;        /* guards pf */
-	struct objfs_prefetch pf;
+	struct objfs_object *obj;    /* one reference; NULL for the stats file */
+	struct objfs_reader *reader; /* NULL for the stats file */
+	const char *node_path;       /* the node's, valid until unmount (for grants) */
 	char *text;                  /* the stats file: snapshot taken at open */
 	size_t text_len;
 };
@@ -58,9 +66,9 @@ static void fh_free(struct fh *h)
 {
 	if (!h)
 		return;
-	free((char *)h->cobj.id);
+	objfs_reader_free(h->reader);
+	objfs_object_put(h->obj);
 	free(h->text);
-	pthread_mutex_destroy(&h->lock);
 	free(h);
 }
 
@@ -312,7 +320,6 @@ static void stats_open(fuse_req_t req, struct objfs_fs *fs, struct fuse_file_inf
 	h->text_len = fs->stats_text(fs->stats_arg, h->text, cap);
 	if (h->text_len >= cap)
 		h->text_len = cap - 1;
-	pthread_mutex_init(&h->lock, NULL);
 	if (hnd_add(h, fh_free_v, &fi->fh)) {
 		fh_free(h);
 		fuse_reply_err(req, ENOMEM);
@@ -326,6 +333,12 @@ static void stats_open(fuse_req_t req, struct objfs_fs *fs, struct fuse_file_inf
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct objfs_fs *fs = fs_of(req);
+	const struct objfs_reader_cfg rcfg = {
+		.window_min = 1u << 20,
+		.window_max = fs->prefetch_max,
+		/* reads arrive out of order over twice the kernel readahead */
+		.drop_lag = 2 * ((size_t)READAHEAD_KB << 10),
+	};
 	struct objfs_attr a;
 	struct fh *h;
 	int keep = 0, err;
@@ -349,25 +362,17 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	memcpy(h->etag, a.etag, sizeof(h->etag));
-	h->sobj.store = fs->store;
-	h->sobj.path = path;
-	h->sobj.etag = h->etag;
-	h->sobj.size = a.size;
-	h->cobj.id = objfs_cache_obj_id(path, h->etag, a.size);
-	h->cobj.size = a.size;
-	h->cobj.fetch = objfs_store_fetch;
-	h->cobj.ctx = &h->sobj;
-	pthread_mutex_init(&h->lock, NULL);
-	objfs_prefetch_init(&h->pf, 1u << 20, fs->prefetch_max);
-	if (!h->cobj.id) {
+	h->node_path = path;
+	/* an unknown size (-1) is 0 bytes, as attr_to_stat tells the kernel */
+	err = objfs_object_new(fs->store, path, a.etag, a.size > 0 ? a.size : 0, NULL, NULL,
+			       &h->obj);
+	if (!err)
+		err = objfs_reader_new(fs->cache, h->obj, &rcfg, &h->reader);
+	if (!err)
+		err = hnd_add(h, fh_free_v, &fi->fh);
+	if (err) {
 		fh_free(h);
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	if (hnd_add(h, fh_free_v, &fi->fh)) {
-		fh_free(h);
-		fuse_reply_err(req, ENOMEM);
+		fuse_reply_err(req, -err);
 		return;
 	}
 	fi->keep_cache = keep;
@@ -375,42 +380,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		hnd_release(fi->fh); /* the opener was interrupted */
 }
 
-/* Whether every block of [off, off+n) is cached (or on its way). */
-static int all_cached(struct objfs_cache *c, const struct fh *h, int64_t off, size_t n)
-{
-	size_t bs = objfs_cache_block_size(c);
-
-	for (uint64_t i = (uint64_t)off / bs; i <= (uint64_t)(off + (int64_t)n - 1) / bs; i++)
-		if (!objfs_cache_has(c, h->cobj.id, i))
-			return 0;
-	return 1;
-}
-
-/* Replies with the pinned cache bytes: no copy on our side. */
-static void reply_pinned(fuse_req_t req, const struct objfs_cache_pin *pin)
-{
-	struct fuse_bufvec *bv = calloc(1, sizeof(*bv) + pin->n * sizeof(struct fuse_buf));
-
-	if (!bv) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	bv->count = pin->n;
-	for (size_t i = 0; i < pin->n; i++) {
-		bv->buf[i].mem = pin->iov[i].iov_base;
-		bv->buf[i].size = pin->iov[i].iov_len;
-	}
-	fuse_reply_data(req, bv, FUSE_BUF_SPLICE_MOVE);
-	free(bv);
-}
-
 static void read_fh(fuse_req_t req, struct fh *h, size_t size, off_t off)
 {
-	struct objfs_fs *fs = fs_of(req);
-	size_t n = objfs_range_clamp(h->sobj.size, off, size);
-	struct objfs_prefetch_plan plan;
-	struct objfs_cache_pin pin = { 0 };
-	char *buf = NULL;
+	struct objfs_reader_buf b;
 	int err;
 
 	if (h->text) {
@@ -420,47 +392,15 @@ static void read_fh(fuse_req_t req, struct fh *h, size_t size, off_t off)
 			       size < h->text_len - from ? size : h->text_len - from);
 		return;
 	}
-	if (n == 0) {
-		fuse_reply_buf(req, NULL, 0);
-		return;
-	}
-	pthread_mutex_lock(&h->lock);
-	objfs_prefetch_on_read(&h->pf, off, n, h->sobj.size, &plan);
-	pthread_mutex_unlock(&h->lock);
-	/*
-	 * Random reads of a large object fetch just what is asked (a 4 KiB read
-	 * must not cost a 4 MiB GET), unless it is cached already. An object
-	 * that fits in a quarter of the cache is read in whole blocks even at
-	 * random: every block fetched will serve later reads, and the bench
-	 * showed per-read GETs losing 30x to s3fs's whole-file temp cache there.
-	 */
-	if (plan.sequential || (uint64_t)h->sobj.size <= fs->cache_size / 4 ||
-	    all_cached(fs->cache, h, off, n)) {
-		err = objfs_cache_pin(fs->cache, &h->cobj, off, n, &pin);
-	} else {
-		buf = malloc(n);
-		err = buf ? objfs_store_read(fs->store, h->sobj.path, h->etag, h->sobj.size, off,
-					     n, buf) : -ENOMEM;
-	}
-	if (!err && plan.len)
-		objfs_cache_prefetch(fs->cache, &h->cobj, plan.off, plan.len);
-	/* Lagging by twice the kernel readahead: its reads arrive out of order
-	 * on our worker threads, and a block dropped before its last read
-	 * lands is fetched twice (measured: 10% over-fetch without the lag). */
-	if (!err && plan.sequential)
-		objfs_cache_drop_behind(fs->cache, &h->cobj,
-					off - 2 * ((int64_t)READAHEAD_KB << 10));
+	err = objfs_reader_read(h->reader, off, size, &b);
 	if (err) {
-		objfs_info("read of '/%s' at %lld+%zu failed: %s", h->sobj.path, (long long)off,
-			   n, strerror(-err));
+		objfs_info("read of '/%s' at %lld+%zu failed: %s", h->obj->path, (long long)off,
+			   size, strerror(-err));
 		fuse_reply_err(req, -err);
-	} else if (buf) {
-		fuse_reply_buf(req, buf, n);
 	} else {
-		reply_pinned(req, &pin);
+		fuse_reply_iov(req, b.iov, (int)b.niov);
 	}
-	objfs_cache_unpin(fs->cache, &pin);
-	free(buf);
+	objfs_reader_release(h->reader, &b);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -711,10 +651,13 @@ static void ioctl_fh(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, struct fh
 	memset(&o, 0, sizeof(o));
 	o.ino = ino;
 	o.generation = 1; /* fill_entry's generation */
-	o.size = h->sobj.size;
-	o.etag = h->etag;
-	o.path = h->sobj.path; /* owned by the node, which lives until unmount */
-	o.store = fs->store;
+	o.size = h->obj->size;
+	o.etag = h->obj->etag;
+	o.store = h->obj->store;
+	/* The capability outlives the handle and side.c borrows the path until
+	 * objfs_side_free: the node's path lives that long, the object's copy
+	 * only as long as its references. */
+	o.path = h->node_path;
 	err = objfs_side_grant(fs->side, fuse_req_ctx(req)->uid, &o, &cap);
 	if (err)
 		fuse_reply_err(req, -err);

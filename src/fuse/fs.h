@@ -1,7 +1,8 @@
 /*
  * fs: the FUSE lowlevel operations table. The only file that includes
- * fuse_lowlevel.h; it translates FUSE requests into inode and store calls
- * and ends every handler in exactly one fuse_reply_*.
+ * fuse_lowlevel.h; it translates FUSE requests into inode calls and, for
+ * reads, into one call of the open handle's reader (reader.h, which owns
+ * the read policy), and ends every handler in exactly one fuse_reply_*.
  */
 #ifndef OBJFS_FS_H
 #define OBJFS_FS_H
@@ -25,7 +26,6 @@ struct objfs_fs {
 	void *stats_arg;
 	double attr_timeout;         /* seconds, kernel and objfs */
 	double entry_timeout;        /* seconds, kernel dentries */
-	size_t cache_size;           /* the block cache's cap */
 	size_t prefetch_max;         /* largest readahead window of one handle */
 	unsigned threads;            /* FUSE worker threads, at most */
 	uid_t uid;

@@ -15,13 +15,7 @@
 #include <stdlib.h>
 
 #include "hash.h"
-#include "range.h"
 #include "store.h"
-
-/* Pieces fetched at once; larger reads loop. Bounded: reqs live on the stack. */
-#define MAX_PIECES 64
-
-static int read_errno(int err);
 
 /*
  * Objects a read of this store found changed (see objfs_store_take_stale):
@@ -106,43 +100,6 @@ static int prep_get(struct objfs_store *s, const char *path, const char *etag, i
 	r->expect_size = size;
 	r->etag = (etag && etag[0]) ? etag : NULL;
 	return 0;
-}
-
-int objfs_store_read(struct objfs_store *s, const char *path, const char *etag,
-		     int64_t size, int64_t off, size_t len, char *buf)
-{
-	int64_t offs[MAX_PIECES];
-	size_t lens[MAX_PIECES], n, done = 0;
-	int err = 0;
-
-	while (done < len && !err) {
-		struct objfs_req reqs[MAX_PIECES], *ptrs[MAX_PIECES];
-		void *cookies[MAX_PIECES];
-		size_t ready = 0, batch = 0;
-
-		n = objfs_range_split(off + (int64_t)done, len - done, s->chunk_size,
-				      MAX_PIECES, offs, lens);
-		for (size_t i = 0; i < n; i++) {
-			struct objfs_req *r = &reqs[i];
-
-			err = prep_get(s, path, etag, size, offs[i], lens[i], buf + done + batch, r,
-				       &cookies[i]);
-			if (err)
-				break;
-			ready++;
-			ptrs[i] = r;
-			batch += lens[i];
-		}
-		if (!err)
-			err = objfs_engine_run(s->engine, ptrs, n);
-		for (size_t i = 0; i < ready; i++) {
-			objfs_req_clear(&reqs[i]);
-			s->ops->release(s, cookies[i]);
-		}
-		done += batch;
-	}
-	stale_note(s, path_hash(path), err);
-	return read_errno(err);
 }
 
 /*

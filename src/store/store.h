@@ -4,9 +4,10 @@
  *
  * Paths handed to a store are store-relative: "" is the mount root, then
  * "dir", "dir/file" (no leading or trailing '/'). A backend only knows how to
- * turn a path into requests; splitting reads into parallel range chunks and
- * checking every response belongs to this layer and the engine, so every
- * backend gets the same correctness guarantees.
+ * turn a path into requests; checking every response belongs to this layer
+ * and the engine, so every backend gets the same correctness guarantees.
+ * Reads are asynchronous ranged fetches (objfs_store_fetch); the block
+ * cache above decides their sizes.
  */
 #ifndef OBJFS_STORE_H
 #define OBJFS_STORE_H
@@ -63,16 +64,6 @@ struct objfs_store {
 int objfs_store_init(struct objfs_store *s, const struct objfs_store_ops *ops,
 		     struct objfs_engine *engine, size_t chunk_size);
 
-/*
- * Reads exactly @len bytes at @off of object @path into @buf (the caller has
- * clamped the range to @size, the object's size when it was opened), pinned
- * to @etag (may be "" or NULL). Pieces of at most chunk_size bytes are fetched
- * in parallel. Returns 0 or -errno; on error @buf's contents are undefined
- * and must not be delivered.
- */
-int objfs_store_read(struct objfs_store *s, const char *path, const char *etag,
-		     int64_t size, int64_t off, size_t len, char *buf);
-
 /* One open object version, the context of objfs_store_fetch(). */
 struct objfs_store_obj {
 	struct objfs_store *store; /* borrowed */
@@ -83,8 +74,9 @@ struct objfs_store_obj {
 
 /*
  * Asynchronous ranged fetch of [off, off+len) of the object @ctx (a struct
- * objfs_store_obj, read only during this call: its ETag is copied, its path
- * must live until done runs, as node paths do) into @dst; calls done(arg, err)
+ * objfs_store_obj, read only during this call: its ETag is copied and its
+ * path hashed before this returns, so @ctx may go as soon as it does) into
+ * @dst; calls done(arg, err)
  * once, on an engine thread (or at once on a set-up error). Matches
  * objfs_fetch_fn so the block cache can use it.
  */

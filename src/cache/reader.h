@@ -1,0 +1,101 @@
+/*
+ * reader: the read policy of one open handle. The FUSE layer asks "read
+ * [off, off+len) of this open object" and replies with what it gets back;
+ * everything about how the bytes are found lives here (as libfuse's
+ * passthrough_ll lo_read is one call, and mountpoint-s3's fs.rs read is
+ * request.read(offset, size) with the prefetcher owning the policy).
+ *
+ * One objfs_reader_read():
+ *   1. clamps the range to the object's pinned size (0 bytes at or past
+ *      EOF, and for len 0);
+ *   2. feeds it to the handle's access-pattern detector (prefetch.h),
+ *      which says sequential or not and what window to prefetch;
+ *   3. serves it
+ *      - in whole blocks, pinned in the block cache and returned as iovecs
+ *        into block memory (zero copy; the FUSE reply writes them out),
+ *        when the read is sequential, when the object fits in a quarter of
+ *        the cache (every block fetched will serve later reads: per-read
+ *        GETs lost 30x to s3fs's whole-file temp cache there), or when
+ *        every block is already in memory or on its way;
+ *      - otherwise (a random read of a large object) through
+ *        objfs_cache_fill() into a heap buffer, with the range rounded out
+ *        to 4 KiB pages (clamped to the size): blocks in memory are copied,
+ *        what the disk cache holds is read from disk, and only the pages
+ *        asked for are fetched from the store, straight into the buffer
+ *        (a 4 KiB read must not cost a 4 MiB GET). The reply is the
+ *        sub-range asked for;
+ *   4. after a successful read, starts the prefetch window, and for a
+ *      sequential reader marks the block cfg.drop_lag bytes behind it for
+ *      reuse first (drop-behind).
+ *
+ * The reply stays valid until objfs_reader_release(), which unpins the
+ * blocks or frees the buffer. Nothing large is kept on the stack.
+ *
+ * Thread safety: reads of one reader may run concurrently (FUSE worker
+ * threads): the pattern detector has its own lock, held only to feed it;
+ * everything else is the cache's. The reader holds one reference on its
+ * object and borrows the cache, which must outlive it.
+ */
+#ifndef OBJFS_READER_H
+#define OBJFS_READER_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "cache.h"
+#include "object.h"
+
+struct objfs_reader;
+
+struct objfs_reader_cfg {
+	size_t window_min; /* first prefetch window of a sequential reader, bytes */
+	size_t window_max; /* largest prefetch window, bytes */
+	/*
+	 * Drop-behind lags the reader by this many bytes. The kernel's
+	 * readahead requests reach the worker threads out of order, and a block
+	 * dropped before its last read lands is fetched twice: fs.c passes
+	 * twice the kernel readahead (measured: 10% over-fetch without the lag).
+	 */
+	size_t drop_lag;
+};
+
+/*
+ * What one read returns: @len bytes as @niov iovecs, in order, valid until
+ * objfs_reader_release(). The struct must not be copied (iov may point
+ * into it). niov 0 and len 0 at EOF.
+ */
+struct objfs_reader_buf {
+	const struct iovec *iov;
+	size_t niov;
+	size_t len;
+	/* private to reader.c */
+	struct objfs_cache_pin pin;
+	char *mem;
+	struct iovec one;
+};
+
+/*
+ * Creates the reader of one open handle of @obj (the reader takes its own
+ * reference) on @cache (borrowed; outlives the reader). @cfg is copied.
+ * 0 or -ENOMEM.
+ */
+int objfs_reader_new(struct objfs_cache *cache, struct objfs_object *obj,
+		     const struct objfs_reader_cfg *cfg, struct objfs_reader **out);
+
+/* Frees the reader and drops its object reference. No read may be running. Accepts NULL. */
+void objfs_reader_free(struct objfs_reader *r);
+
+/*
+ * Reads [off, off+len) of the reader's object, clamped to its size, into
+ * *@out. 0 or -errno; on error *@out holds nothing to deliver, and must
+ * still be released (a no-op then). Blocks the calling thread until the
+ * bytes are there.
+ */
+int objfs_reader_read(struct objfs_reader *r, int64_t off, size_t len,
+		      struct objfs_reader_buf *out);
+
+/* Releases what objfs_reader_read() put in @b (pins, buffer). Idempotent. */
+void objfs_reader_release(struct objfs_reader *r, struct objfs_reader_buf *b);
+
+#endif

@@ -1,0 +1,439 @@
+/*
+ * Unit tests of src/cache/reader.c (the read policy of an open handle) on a
+ * real block cache, a fake store (tests/fake_store.c: bytes a function of
+ * the offset, fetches counted) and, for the last case, a real disk cache in
+ * a temporary directory:
+ *   - sequential reads: whole blocks, prefetch starts, bytes exact;
+ *   - random reads of a large object: only the 4 KiB pages around each read
+ *     are fetched (a pass of random preads fetches at most 1.1x the bytes
+ *     asked, rounded to pages), bytes exact;
+ *   - a small object (a quarter of the cache at most) read at random: whole
+ *     blocks, each fetched once;
+ *   - blocks in memory: no fetch;
+ *   - odd inputs: past EOF, len 0, offsets beyond the size;
+ *   - failed fetches fail the read and are fetched again by the next one;
+ *   - concurrent reads of one reader;
+ *   - random reads, everything freed, the disk cache reopened, the same
+ *     reads: exact bytes, all from disk, zero fetches.
+ */
+#include "config.h"
+
+#include <check.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cache.h"
+#include "diskcache.h"
+#include "fake_store.h"
+#include "object.h"
+#include "reader.h"
+
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
+
+#define MiB   ((int64_t)1 << 20)
+#define GiB   ((int64_t)1 << 30)
+#define BS    ((size_t)MiB)      /* block size */
+#define CAP   ((size_t)256 * MiB) /* cache cap: objects up to 64 MiB are "small" */
+#define PAGE  ((int64_t)4096)
+#define LARGE (4 * GiB + 1234)   /* never allocated: the fake computes its bytes */
+
+static const struct objfs_reader_cfg rcfg = {
+	.window_min = (size_t)MiB, .window_max = 4 * (size_t)MiB, .drop_lag = 2 * (size_t)MiB,
+};
+
+/* One open handle of one object on a fresh cache. */
+struct env {
+	struct fake_store f;
+	struct objfs_cache *c;
+	struct objfs_object *obj;
+	struct objfs_reader *r;
+};
+
+static void env_open(struct env *e, int64_t size, struct objfs_diskcache *dc)
+{
+	memset(e, 0, sizeof(*e));
+	e->f.salt = 9;
+	ck_assert_int_eq(objfs_cache_new(CAP, BS, &e->c), 0);
+	if (dc)
+		objfs_cache_set_disk(e->c, dc);
+	ck_assert_int_eq(objfs_object_new(NULL, "dir/obj", "\"v1\"", size, fake_store_fetch,
+					  &e->f, &e->obj), 0);
+	ck_assert_int_eq(objfs_reader_new(e->c, e->obj, &rcfg, &e->r), 0);
+}
+
+static void env_close(struct env *e)
+{
+	objfs_reader_free(e->r);
+	objfs_object_put(e->obj);
+	objfs_cache_free(e->c); /* waits for prefetches in flight */
+}
+
+static int64_t pages_of(int64_t off, size_t len, int64_t size)
+{
+	int64_t from = off & ~(PAGE - 1), to = (off + (int64_t)len + PAGE - 1) & ~(PAGE - 1);
+
+	return (to > size ? size : to) - from;
+}
+
+/*
+ * Reads [off, off+len) through the reader, checks it returns @want bytes
+ * and that they are the object's, and returns the bytes this read fetched
+ * (prefetches it started included).
+ */
+static long long rd(struct env *e, int64_t off, size_t len, size_t want)
+{
+	struct objfs_reader_buf b;
+	long long before = atomic_load(&e->f.bytes);
+	int64_t at = off;
+
+	ck_assert_int_eq(objfs_reader_read(e->r, off, len, &b), 0);
+	ck_assert_uint_eq(b.len, want);
+	for (size_t i = 0; i < b.niov; i++) {
+		size_t ok = fake_store_check(&e->f, b.iov[i].iov_base, at, b.iov[i].iov_len);
+
+		ck_assert_msg(ok == b.iov[i].iov_len, "read %lld+%zu: byte %lld wrong",
+			      (long long)off, len, (long long)(at + (int64_t)ok));
+		at += (int64_t)b.iov[i].iov_len;
+	}
+	ck_assert_int_eq(at - off, (int64_t)want);
+	objfs_reader_release(e->r, &b);
+	return atomic_load(&e->f.bytes) - before;
+}
+
+START_TEST(test_sequential)
+{
+	struct env e;
+	struct objfs_cache_stats st;
+	long long fetched = 0;
+	const size_t rs = 256 << 10;
+
+	env_open(&e, 64 * MiB, NULL);
+	for (int64_t off = 0; off < 16 * MiB; off += (int64_t)rs) {
+		fetched += rd(&e, off, rs, rs);
+		if (off == 0) { /* the first read already starts the window */
+			objfs_cache_get_stats(e.c, &st);
+			ck_assert_uint_ge(st.prefetched, 1);
+		}
+	}
+	/* whole blocks, each once: what was read plus at most the window ahead */
+	ck_assert_int_eq(atomic_load(&e.f.max_len), (long long)BS);
+	ck_assert_int_eq(fetched % (long long)BS, 0);
+	ck_assert_int_ge(fetched, 16 * MiB);
+	ck_assert_int_le(fetched, 16 * MiB + (int64_t)rcfg.window_max + (int64_t)BS);
+	objfs_cache_get_stats(e.c, &st);
+	ck_assert_uint_le(st.bytes, st.cap);
+	ck_assert_uint_ge(st.evictions, 1); /* drop-behind reused passed blocks */
+	env_close(&e);
+}
+END_TEST
+
+/* Random reads of a large object: each fetches the pages it covers, no more. */
+static const struct {
+	int64_t off;
+	size_t len;
+} random_reads[] = {
+	{ 3 * GiB + 12345, 4096 },         /* the first read, far from 0 */
+	{ 1 * GiB + 7, 100 },
+	{ 2 * GiB - 1000, 5000 },          /* crosses a block boundary */
+	{ 512 * MiB + 4096, 128 << 10 },   /* aligned */
+	{ 700 * MiB + 3, 1 << 20 },        /* a FUSE-sized read, unaligned */
+	{ LARGE - 10, 4096 },              /* the tail: 10 bytes, pages clamped to EOF */
+	{ 2 * GiB + 777, 1 },
+};
+
+START_TEST(test_random_large)
+{
+	struct env e;
+
+	env_open(&e, LARGE, NULL);
+	for (size_t i = 0; i < sizeof(random_reads) / sizeof(random_reads[0]); i++) {
+		int64_t off = random_reads[i].off;
+		size_t len = random_reads[i].len;
+		size_t want = off + (int64_t)len > LARGE ? (size_t)(LARGE - off) : len;
+		long long got = rd(&e, off, len, want);
+
+		ck_assert_msg(got <= pages_of(off, want, LARGE) && got >= (long long)want,
+			      "read %zu fetched %lld bytes", i, got);
+	}
+	ck_assert_int_le(atomic_load(&e.f.max_len), MiB + PAGE); /* never a whole-block GET */
+	env_close(&e);
+}
+END_TEST
+
+/* A pass of random 4 KiB preads: at most 1.1x the bytes asked, rounded to pages. */
+START_TEST(test_random_pass)
+{
+	struct env e;
+	uint64_t x = 88172645463325252ull;
+	long long asked = 0, fetched = 0;
+
+	env_open(&e, LARGE, NULL);
+	for (int i = 0; i < 300; i++) {
+		int64_t off;
+
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17; /* xorshift64 */
+		off = (int64_t)(x % (uint64_t)(LARGE - 4096));
+		asked += pages_of(off, 4096, LARGE);
+		fetched += rd(&e, off, 4096, 4096);
+	}
+	ck_assert_msg(fetched * 10 <= asked * 11, "fetched %lld for %lld", fetched, asked);
+	env_close(&e);
+}
+END_TEST
+
+/*
+ * A small object read at random: whole blocks, each fetched once, no
+ * prefetch. (Reads are 8 MiB apart at least: nearer ones count as a stream.)
+ */
+START_TEST(test_small_whole_blocks)
+{
+	static const struct {
+		int64_t off;
+		size_t len, want;
+		long long fetched;
+	} t[] = {
+		{ 30 * MiB + 5, 100, 100, (long long)BS },
+		{ 2 * MiB + 17, 4096, 4096, (long long)BS },
+		{ 30 * MiB + 500000, 4096, 4096, 0 },   /* block 30 again */
+		{ 48 * MiB + 100, 1000, 23, 123 },      /* the short last block, clamped */
+		{ 20 * MiB - 10, 20, 20, 2 * (long long)BS }, /* blocks 19 and 20 */
+		{ 2 * MiB - 10, 20, 20, (long long)BS }, /* block 1; block 2 is cached */
+	};
+	struct env e;
+
+	env_open(&e, 48 * MiB + 123, NULL);
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		ck_assert_int_eq(rd(&e, t[i].off, t[i].len, t[i].want), t[i].fetched);
+	env_close(&e);
+}
+END_TEST
+
+/* Blocks in memory serve random reads of a large object without a fetch. */
+START_TEST(test_cached_no_fetch)
+{
+	struct env e;
+	char buf[16];
+	const int64_t b = 1000 * MiB; /* block 1000 */
+
+	env_open(&e, LARGE, NULL);
+	ck_assert_int_eq(objfs_cache_read(e.c, &e.obj->cobj, b, sizeof(buf), buf), 0);
+	ck_assert_int_eq(atomic_load(&e.f.calls), 1);
+	ck_assert_int_eq(rd(&e, b + 12345, 4096, 4096), 0);
+	ck_assert_int_eq(rd(&e, 3 * GiB, 4096, 4096), 4096); /* far: random mode */
+	ck_assert_int_eq(rd(&e, b + 77, 300000, 300000), 0);
+	ck_assert_int_eq(rd(&e, b, (size_t)MiB, (size_t)MiB), 0);
+	ck_assert_int_eq(rd(&e, 2 * GiB, 4096, 4096), 4096); /* two near reads would be a stream */
+	/* half in block 1000, half in 1001: only the pages of 1001 */
+	ck_assert_int_eq(rd(&e, b + MiB - 8192, 16384, 16384), 8192);
+	env_close(&e);
+}
+END_TEST
+
+START_TEST(test_odd_inputs)
+{
+	static const struct {
+		int64_t off;
+		size_t len, want;
+	} t[] = {
+		{ 10 * MiB + 7, 10, 0 },      /* at EOF */
+		{ 10 * MiB + 7 + MiB, 10, 0 }, /* beyond it */
+		{ INT64_MAX, 1, 0 },
+		{ -5, 10, 0 },
+		{ 10 * MiB, 4096, 7 },        /* past EOF: clamped */
+		{ 5 * MiB, 0, 0 },            /* nothing asked */
+		{ 0, 0, 0 },
+		{ 3, (size_t)-1, 10 * MiB + 4 }, /* everything after 3 */
+	};
+	struct env e;
+
+	env_open(&e, 10 * MiB + 7, NULL);
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		rd(&e, t[i].off, t[i].len, t[i].want);
+	env_close(&e);
+	env_open(&e, 0, NULL); /* an empty object */
+	rd(&e, 0, 4096, 0);
+	ck_assert_int_eq(atomic_load(&e.f.calls), 0);
+	env_close(&e);
+}
+END_TEST
+
+/* A failed fetch fails the read, nothing of it is kept, the next read fetches again. */
+START_TEST(test_failure_then_retry)
+{
+	static const struct {
+		int64_t size, off; /* pages; whole blocks of a small object; a stream */
+	} t[] = { { LARGE, 3 * GiB - 4096 }, { 3 * MiB, 2 * MiB - 4096 }, { LARGE, MiB - 4096 } };
+	struct env e;
+	struct objfs_reader_buf b;
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+		env_open(&e, t[i].size, NULL);
+		atomic_store(&e.f.fail_next, 1); /* before any read: no prefetch races for it */
+		ck_assert_int_eq(objfs_reader_read(e.r, t[i].off, 8192, &b), -EIO);
+		ck_assert_uint_eq(b.len, 0);
+		objfs_reader_release(e.r, &b);
+		objfs_reader_release(e.r, &b); /* idempotent */
+		rd(&e, t[i].off, 8192, 8192);  /* fetched again, exact */
+		env_close(&e);
+	}
+}
+END_TEST
+
+struct worker {
+	struct env *e;
+	unsigned seed;
+};
+
+static void *worker_run(void *a)
+{
+	struct worker *w = a;
+
+	for (int i = 0; i < 40; i++) {
+		int64_t off = (int64_t)(rand_r(&w->seed) % 4096) * 1000003 + rand_r(&w->seed) % 4096;
+		size_t len = 1 + (size_t)rand_r(&w->seed) % (300 << 10);
+
+		rd(w->e, off, len, len);
+	}
+	return NULL;
+}
+
+START_TEST(test_concurrent)
+{
+	struct env e;
+	struct worker w[4];
+	pthread_t t[4];
+
+	env_open(&e, LARGE, NULL);
+	for (unsigned i = 0; i < 4; i++) {
+		w[i] = (struct worker){ &e, i + 1 };
+		ck_assert_int_eq(pthread_create(&t[i], NULL, worker_run, &w[i]), 0);
+	}
+	for (unsigned i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	env_close(&e);
+}
+END_TEST
+
+static struct objfs_diskcache *disk_open(const char *dir)
+{
+	const struct objfs_diskcache_cfg cfg = {
+		.dir = dir, .cap = 512 * (uint64_t)MiB, .source = "fake://", .block_size = BS,
+	};
+	struct objfs_diskcache *dc = NULL;
+	char err[512];
+	int ret = objfs_diskcache_open(&cfg, &dc, err, sizeof(err));
+
+	ck_assert_msg(ret == 0, "disk cache: %s", err);
+	return dc;
+}
+
+/*
+ * Random reads with a disk cache; everything freed; the disk cache
+ * reopened (as by the next mount); the same reads: exact bytes, and not
+ * one byte fetched: whole blocks and the pages of partly read blocks
+ * (objfs_diskcache_put_range) are read from disk, a whole chunk or a
+ * partial one.
+ */
+START_TEST(test_disk_reopen)
+{
+	static const struct {
+		int64_t off;
+		size_t len;
+	} t[] = {
+		{ 3 * GiB + 12345, 4096 },
+		{ 1 * GiB + 7, 100 },
+		{ 100 * MiB, (size_t)MiB },         /* exactly block 100 */
+		{ 2 * GiB - 1000, 5000 },           /* the edges of two blocks */
+		{ 300 * MiB, 2 * (size_t)MiB },     /* blocks 300 and 301 */
+		{ 300 * MiB + 5000, 3000 },         /* part of block 300 */
+		{ 101 * MiB - 10, 4096 + 10 },      /* block 100's end, 101's first page */
+		{ LARGE - 10, 4096 },               /* the tail: a partial short block */
+	};
+	char dir[] = "/tmp/check_reader.XXXXXX", cmd[64];
+	struct objfs_diskcache_stats ds;
+	struct objfs_diskcache *dc;
+	struct env e;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	for (int pass = 0; pass < 2; pass++) {
+		long long fetched = 0;
+
+		dc = disk_open(dir);
+		env_open(&e, LARGE, dc);
+		if (pass == 1) /* the pages of the first read, a partial chunk */
+			ck_assert(objfs_diskcache_has_range(dc, e.obj->cobj.id, (3 * GiB) / MiB,
+							    12288, 8192));
+		for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
+			size_t want = t[i].off + (int64_t)t[i].len > LARGE ?
+				      (size_t)(LARGE - t[i].off) : t[i].len;
+			long long got = rd(&e, t[i].off, t[i].len, want);
+
+			if (pass == 0)
+				ck_assert_msg(got <= pages_of(t[i].off, want, LARGE),
+					      "read %zu fetched %lld", i, got);
+			else
+				ck_assert_msg(got == 0, "read %zu fetched %lld again", i, got);
+			fetched += got;
+		}
+		if (pass == 0) {
+			ck_assert_int_gt(fetched, 0);
+		} else {
+			ck_assert_int_eq(fetched, 0);
+			objfs_diskcache_get_stats(dc, &ds);
+			ck_assert_uint_ge(ds.hits, sizeof(t) / sizeof(t[0]));
+		}
+		env_close(&e);
+		objfs_diskcache_free(dc);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	(void)!system(cmd);
+}
+END_TEST
+
+static Suite *reader_suite(void)
+{
+	Suite *s = suite_create("reader");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_sequential);
+	tcase_add_test(tc, test_random_large);
+	tcase_add_test(tc, test_random_pass);
+	tcase_add_test(tc, test_small_whole_blocks);
+	tcase_add_test(tc, test_cached_no_fetch);
+	tcase_add_test(tc, test_odd_inputs);
+	tcase_add_test(tc, test_failure_then_retry);
+	tcase_add_test(tc, test_concurrent);
+	suite_add_tcase(s, tc);
+	/*
+	 * The disk cache's io_uring thread starves every other thread under
+	 * valgrind (tests/valgrind.sh leaves check_diskcache out for it): the
+	 * disk case runs in the normal and the sanitizer suites only.
+	 */
+	if (!RUNNING_ON_VALGRIND) {
+		tc = tcase_create("disk");
+		tcase_set_timeout(tc, 60);
+		tcase_add_test(tc, test_disk_reopen);
+		suite_add_tcase(s, tc);
+	}
+	return s;
+}
+
+int main(void)
+{
+	SRunner *sr = srunner_create(reader_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
