@@ -142,7 +142,7 @@ START_TEST(test_seek_back_far)
 }
 END_TEST
 
-/* One far read is served as asked; the handle stays hopeful. */
+/* A far read is served as asked; two continuations in a row make a stream. */
 START_TEST(test_far_read_as_asked)
 {
 	struct objfs_prefetch p;
@@ -153,17 +153,33 @@ START_TEST(test_far_read_as_asked)
 	ck_assert(!pl.sequential);
 	ck_assert_uint_eq(pl.len, 0);
 	ck_assert(!p.random);
-	objfs_prefetch_on_read(&p, 500 * MiB + 4096, MiB, GiB, &pl); /* it continues: a stream */
+	/* it continues: once is chance (a pread split in two FUSE requests) */
+	objfs_prefetch_on_read(&p, 500 * MiB + 4096, MiB, GiB, &pl);
+	ck_assert(!pl.sequential);
+	ck_assert_uint_eq(pl.len, 0);
+	objfs_prefetch_on_read(&p, 501 * MiB + 4096, MiB, GiB, &pl); /* twice: a stream */
 	ck_assert(pl.sequential);
-	ck_assert_int_eq(pl.off, 501 * MiB + 4096);
+	ck_assert_int_eq(pl.off, 502 * MiB + 4096);
 	ck_assert_uint_eq(pl.len, 1 * MiB);
-	/* mid-stream, one far read: as asked, and the stream goes on from there */
+	/* mid-stream, one far read: as asked; two continuations start it again */
 	objfs_prefetch_on_read(&p, 100 * MiB, MiB, GiB, &pl);
 	ck_assert(!pl.sequential);
 	ck_assert_uint_eq(pl.len, 0);
 	objfs_prefetch_on_read(&p, 101 * MiB, MiB, GiB, &pl);
+	ck_assert(!pl.sequential);
+	objfs_prefetch_on_read(&p, 102 * MiB, MiB, GiB, &pl);
 	ck_assert(pl.sequential);
 	ck_assert_uint_gt(pl.len, 0);
+	/* random preads near each other: a read within 8 MiB of the last one's
+	 * end, then its split continuation, is not a stream */
+	objfs_prefetch_init(&p, 1 * MiB, 64 * MiB);
+	objfs_prefetch_on_read(&p, 50 * MiB, MiB, GiB, &pl);
+	objfs_prefetch_on_read(&p, 51 * MiB, 4096, GiB, &pl);    /* split: chance */
+	objfs_prefetch_on_read(&p, 47 * MiB, MiB, GiB, &pl);     /* 4 MiB behind */
+	ck_assert(!pl.sequential);
+	objfs_prefetch_on_read(&p, 48 * MiB, 4096, GiB, &pl);    /* split again */
+	ck_assert(!pl.sequential);
+	ck_assert_uint_eq(pl.len, 0);
 }
 END_TEST
 

@@ -5,8 +5,19 @@
 
 #include "prefetch.h"
 
-/* Seeks this close to the expected offset still count as sequential. */
+/* Inside a stream, seeks this close to the expected offset still count as
+ * sequential: the kernel's readahead requests reach the worker threads out
+ * of order. */
 #define SEEK_SLACK (8 << 20)
+/*
+ * Outside a stream, only a read that starts where the last one ended (give
+ * or take this) continues it, and it takes two in a row to start a stream.
+ * With the stream's 8 MiB slack, random preads of a 96 MiB object landed
+ * "near" one in six times, and a 1 MiB pread (two FUSE requests, the second
+ * continuing the first) then started a stream: each cost a 4 MiB block and
+ * a window, 2.1x the bytes asked (tests/integration/diskcache_random.sh).
+ */
+#define CONT_SLACK (64 << 10)
 
 void objfs_prefetch_init(struct objfs_prefetch *p, size_t min_window, size_t max_window)
 {
@@ -18,6 +29,27 @@ void objfs_prefetch_init(struct objfs_prefetch *p, size_t min_window, size_t max
 	p->seq = 0;
 	p->rand = 0;
 	p->random = 0;
+	p->stream = 0;
+	p->origin = 0;
+	p->proof = 0;
+}
+
+void objfs_prefetch_set_proof(struct objfs_prefetch *p, size_t bytes)
+{
+	p->proof = bytes;
+}
+
+/* Starts (or restarts) a stream at the read ending at @end. */
+static void stream_start(struct objfs_prefetch *p, int64_t end)
+{
+	p->stream = 1;
+	p->origin = end;
+	p->random = 0;
+	p->rand = 0;
+	p->seq = 1;
+	p->window = p->min_window;
+	p->next = end;
+	p->ahead = end;
 }
 
 void objfs_prefetch_on_read(struct objfs_prefetch *p, int64_t off, size_t len, int64_t size,
@@ -26,55 +58,41 @@ void objfs_prefetch_on_read(struct objfs_prefetch *p, int64_t off, size_t len, i
 	int64_t end = off + (int64_t)len;
 	int64_t d = off - p->next;
 	int near = d >= -(int64_t)SEEK_SLACK && d <= (int64_t)SEEK_SLACK;
+	int cont = d >= -(int64_t)CONT_SLACK && d <= (int64_t)CONT_SLACK;
 
 	plan->off = 0;
 	plan->len = 0;
-	if (near || (off == 0 && p->seq == 0 && !p->random)) {
+	plan->sequential = 0;
+	if (p->stream && near) {
 		p->seq++;
-		p->rand = 0;
 		if (end > p->next)
 			p->next = end;
-		if (p->random) {
-			/*
-			 * Two near reads in a row end random mode; one alone is
-			 * chance (on a 2 GiB object ~0.2% of random 256 KiB reads
-			 * land near the last one, and each such flip used to pin
-			 * whole blocks and prefetch: 1 GiB of cache in 15 s).
-			 */
-			if (p->seq < 2) {
-				plan->off = 0;
-				plan->len = 0;
-				plan->sequential = 0;
-				return;
-			}
-			p->random = 0;
-			p->window = p->min_window;
-			p->ahead = end;
-		} else if (p->seq > 1 && p->window < p->max_window) {
+		if (p->seq > 1 && p->window < p->max_window)
 			p->window = p->window * 2 > p->max_window ? p->max_window : p->window * 2;
-		}
+	} else if (off == 0 && !p->random) {
+		stream_start(p, end); /* a first read, or a re-read, from the start */
+		p->origin = 0;
+	} else if (!p->stream && cont) {
+		if (end > p->next)
+			p->next = end;
+		if (++p->seq < 2)
+			return; /* one continuation alone is chance (or a split read) */
+		stream_start(p, end);
 	} else {
-		p->next = end;
+		/* far: served as asked; two in a row mean random */
+		p->stream = 0;
 		p->seq = 0;
+		p->next = end;
 		p->window = p->min_window;
 		p->ahead = end;
 		if (++p->rand >= 2)
 			p->random = 1;
-		/*
-		 * One far read is served as asked, without prefetch: taking it
-		 * as a stream cost every random reader a whole block and a
-		 * window (8 MiB for a first 4 KiB pread with 4 MiB blocks).
-		 * The handle stays hopeful, so a read that continues it is
-		 * sequential at once. A jump back to offset 0 is a re-read.
-		 */
-		if (!p->random && off != 0) {
-			plan->sequential = 0;
-			return;
-		}
-	}
-	plan->sequential = !p->random;
-	if (p->random)
 		return;
+	}
+	/* A stream that began mid-object proves itself over @proof bytes first. */
+	if (p->origin > 0 && p->next - p->origin < (int64_t)p->proof)
+		return;
+	plan->sequential = 1;
 	{
 		int64_t from = p->ahead > end ? p->ahead : end;
 		int64_t to = end + (int64_t)p->window;

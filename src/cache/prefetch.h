@@ -1,17 +1,18 @@
 /*
  * prefetch: per-handle access-pattern detection and readahead window.
  *
- * A handle starts hopeful: a read at offset 0, or one that continues where
- * the last read ended (give or take a small seek, forward or backward, as
- * the kernel's concurrent readahead reorders requests), counts as
- * sequential. Sequential reads grow the window from `min_window`, doubling
- * up to `max_window`; the caller then prefetches the window past the read.
- * A read far from the expected offset (other than a jump back to 0) is not
- * sequential: no prefetch, and misses are fetched at the size of the read
- * itself instead of whole cache blocks; one alone leaves the handle
- * hopeful, so the next read that continues it is sequential again. Two far
- * reads in a row switch the handle to random mode; two sequential reads in
- * a row after that start growing again (one alone is chance).
+ * A stream starts at a read at offset 0 (unless the handle is in random
+ * mode), or after two reads in a row that each start where the last one
+ * ended (within 64 KiB). Inside a stream, a read near the expected offset
+ * (within 8 MiB, forward or backward, as the kernel's concurrent readahead
+ * reorders requests) continues it; stream reads grow the window from
+ * `min_window`, doubling up to `max_window`, and the caller prefetches the
+ * window past the read and serves whole blocks. Every other read is served
+ * as asked: no prefetch, and misses fetched at the size of the read, not
+ * whole cache blocks. A far read ends a stream; two far reads in a row
+ * switch the handle to random mode (where even a read at 0 is only a read).
+ * One continuation alone never starts a stream: it is chance, or the
+ * second FUSE request of one pread split in two.
  *
  * Pure state machine (no I/O, no locks): the caller serialises calls per
  * handle. Unit-tested in tests/check_prefetch.c.
@@ -29,6 +30,9 @@ struct objfs_prefetch {
 	unsigned seq;        /* sequential reads in a row */
 	unsigned rand;       /* far reads in a row */
 	int random;          /* random mode */
+	int stream;          /* a sequential stream: whole blocks, prefetch */
+	int64_t origin;      /* where the stream began (0: at the start) */
+	size_t proof;        /* see objfs_prefetch_set_proof */
 };
 
 struct objfs_prefetch_plan {
@@ -38,6 +42,17 @@ struct objfs_prefetch_plan {
 };
 
 void objfs_prefetch_init(struct objfs_prefetch *p, size_t min_window, size_t max_window);
+
+/*
+ * A stream that began mid-object (not at offset 0) is served as asked, with
+ * no prefetch, until it has run @bytes contiguously past where it began
+ * (default 0: at once). The reader sets one cache block: the kernel splits
+ * one large random pread into many contiguous FUSE requests (128 KiB each
+ * without readahead), which look like a stream; with this, they cost only
+ * the pages asked, and a real stream pays page-granular reads for its
+ * first block only.
+ */
+void objfs_prefetch_set_proof(struct objfs_prefetch *p, size_t bytes);
 
 /* Feeds one read of @len bytes at @off of a @size-byte object. */
 void objfs_prefetch_on_read(struct objfs_prefetch *p, int64_t off, size_t len, int64_t size,

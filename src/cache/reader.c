@@ -43,6 +43,7 @@ int objfs_reader_new(struct objfs_cache *cache, struct objfs_object *obj,
 	r->cfg = *cfg;
 	pthread_mutex_init(&r->lock, NULL);
 	objfs_prefetch_init(&r->pf, cfg->window_min, cfg->window_max);
+	objfs_prefetch_set_proof(&r->pf, objfs_cache_block_size(cache));
 	*out = r;
 	return 0;
 }

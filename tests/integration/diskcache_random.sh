@@ -71,8 +71,12 @@ for line in open(sys.argv[3]):
         print("pread(%d, %d) failed: %s" % (off, n, e))
         sys.exit(1)
     src.seek(off)
-    if got != src.read(n):
-        print("pread(%d, %d): wrong bytes (%d returned)" % (off, n, len(got)))
+    want = src.read(n)
+    if got != want[:len(got)]:
+        print("pread(%d, %d): WRONG BYTES (%d returned)" % (off, n, len(got)))
+        sys.exit(1)
+    if len(got) != n:
+        print("pread(%d, %d): short read of %d bytes (the rest failed)" % (off, n, len(got)))
         sys.exit(1)
     asked += ((off + n + 4095) // 4096 - off // 4096) * 4096
 print("asked", asked)
@@ -99,7 +103,7 @@ if mount_objfs "$URL" "$MNT" "$OPTS"; then
 	unmount_objfs "$MNT"
 	files=$(find "$CD/chunks" -type f 2>/dev/null | wc -l)
 	if [ "$files" -gt 0 ]; then
-		pass "epoch 1: $files chunk files written behind, kept after unmount"
+		pass "epoch 1: $files chunk files (whole or partial) written behind, kept after unmount"
 	else
 		fail "epoch 1: expected chunk files under $CD/chunks after unmount, found none"
 		sed 's/^/    | /' "$OBJFS_LOG" | tail -n 8
