@@ -108,12 +108,15 @@ static struct objfs_side *server_new(unsigned max_sessions, unsigned max_caps)
 
 static int grant(struct objfs_side *s, uid_t uid, uint64_t ino, struct objfs_side_cap *c)
 {
-	struct objfs_side_obj o = {
-		.ino = ino, .generation = 1, .size = FILE_SIZE, .etag = "\"e1\"",
-		.path = ino == 42 ? "dir/file" : "dir/other", .fetch = fake_fetch,
-	};
+	struct objfs_side_obj o = { .ino = ino, .generation = 1 };
+	int err = objfs_object_new(NULL, ino == 42 ? "dir/file" : "dir/other", "\"e1\"",
+				   FILE_SIZE, fake_fetch, NULL, &o.obj);
 
-	return objfs_side_grant(s, uid, &o, c);
+	if (err)
+		return err;
+	err = objfs_side_grant(s, uid, &o, c);
+	objfs_object_put(o.obj); /* the capability keeps its own */
+	return err;
 }
 
 static void setup(void)

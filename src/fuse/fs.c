@@ -57,7 +57,6 @@
 struct fh {
 	struct objfs_object *obj;    /* one reference; NULL for the stats file */
 	struct objfs_reader *reader; /* NULL for the stats file */
-	const char *node_path;       /* the node's, valid until unmount (for grants) */
 	char *text;                  /* the stats file: snapshot taken at open */
 	size_t text_len;
 };
@@ -362,7 +361,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	h->node_path = path;
 	/* an unknown size (-1) is 0 bytes, as attr_to_stat tells the kernel */
 	err = objfs_object_new(fs->store, path, a.etag, a.size > 0 ? a.size : 0, NULL, NULL,
 			       &h->obj);
@@ -651,13 +649,7 @@ static void ioctl_fh(fuse_req_t req, fuse_ino_t ino, unsigned int cmd, struct fh
 	memset(&o, 0, sizeof(o));
 	o.ino = ino;
 	o.generation = 1; /* fill_entry's generation */
-	o.size = h->obj->size;
-	o.etag = h->obj->etag;
-	o.store = h->obj->store;
-	/* The capability outlives the handle and side.c borrows the path until
-	 * objfs_side_free: the node's path lives that long, the object's copy
-	 * only as long as its references. */
-	o.path = h->node_path;
+	o.obj = h->obj; /* the capability takes its own reference */
 	err = objfs_side_grant(fs->side, fuse_req_ctx(req)->uid, &o, &cap);
 	if (err)
 		fuse_reply_err(req, -err);

@@ -271,8 +271,8 @@ static int do_fill(struct session *ss, const struct objfs_msg_fill *m)
 	if (m->first_piece != ss->next_piece)
 		return -EPROTO;
 	if (!m->len || m->len > OBJFS_FILL_MAX_LEN || m->off < 0 ||
-	    (uint64_t)m->off > (uint64_t)c->cobj.size ||
-	    m->len > (uint64_t)c->cobj.size - (uint64_t)m->off)
+	    (uint64_t)m->off > (uint64_t)c->obj->size ||
+	    m->len > (uint64_t)c->obj->size - (uint64_t)m->off)
 		return -EINVAL;
 	pieces = objfs_pieces(m->len, ss->slot_size);
 	if (objfs_piece_gen(ss->next_piece + pieces - 1, ss->slots) >= OBJFS_RING_GEN_MAX)
@@ -476,7 +476,7 @@ static void job_run(struct job *j)
 		job_end(j, -ECANCELED);
 		return;
 	}
-	objfs_cache_fill(ss->side->cache, &ss->cap->cobj, j->off, j->len,
+	objfs_cache_fill(ss->side->cache, &ss->cap->obj->cobj, j->off, j->len,
 			 ss->data + (size_t)j->slot * ss->slot_size, job_end, j);
 }
 

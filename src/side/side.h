@@ -43,8 +43,8 @@
 #include <sys/types.h>
 
 #include "cache.h"
+#include "object.h"
 #include "objfs/side_proto.h"
-#include "store.h"
 
 struct objfs_side;
 
@@ -58,16 +58,15 @@ struct objfs_side_cfg {
 	const char *sock_name;   /* NULL: "@objfs.<pid>.<random>"; copied */
 };
 
-/* What a capability grants access to. Everything is copied except as noted. */
+/*
+ * What a capability grants access to: the open object version of the
+ * handle it was granted through (the capability takes its own reference,
+ * so it may outlive the handle), and the inode it is bound to.
+ */
 struct objfs_side_obj {
 	uint64_t ino;
 	uint64_t generation;
-	int64_t size;               /* pinned size */
-	const char *etag;           /* pinned ETag, "" or NULL when none */
-	const char *path;           /* store path; borrowed until objfs_side_free */
-	struct objfs_store *store;  /* borrowed until objfs_side_free */
-	objfs_fetch_fn fetch;       /* NULL: objfs_store_fetch on (store, path, etag) */
-	void *fetch_ctx;            /* with @fetch; borrowed until objfs_side_free */
+	struct objfs_object *obj;   /* borrowed for the call; referenced by the grant */
 };
 
 struct objfs_side_stats {

@@ -20,17 +20,17 @@
  * cap_ttl seconds is dropped at the next grant; at most max_caps live at
  * once (-ENOSPC beyond), which bounds what ioctls can make the daemon keep.
  *
- * Counted fetch: the cache fetches for a capability through cap_fetch,
- * which wraps the real fetch (objfs_store_fetch, or the caller's) and
- * counts it in cap->inflight while it runs: a cache prefetch may outlive
- * the session that started it and borrows the record until it completes,
- * so records are freed only when that count is zero too
- * (objfs_side_caps_drain at the end waits for it).
+ * Open object: a record holds one reference on the open object version of
+ * the handle it was granted through (cache/object.h), the same object the
+ * FUSE handle reads, so fills and FUSE reads share blocks and a record may
+ * outlive the handle. The cache borrows the object's fetch context only
+ * while it starts a fetch, so no fetch in flight needs the record.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -50,56 +50,13 @@ int objfs_side_token_eq(const uint8_t *a, const uint8_t *b)
 	return d == 0;
 }
 
-/* ---------------------------------------------------------- counted fetch */
-
-struct fetch_wrap {
-	struct cap *cap;
-	objfs_fetch_done_fn done;
-	void *arg;
-	struct objfs_side *side;
-};
-
-static void cap_fetch_done(void *arg, int err)
-{
-	struct fetch_wrap *w = arg;
-	struct objfs_side *s = w->side;
-
-	w->done(w->arg, err);
-	pthread_mutex_lock(&s->lock);
-	w->cap->inflight--;
-	pthread_cond_broadcast(&s->cond);
-	pthread_mutex_unlock(&s->lock);
-	free(w);
-}
-
-/* The cache's fetch for a capability: counts fetches that borrow the record. */
-static void cap_fetch(void *ctx, int64_t off, size_t len, char *dst, objfs_fetch_done_fn done,
-		      void *arg)
-{
-	struct cap *c = ctx;
-	struct fetch_wrap *w = malloc(sizeof(*w));
-
-	if (!w) {
-		done(arg, -ENOMEM);
-		return;
-	}
-	w->cap = c;
-	w->done = done;
-	w->arg = arg;
-	w->side = c->side;
-	pthread_mutex_lock(&c->side->lock);
-	c->inflight++;
-	pthread_mutex_unlock(&c->side->lock);
-	c->inner(c->inner_ctx, off, len, dst, cap_fetch_done, w);
-}
-
 /* ---------------------------------------------------------- records */
 
 static void cap_free(struct cap *c)
 {
 	if (!c)
 		return;
-	free((char *)c->cobj.id);
+	objfs_object_put(c->obj);
 	free(c);
 }
 
@@ -111,7 +68,7 @@ static void caps_purge(struct objfs_side *s, int all)
 	for (struct cap **pp = &s->caps; *pp;) {
 		struct cap *c = *pp;
 
-		if (!c->sessions && !c->inflight && (all || now - c->last_used > s->cfg.cap_ttl)) {
+		if (!c->sessions && (all || now - c->last_used > s->cfg.cap_ttl)) {
 			*pp = c->next;
 			s->ncaps--;
 			cap_free(c);
@@ -124,11 +81,10 @@ static void caps_purge(struct objfs_side *s, int all)
 int objfs_side_grant(struct objfs_side *s, uid_t uid, const struct objfs_side_obj *o,
 		     struct objfs_side_cap *cap)
 {
-	const char *etag = o->etag ? o->etag : "";
 	struct cap *c;
 	int err;
 
-	if (o->size < 0 || strlen(etag) >= sizeof(c->etag) || (!o->fetch && (!o->store || !o->path)))
+	if (!o->obj)
 		return -EINVAL;
 	c = calloc(1, sizeof(*c));
 	if (!c)
@@ -141,22 +97,7 @@ int objfs_side_grant(struct objfs_side *s, uid_t uid, const struct objfs_side_ob
 	c->ino = o->ino;
 	c->generation = o->generation;
 	c->side = s;
-	strcpy(c->etag, etag);
-	c->sobj.store = o->store;
-	c->sobj.path = o->path;
-	c->sobj.etag = c->etag;
-	c->sobj.size = o->size;
-	c->inner = o->fetch ? o->fetch : objfs_store_fetch;
-	c->inner_ctx = o->fetch ? o->fetch_ctx : &c->sobj;
-	/* The same identity as fs.c's handles: FUSE reads and fills share blocks. */
-	c->cobj.id = objfs_cache_obj_id(o->path ? o->path : "", c->etag, o->size);
-	if (!c->cobj.id) {
-		err = -ENOMEM;
-		goto out_cap;
-	}
-	c->cobj.size = o->size;
-	c->cobj.fetch = cap_fetch;
-	c->cobj.ctx = c;
+	c->obj = objfs_object_get(o->obj);
 
 	pthread_mutex_lock(&s->lock);
 	caps_purge(s, 0);
@@ -180,11 +121,11 @@ int objfs_side_grant(struct objfs_side *s, uid_t uid, const struct objfs_side_ob
 	cap->struct_size = sizeof(*cap);
 	cap->ino = o->ino;
 	cap->generation = o->generation;
-	cap->size = o->size;
+	cap->size = c->obj->size;
 	cap->ring_slots = s->cfg.ring_slots;
 	cap->ring_slot_size = s->cfg.ring_slot_size;
 	memcpy(cap->token, c->token, sizeof(cap->token));
-	strcpy(cap->etag, c->etag);
+	snprintf(cap->etag, sizeof(cap->etag), "%s", c->obj->etag); /* < 192: object.h */
 	memcpy(cap->sock, s->sock, sizeof(cap->sock));
 	return 0;
 out_cap:
@@ -220,14 +161,5 @@ void objfs_side_cap_unref(struct objfs_side *s, struct cap *c)
 
 void objfs_side_caps_drain(struct objfs_side *s)
 {
-	for (;;) {
-		unsigned busy = 0;
-
-		for (struct cap *c = s->caps; c; c = c->next)
-			busy += c->inflight;
-		if (!busy)
-			break;
-		pthread_cond_wait(&s->cond, &s->lock);
-	}
 	caps_purge(s, 1);
 }

@@ -8,17 +8,17 @@
  *               expiry, the counted fetch, and freeing them all at the end.
  *
  * A capability record is written once by objfs_side_grant before it is
- * linked into side->caps; after that only sessions, inflight and last_used
- * change (under side->lock), so a session that holds a reference reads the
- * other fields without a lock.
+ * linked into side->caps; after that only sessions and last_used change
+ * (under side->lock), so a session that holds a reference reads the other
+ * fields without a lock.
  *
  * Locking: side->lock guards the capability list, the session list and the
- * counters; cap->inflight is counted under it and side->cond signals its
- * changes (and sessions ending). A session's own lock comes before
+ * counters; side->cond signals sessions ending. A session's own lock comes before
  * side->lock (side.c); side->jlock, the workers' job queue, is never held
  * with another lock. Capability records are freed only with no session
- * using them and no fetch in flight on their behalf (a cache prefetch
- * borrows the record as its fetch context until the fetch completes).
+ * using them. A fill borrows the record's object only until its done():
+ * the cache calls the object's fetch only while a fill or a fetch it
+ * started is being set up, and the object outlives every reference.
  */
 #ifndef OBJFS_SIDE_I_H
 #define OBJFS_SIDE_I_H
@@ -34,13 +34,8 @@ struct cap {
 	uint8_t token[OBJFS_TOKEN_LEN];
 	uid_t uid;
 	uint64_t ino, generation;
-	char etag[192];
-	struct objfs_store_obj sobj; /* etag points at ours */
-	struct objfs_cache_obj cobj; /* fetch = cap_fetch, ctx = this record */
-	objfs_fetch_fn inner;        /* the real fetch */
-	void *inner_ctx;
+	struct objfs_object *obj;    /* one reference, dropped with the record */
 	unsigned sessions;           /* side->lock */
-	unsigned inflight;           /* side->lock */
 	double last_used;            /* side->lock; monotonic seconds */
 	struct objfs_side *side;
 	struct cap *next;            /* side->lock */
@@ -85,10 +80,7 @@ struct cap *objfs_side_cap_ref(struct objfs_side *s, const uint8_t *token);
 /* Drops a reference of objfs_side_cap_ref; the TTL restarts. Accepts NULL. */
 void objfs_side_cap_unref(struct objfs_side *s, struct cap *c);
 
-/*
- * At the end, with side->lock held and every session ended: waits for the
- * fetches that borrow records, then frees every record.
- */
+/* At the end, with side->lock held and every session ended: frees every record. */
 void objfs_side_caps_drain(struct objfs_side *s);
 
 #endif

@@ -77,19 +77,20 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		.ring_slots = SLOTS, .ring_slot_size = SLOT_SIZE, .max_sessions = 4,
 		.max_caps = 16, .cap_ttl = 86400, .fill_threads = 2,
 	};
-	struct objfs_side_obj o = {
-		.ino = 42, .generation = 1, .size = FILE_SIZE, .etag = "\"e1\"",
-		.path = "dir/file", .fetch = fake_fetch,
-	};
+	struct objfs_side_obj o = { .ino = 42, .generation = 1 };
+	struct objfs_object *other_obj;
 
 	(void)argc;
 	(void)argv;
 	objfs_log_set_level(OBJFS_LOG_DEBUG);
 	if (objfs_cache_new(8u << 20, SLOT_SIZE, &cache) || objfs_side_new(&cfg, cache, &side) ||
+	    objfs_object_new(NULL, "dir/file", "\"e1\"", FILE_SIZE, fake_fetch, NULL, &o.obj) ||
+	    objfs_object_new(NULL, "dir/other", "\"e1\"", FILE_SIZE, fake_fetch, NULL,
+			     &other_obj) ||
 	    objfs_side_grant(side, getuid(), &o, &cap))
 		abort();
 	o.ino = 43;
-	o.path = "dir/other";
+	o.obj = other_obj;
 	if (objfs_side_grant(side, getuid(), &o, &other))
 		abort();
 	return 0;
