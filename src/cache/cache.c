@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/queue.h>
 
 #include "cache.h"
 #include "diskcache.h"
@@ -38,7 +39,7 @@ struct objfs_block {
 	int touched;    /* a reader used it */
 	int behind;     /* a sequential reader has passed it: evict first */
 	struct objfs_block *hnext;
-	struct objfs_block *lprev, *lnext; /* LRU: refs 0 and not LOADING */
+	TAILQ_ENTRY(objfs_block) lru; /* on c->lru exactly when hashed with refs 0 */
 	struct objfs_cache *cache;
 };
 
@@ -48,7 +49,7 @@ struct objfs_cache {
 	size_t cap, bsize, bytes;
 	struct objfs_block **hash;
 	size_t nbuckets, nblocks;
-	struct objfs_block *lru_head, *lru_tail; /* head: most recently used */
+	TAILQ_HEAD(lru_list, objfs_block) lru; /* head: most recently used */
 	unsigned inflight;
 	struct objfs_cache_stats st;
 	void *spare[8];            /* full-size block buffers kept for reuse */
@@ -122,6 +123,7 @@ int objfs_cache_new(size_t cap, size_t block_size, struct objfs_cache **out)
 	}
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
+	TAILQ_INIT(&c->lru);
 	*out = c;
 	return 0;
 }
@@ -134,30 +136,6 @@ size_t objfs_cache_block_size(const struct objfs_cache *c)
 size_t objfs_cache_cap(const struct objfs_cache *c)
 {
 	return c->cap;
-}
-
-static void lru_remove(struct objfs_cache *c, struct objfs_block *b)
-{
-	if (b->lprev)
-		b->lprev->lnext = b->lnext;
-	else if (c->lru_head == b)
-		c->lru_head = b->lnext;
-	if (b->lnext)
-		b->lnext->lprev = b->lprev;
-	else if (c->lru_tail == b)
-		c->lru_tail = b->lprev;
-	b->lprev = b->lnext = NULL;
-}
-
-static void lru_push(struct objfs_cache *c, struct objfs_block *b)
-{
-	b->lprev = NULL;
-	b->lnext = c->lru_head;
-	if (c->lru_head)
-		c->lru_head->lprev = b;
-	c->lru_head = b;
-	if (!c->lru_tail)
-		c->lru_tail = b;
 }
 
 static void unhash(struct objfs_cache *c, struct objfs_block *b)
@@ -184,7 +162,7 @@ static void block_free(struct objfs_cache *c, struct objfs_block *b)
 
 static void evict_one(struct objfs_cache *c, struct objfs_block *b)
 {
-	lru_remove(c, b);
+	TAILQ_REMOVE(&c->lru, b, lru);
 	unhash(c, b);
 	c->st.evictions++;
 	if (b->prefetched && !b->touched)
@@ -195,8 +173,8 @@ static void evict_one(struct objfs_cache *c, struct objfs_block *b)
 /* Evicts unreferenced blocks until @need more bytes fit under the cap. */
 static void evict(struct objfs_cache *c, size_t need)
 {
-	while (c->bytes + need > c->cap && c->lru_tail)
-		evict_one(c, c->lru_tail);
+	while (c->bytes + need > c->cap && TAILQ_LAST(&c->lru, lru_list))
+		evict_one(c, TAILQ_LAST(&c->lru, lru_list));
 }
 
 /*
@@ -208,22 +186,11 @@ static void evict(struct objfs_cache *c, size_t need)
  */
 static void make_room(struct objfs_cache *c)
 {
-	if (c->lru_tail && c->lru_tail->behind)
-		evict_one(c, c->lru_tail);
+	if (TAILQ_LAST(&c->lru, lru_list) && TAILQ_LAST(&c->lru, lru_list)->behind)
+		evict_one(c, TAILQ_LAST(&c->lru, lru_list));
 	evict(c, c->bsize);
 }
 
-/* LRU tail: the next to go. */
-static void lru_push_tail(struct objfs_cache *c, struct objfs_block *b)
-{
-	b->lnext = NULL;
-	b->lprev = c->lru_tail;
-	if (c->lru_tail)
-		c->lru_tail->lnext = b;
-	c->lru_tail = b;
-	if (!c->lru_head)
-		c->lru_head = b;
-}
 
 static void unref(struct objfs_cache *c, struct objfs_block *b)
 {
@@ -232,9 +199,9 @@ static void unref(struct objfs_cache *c, struct objfs_block *b)
 	if (!b->hashed)
 		block_free(c, b);
 	else if (b->behind)
-		lru_push_tail(c, b);
+		TAILQ_INSERT_TAIL(&c->lru, b, lru);
 	else
-		lru_push(c, b);
+		TAILQ_INSERT_HEAD(&c->lru, b, lru);
 }
 
 static struct objfs_block *find(struct objfs_cache *c, const char *id, uint64_t idx, size_t h)
@@ -407,7 +374,7 @@ static int pin_once(struct objfs_cache *c, const struct objfs_cache_obj *o, int6
 
 		if (b) {
 			if (b->refs == 0)
-				lru_remove(c, b);
+				TAILQ_REMOVE(&c->lru, b, lru);
 			b->refs++;
 			if (b->state == B_LOADING)
 				c->st.waits++;
@@ -562,8 +529,8 @@ void objfs_cache_drop_behind(struct objfs_cache *c, const struct objfs_cache_obj
 	if (b && b->state == B_READY && !b->behind) {
 		b->behind = 1;
 		if (b->refs == 0) {
-			lru_remove(c, b);
-			lru_push_tail(c, b);
+			TAILQ_REMOVE(&c->lru, b, lru);
+			TAILQ_INSERT_TAIL(&c->lru, b, lru);
 		}
 	}
 	pthread_mutex_unlock(&c->lock);

@@ -134,6 +134,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/queue.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -167,7 +168,7 @@ struct dent {
 	int writing;                    /* being created: not readable, not evicted */
 	int merging;                    /* pages being added: not evicted */
 	struct dent *hnext;
-	struct dent *lprev, *lnext;
+	TAILQ_ENTRY(dent) lru;          /* every entry is on dc->lru */
 };
 
 /* An evicted chunk: its file, for the caller to unlink outside the lock. */
@@ -262,7 +263,7 @@ struct objfs_diskcache {
 	pthread_cond_t cond;          /* wq_count reached 0 */
 	struct dent **hash;           /* lock */
 	size_t nbuckets, nents;       /* lock */
-	struct dent *lru_head, *lru_tail; /* lock */
+	TAILQ_HEAD(dent_lru, dent) lru; /* lock; head: most recently used */
 	uint64_t bytes, cap, gen;     /* lock */
 	struct dreq *q_head, *q_tail; /* lock: requests for the disk thread */
 	size_t wq_bytes, wq_cap;      /* lock: write-behind buffers held, and the bound */
@@ -370,29 +371,6 @@ static enum kind dent_kind(const struct dent *e)
 	return e && e->bm ? K_PART : K_WHOLE;
 }
 
-static void lru_remove(struct objfs_diskcache *dc, struct dent *e)
-{
-	if (e->lprev)
-		e->lprev->lnext = e->lnext;
-	else
-		dc->lru_head = e->lnext;
-	if (e->lnext)
-		e->lnext->lprev = e->lprev;
-	else
-		dc->lru_tail = e->lprev;
-	e->lprev = e->lnext = NULL;
-}
-
-static void lru_push(struct objfs_diskcache *dc, struct dent *e)
-{
-	e->lprev = NULL;
-	e->lnext = dc->lru_head;
-	if (dc->lru_head)
-		dc->lru_head->lprev = e;
-	dc->lru_head = e;
-	if (!dc->lru_tail)
-		dc->lru_tail = e;
-}
 
 static void grow(struct objfs_diskcache *dc)
 {
@@ -436,7 +414,7 @@ static struct dent *index_add(struct objfs_diskcache *dc, struct key k, uint64_t
 	e->gen = ++dc->gen;
 	e->hnext = dc->hash[bucket(dc, k)];
 	dc->hash[bucket(dc, k)] = e;
-	lru_push(dc, e);
+	TAILQ_INSERT_HEAD(&dc->lru, e, lru);
 	dc->nents++;
 	dc->bytes += bytes;
 	return e;
@@ -459,7 +437,7 @@ static void index_del(struct objfs_diskcache *dc, struct dent *e)
 			break;
 		}
 	}
-	lru_remove(dc, e);
+	TAILQ_REMOVE(&dc->lru, e, lru);
 	dc->nents--;
 	dc->bytes -= e->bytes;
 	dent_free(e);
@@ -473,10 +451,10 @@ static void index_del(struct objfs_diskcache *dc, struct dent *e)
 static size_t evict(struct objfs_diskcache *dc, struct victim *victims, size_t max)
 {
 	size_t n = 0;
-	struct dent *e = dc->lru_tail, *prev;
+	struct dent *e = TAILQ_LAST(&dc->lru, dent_lru), *prev;
 
 	for (; e && dc->bytes > dc->cap && n < max; e = prev) {
-		prev = e->lprev;
+		prev = TAILQ_PREV(e, dent_lru, lru);
 		if (e->writing || e->merging)
 			continue;
 		victims[n++] = (struct victim){ e->key, dent_kind(e) };
@@ -1353,8 +1331,8 @@ static int read_queue(struct objfs_diskcache *dc, const char *id, uint64_t idx, 
 		pthread_mutex_unlock(&dc->lock);
 		return -ENOENT;
 	}
-	lru_remove(dc, e);
-	lru_push(dc, e);
+	TAILQ_REMOVE(&dc->lru, e, lru);
+	TAILQ_INSERT_HEAD(&dc->lru, e, lru);
 	gen = e->gen;
 	block_len = e->block_len ? e->block_len : len; /* whole: checked when read */
 	pthread_mutex_unlock(&dc->lock);
@@ -1820,6 +1798,7 @@ int objfs_diskcache_open(const struct objfs_diskcache_cfg *cfg, struct objfs_dis
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
+	TAILQ_INIT(&dc->lru);
 	dc->lock_fd = dc->ev_fd = -1;
 	dc->cap = cfg->cap;
 	dc->bsize = cfg->block_size;
@@ -1918,8 +1897,8 @@ void objfs_diskcache_free(struct objfs_diskcache *dc)
 		close(dc->ev_fd);
 	if (dc->lock_fd >= 0)
 		close(dc->lock_fd); /* releases the flock */
-	for (struct dent *e = dc->lru_head, *next; e; e = next) {
-		next = e->lnext;
+	for (struct dent *e = TAILQ_FIRST(&dc->lru), *next; e; e = next) {
+		next = TAILQ_NEXT(e, lru);
 		dent_free(e);
 	}
 	free(dc->hash);
