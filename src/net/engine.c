@@ -417,24 +417,35 @@ static void conclude(struct engine_thread *th, struct objfs_req *r, int err, int
 
 /*
  * Moves the direct connections along and takes back the attempts they
- * ended: each leaves the in-flight list and is concluded, or started again
- * (uncounted) on whichever path; then requests waiting for a direct
- * connection start while connections can be had. Every start happens here,
- * after the walk over the connections, which a start may change.
+ * ended: each leaves the in-flight list and is concluded at once, while
+ * the walk goes on, so its reader wakes and replies as early as it can
+ * (concluding after the whole walk cost 16 random 256 KiB readers 6-9% on
+ * the H100 machine); or, handed over, started again (uncounted) on
+ * whichever path once the walk is over, since a start may close idle
+ * connections, the walk's cursor among them. Then requests waiting for a
+ * direct connection start while connections can be had.
  */
 static void direct_progress(struct engine_thread *th, unsigned nwfds)
 {
-	unsigned n = objfs_direct_progress(th, nwfds, th->ends, th->per);
+	struct objfs_dconn *cursor = NULL;
+	unsigned nagain = 0;
 	struct objfs_req *r;
 
-	for (unsigned i = 0; i < n; i++) {
-		const struct objfs_direct_end *d = &th->ends[i];
+	do {
+		struct objfs_direct_end *d = &th->ends[nagain];
 
+		if (!objfs_direct_progress(th, nwfds, d, 1, &cursor))
+			continue;
+		if (d->again) {
+			nagain++; /* at most one per connection: th->per entries */
+			continue;
+		}
 		TAILQ_REMOVE(&th->inflight, d->r, link);
-		if (d->again)
-			relaunch(th, d->r);
-		else
-			conclude(th, d->r, d->err, d->retry, d->ttfb);
+		conclude(th, d->r, d->err, d->retry, d->ttfb);
+	} while (cursor);
+	for (unsigned i = 0; i < nagain; i++) {
+		TAILQ_REMOVE(&th->inflight, th->ends[i].r, link);
+		relaunch(th, th->ends[i].r);
 	}
 	while ((r = objfs_direct_next_waiting(th)))
 		relaunch(th, r);

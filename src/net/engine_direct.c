@@ -756,12 +756,13 @@ unsigned objfs_direct_waitfds(struct engine_thread *th)
 }
 
 unsigned objfs_direct_progress(struct engine_thread *th, unsigned nwfds,
-			       struct objfs_direct_end *ends, unsigned cap)
+			       struct objfs_direct_end *ends, unsigned cap,
+			       struct objfs_dconn **cursor)
 {
 	struct ends out = { ends, 0, cap };
 	struct objfs_dconn *dc, *next;
 
-	for (dc = LIST_FIRST(&th->dconns); dc; dc = next) {
+	for (dc = *cursor ? *cursor : LIST_FIRST(&th->dconns); dc; dc = next) {
 		next = LIST_NEXT(dc, link); /* dc may be closed below */
 		if (dc->state == DC_IDLE) {
 			/* readable while idle: closed by the server, or junk */
@@ -769,13 +770,13 @@ unsigned objfs_direct_progress(struct engine_thread *th, unsigned nwfds,
 				dc_close(th, dc);
 			continue;
 		}
-		/* a step ends at most one attempt; with cap >= th->per (one per
-		 * connection) this never stops the walk early, and a connection
-		 * not stepped now is stepped after the next poll */
-		if (out.n == out.cap)
-			break;
-		dc_step(th, dc, &out);
+		dc_step(th, dc, &out); /* ends at most one attempt */
+		if (out.n == out.cap) {
+			*cursor = next;
+			return out.n;
+		}
 	}
+	*cursor = NULL;
 	return out.n;
 }
 

@@ -120,13 +120,18 @@ void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url);
 /* Fills th->wfds for curl_multi_poll; returns how many. */
 unsigned objfs_direct_waitfds(struct engine_thread *th);
 /*
- * Moves every direct connection along after a poll (@nwfds: entries of
- * th->wfds that poll filled; never blocks), and writes the attempts that
- * ended into @ends (@cap entries, th->per suffices: one per connection).
- * Returns how many; the caller concludes or restarts each.
+ * Moves the direct connections along after a poll (@nwfds: entries of
+ * th->wfds that poll filled; never blocks), from *@cursor (NULL: the
+ * first), and writes the attempts that ended into @ends. Stops once @cap
+ * attempts have ended: *@cursor is then the next connection to move, to
+ * call again with; NULL when every connection was moved. Returns how many
+ * ended; the caller concludes or restarts each. Between two calls of one
+ * walk the caller may conclude attempts but must start none (a start may
+ * close an idle connection, the cursor among them).
  */
 unsigned objfs_direct_progress(struct engine_thread *th, unsigned nwfds,
-			       struct objfs_direct_end *ends, unsigned cap);
+			       struct objfs_direct_end *ends, unsigned cap,
+			       struct objfs_dconn **cursor);
 /*
  * The first request of th->dwait, taken off it, when a connection can be
  * had now; else NULL. The caller starts it again, uncounted (it may go
