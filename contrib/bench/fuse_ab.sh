@@ -15,6 +15,10 @@
 # per-pair ratios A/curl and B/curl (each objfs run against the curl run
 # right after it).
 #
+# With AB_RANDOM=COUNT each reader does COUNT preads of AB_BS bytes (default
+# 256 KiB) at random offsets of its object (POSIX_FADV_RANDOM), the figure
+# is GB/s of those reads, and curl is left out (its runs are skipped).
+#
 # Environment: OBJFS_A, OBJFS_B (required), NGINX, OUT (results; default
 # ./device-out), AB_READERS ("1 4 16"), AB_SIZE (bytes per object, default
 # 512 MiB), AB_REPS (3), AB_OPTS (mount options for both), AB_DATA (keep the
@@ -31,7 +35,7 @@ SIZE=${AB_SIZE:-536870912}
 REPS=${AB_REPS:-3}
 NCPU=$(nproc)
 mkdir -p "$OUT"
-res=$OUT/fuse_ab
+res=$OUT/fuse_ab${AB_RANDOM:+_random}
 : >"$res.txt"
 : >"$res.runs"
 say() { printf '%s\n' "$*" | tee -a "$res.txt"; }
@@ -76,7 +80,9 @@ gbps() { awk -v b="$1" -v a="$2" -v c="$3" 'BEGIN { printf "%.3f", b / (c - a) /
 # Not inside $(...): the mounts it starts belong to this shell (lib.sh).
 one_run() {
 	local n=$1 mode=$2 mnt=$TEST_TMP/mnt t0 t1 i pids=() bad=0
-	if [ "$mode" = curl ]; then
+	if [ "$mode" = curl ] && [ -n "${AB_RANDOM:-}" ]; then
+		return
+	elif [ "$mode" = curl ]; then
 		t0=$(now)
 		for ((i = 0; i < n; i++)); do
 			curl -sf -o /dev/null "${URL}obj$i.bin" &
@@ -87,7 +93,19 @@ one_run() {
 		mount_objfs "$URL" "$mnt" "${AB_OPTS:-}" || { echo "$n $mode fail" >>"$res.runs"; return; }
 		t0=$(now)
 		for ((i = 0; i < n; i++)); do
-			dd if="$mnt/obj$i.bin" of=/dev/null bs=1M status=none &
+			if [ -n "${AB_RANDOM:-}" ]; then
+				python3 -c '
+import os, random, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+size, bs, rng = os.fstat(fd).st_size, int(sys.argv[3]), random.Random(int(sys.argv[4]))
+for _ in range(int(sys.argv[2])):
+    if len(os.pread(fd, bs, rng.randrange(0, size - bs))) != bs:
+        sys.exit(1)
+' "$mnt/obj$i.bin" "$AB_RANDOM" "${AB_BS:-262144}" "$i" &
+			else
+				dd if="$mnt/obj$i.bin" of=/dev/null bs=1M status=none &
+			fi
 			pids+=($!)
 		done
 	fi
@@ -95,7 +113,9 @@ one_run() {
 	t1=$(now)
 	[ "$mode" = curl ] || unmount_objfs "$mnt" >/dev/null
 	if [ "$bad" = 0 ]; then
-		echo "$n $mode $(gbps $((n * SIZE)) "$t0" "$t1")" >>"$res.runs"
+		local bytes=$((n * SIZE))
+		[ -z "${AB_RANDOM:-}" ] || bytes=$((n * AB_RANDOM * ${AB_BS:-262144}))
+		echo "$n $mode $(gbps "$bytes" "$t0" "$t1")" >>"$res.runs"
 	else
 		echo "$n $mode fail" >>"$res.runs"
 	fi

@@ -93,5 +93,6 @@ case ${1:-} in
 pack) pack ;;
 run) run ;;
 bench) bench ;;
-*) echo "usage: $0 pack|run|bench" >&2; exit 2 ;;
+exec) shift; setup; "$@" ;; # e.g. exec contrib/bench/fuse_ab.sh, with nginx and libraries set up
+*) echo "usage: $0 pack|run|bench|exec COMMAND..." >&2; exit 2 ;;
 esac
