@@ -67,12 +67,15 @@ cflags="-std=gnu11 -g -O1 -Wall -Wextra -Wno-missing-field-initializers -pthread
 layers="util net store cache side"
 cppflags="-I$build -I$top/include -I$here $pc_cflags"
 for l in $layers; do cppflags="$cppflags -I$top/src/$l"; done
+cppflags="$cppflags -I$top/src" # options.h, for the option parser's target
 
 # The sources of the layers below FUSE, as Makefile.am lists them: a new
 # module is fuzzed with the same sources the daemon links.
 core=$(for l in $layers; do
 	sed -n "/^src_${l}_lib${l}_la_SOURCES/,/[^\\]\$/p" "$top/Makefile.am"
 done | tr ' \t\\' '\n\n\n' | grep '\.c$')
+# and the option parser, from the top layer (mount.c there needs FUSE)
+core="$core src/options.c"
 [ -n "$core" ] || { echo "fuzz: FAIL: no core sources found in Makefile.am"; exit 1; }
 
 mkdir -p "$work/obj" "$work/bin" "$work/artifacts" "$work/corpus"
