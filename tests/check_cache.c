@@ -291,6 +291,30 @@ START_TEST(test_fill_failure)
 }
 END_TEST
 
+/* 10,000 blocks: the hash table grows twice (4,096 buckets at first) and
+ * every block is still found, with the right bytes. */
+START_TEST(test_hash_grows)
+{
+	struct objfs_cache *c;
+	struct objfs_cache_obj o;
+	struct fake_store f = { .salt = 11 };
+	static char buf[64 * 10000];
+	int calls;
+
+	ck_assert_int_eq(objfs_cache_new(1 << 20, 64, &c), 0);
+	obj_init(&o, &f, "obj-many", sizeof(buf));
+	for (int64_t off = 0; off < (int64_t)sizeof(buf); off += 6400)
+		ck_assert_int_eq(objfs_cache_read(c, &o, off, 6400, buf + off), 0);
+	check_bytes(&f, buf, 0, sizeof(buf));
+	calls = atomic_load(&f.calls);
+	memset(buf, 0, sizeof(buf));
+	ck_assert_int_eq(objfs_cache_read(c, &o, 0, sizeof(buf), buf), 0); /* all hits */
+	check_bytes(&f, buf, 0, sizeof(buf));
+	ck_assert_int_eq(atomic_load(&f.calls), calls);
+	objfs_cache_free(c);
+}
+END_TEST
+
 static Suite *cache_suite(void)
 {
 	Suite *s = suite_create("cache");
@@ -306,6 +330,7 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, test_identity);
 	tcase_add_test(tc, test_fill_direct);
 	tcase_add_test(tc, test_fill_failure);
+	tcase_add_test(tc, test_hash_grows);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -214,25 +214,12 @@ static struct objfs_block *find(struct objfs_cache *c, const char *id, uint64_t 
 	return NULL;
 }
 
+#define BLOCK_HASH(b) ((b)->hash)
+
+/* Longer chains when out of memory: still correct. */
 static void grow_hash(struct objfs_cache *c)
 {
-	size_t nb = c->nbuckets * 2;
-	struct objfs_block **h = calloc(nb, sizeof(*h));
-
-	if (!h)
-		return; /* longer chains, still correct */
-	for (size_t i = 0; i < c->nbuckets; i++) {
-		struct objfs_block *b = c->hash[i], *next;
-
-		for (; b; b = next) {
-			next = b->hnext;
-			b->hnext = h[b->hash & (nb - 1)];
-			h[b->hash & (nb - 1)] = b;
-		}
-	}
-	free(c->hash);
-	c->hash = h;
-	c->nbuckets = nb;
+	(void)OBJFS_HASH_GROW(&c->hash, &c->nbuckets, struct objfs_block, hnext, BLOCK_HASH);
 }
 
 /* Creates a LOADING block with one reference for its fetch. Lock held. */

@@ -142,6 +142,7 @@
 
 #include "diskcache.h"
 #include "diskcache_i.h"
+#include "hash.h"
 #include "log.h"
 
 #define PAGE         OBJFS_DCMETA_PAGE
@@ -353,9 +354,14 @@ static int key_path(const struct objfs_diskcache *dc, struct key k, enum kind ki
 
 /* ------------------------------------------------------------ index (lock held) */
 
+static size_t key_hash(struct key k)
+{
+	return (size_t)(k.lo ^ (k.hi >> 7));
+}
+
 static size_t bucket(const struct objfs_diskcache *dc, struct key k)
 {
-	return (size_t)(k.lo ^ (k.hi >> 7)) & (dc->nbuckets - 1);
+	return key_hash(k) & (dc->nbuckets - 1);
 }
 
 static struct dent *find(struct objfs_diskcache *dc, struct key k)
@@ -372,23 +378,12 @@ static enum kind dent_kind(const struct dent *e)
 }
 
 
+#define DENT_HASH(e) key_hash((e)->key)
+
+/* Longer chains when out of memory: still correct. */
 static void grow(struct objfs_diskcache *dc)
 {
-	size_t nb = dc->nbuckets * 2, old = dc->nbuckets;
-	struct dent **h = calloc(nb, sizeof(*h)), **oh = dc->hash;
-
-	if (!h)
-		return; /* longer chains, still correct */
-	dc->hash = h;
-	dc->nbuckets = nb;
-	for (size_t i = 0; i < old; i++) {
-		for (struct dent *e = oh[i], *next; e; e = next) {
-			next = e->hnext;
-			e->hnext = h[bucket(dc, e->key)];
-			h[bucket(dc, e->key)] = e;
-		}
-	}
-	free(oh);
+	(void)OBJFS_HASH_GROW(&dc->hash, &dc->nbuckets, struct dent, hnext, DENT_HASH);
 }
 
 /*

@@ -71,28 +71,11 @@ static struct objfs_node *hash_find(struct objfs_inodes *t, uint64_t parent, con
 	return NULL;
 }
 
+#define NODE_HASH(n) name_hash((n)->parent->ino, (n)->name)
+
 static int hash_grow(struct objfs_inodes *t)
 {
-	size_t nb = t->nbuckets * 2;
-	struct objfs_node **h = calloc(nb, sizeof(*h));
-
-	if (!h)
-		return -ENOMEM;
-	for (size_t i = 0; i < t->nbuckets; i++) {
-		struct objfs_node *n = t->hash[i], *next;
-
-		for (; n; n = next) {
-			size_t b = name_hash(n->parent->ino, n->name) & (nb - 1);
-
-			next = n->hnext;
-			n->hnext = h[b];
-			h[b] = n;
-		}
-	}
-	free(t->hash);
-	t->hash = h;
-	t->nbuckets = nb;
-	return 0;
+	return OBJFS_HASH_GROW(&t->hash, &t->nbuckets, struct objfs_node, hnext, NODE_HASH);
 }
 
 static void hash_remove(struct objfs_inodes *t, struct objfs_node *n)
