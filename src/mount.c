@@ -137,7 +137,10 @@ static int side_new(struct objfs_mount *m)
 		.ring_slot_size = (uint32_t)o->ring_slot_size,
 		.max_sessions = 64,
 		.max_caps = 4096,
+		.ring_budget = o->side_ring_budget,
 		.cap_ttl = 300,
+		/* Without allow_other only the mounting user can use the mount. */
+		.only_uid = o->allow_other ? -1 : (int)geteuid(),
 	};
 	int ret = objfs_side_new(&scfg, m->cache, &m->side);
 

@@ -45,6 +45,7 @@ static const struct opt_def defs[] = {
 	{ "direct_recv", K_ONOFF, F(direct_recv), 0, 0, 0 },
 	{ "ring_slots", K_UINT, F(ring_slots), 0, 2, 64 },
 	{ "ring_slot_size", K_SIZE, F(ring_slot_size), 0, 64 << 10, 64 << 20 },
+	{ "side_ring_budget", K_SIZE, F(side_ring_budget), 0, 1 << 20, 1ULL << 50 },
 	{ "cache_dir", K_STR, F(cache_dir), 0, 0, 0 },
 	{ "cache_dir_size", K_SIZE, F(cache_dir_size), 0, 1 << 20, 1ULL << 50 },
 	{ "allow_other", K_FLAG, F(allow_other), 0, 0, 0 },

@@ -30,6 +30,7 @@ struct objfs_opts {
 	size_t ring_slot_size;    /* GPU side API ring: bytes per slot */
 	char *cache_dir;          /* owned; NULL: no disk cache */
 	size_t cache_dir_size;    /* disk cache cap, bytes */
+	size_t side_ring_budget;  /* GPU side API: client ring bytes mapped at once; 0: RAM/4 */
 	int allow_other;
 	int default_permissions;
 	uid_t uid;

@@ -44,7 +44,10 @@ run_suite() {
 		PASS) passed=$((passed + 1)) ;;
 		SKIP) skipped=$((skipped + 1)) ;;
 		*) failed=$((failed + 1))
-		   echo "----- $log ($res)"; tail -n 60 "$log" ;;
+		   echo "----- $log ($res)"
+		   grep -E -A8 '^(FAIL|not ok|ERROR)' "$log" | head -n 60 || true
+		   echo "----- (last lines)"
+		   tail -n 60 "$log" ;;
 		esac
 		echo "$name: ${res:-?} ${log#"$dir"/}"
 	done

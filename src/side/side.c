@@ -13,18 +13,38 @@
  * err_piece meaningful: the worker that ends a job publishes every
  * consecutive finished piece from ss->pub_piece on (publish_locked), so a
  * piece never becomes visible before the ones below it, and a failed piece
- * poisons the ring with everything below it published and intact. DONE
- * messages go out from the worker that published a request's last piece
- * (sends on a SEQPACKET socket are atomic, so workers and the session
- * thread may send concurrently). The session thread unmaps the ring and
- * closes the socket only after its last job ended (ss->inflight == 0).
+ * poisons the ring with everything below it published and intact. The
+ * session thread unmaps the ring and closes the socket only after its last
+ * job ended (ss->inflight == 0).
+ *
+ * Replies never block a shared thread. A request keeps its queue entry
+ * until its DONE has gone out; DONEs owed are sent in order, under ss->lock,
+ * with MSG_DONTWAIT, by whoever published the last piece (a fill worker,
+ * an engine or disk thread) and by the session thread. When the client
+ * does not read and its socket is full, the rest wait in the queue and the
+ * session thread sends them once poll says POLLOUT; since a request holds
+ * its entry until then, a client that never reads runs out of entries
+ * (OBJFS_SESSION_QUEUE) and its next FILL ends the session. Before this, a
+ * blocking send() from an engine thread let one such client hang every
+ * FUSE read of the mount (security audit, docs/reliability.md).
  *
  * Waiting: the daemon waits only when a slot is still in use (ring
  * wrap-around). A CPU consumer wakes it with FUTEX_WAKE on the rel word; a
  * GPU consumer writes rel with cuStreamWriteValue32, which cannot wake a
- * futex, so the wait is a futex wait with a short timeout (RELEASE_POLL_NS)
- * that doubles as a poll. Between waits the session polls its socket, so a
- * client that dies while its ring is full is noticed at once.
+ * futex, so the wait is a futex wait with a short timeout that doubles as
+ * a poll: RELEASE_POLL_NS for the first RELEASE_FAST_POLLS waits (a GPU
+ * frees a slot within that in a streaming fill), then doubling up to
+ * RELEASE_POLL_MAX_NS, so a client that never releases costs ~500 wake-ups
+ * a second, not 20,000 (16% of a core). Between waits the session polls
+ * its socket, so a client that dies while its ring is full is noticed.
+ *
+ * Admission: a connection is checked against SO_PEERCRED at accept (closed
+ * at once when the mount admits one uid only) and counts as pending, at
+ * most OBJFS_SIDE_PENDING_PER_UID per uid, until its HELLO; only a HELLO
+ * with a capability of the same uid turns it into a session, within the
+ * session and ring-byte bounds of side.h, global and per uid. The ring
+ * must be a memfd on tmpfs sealed against shrinking and growing: no access
+ * inside it can fault (side_guard.c says why, and guards it anyway).
  *
  * Locking (side_i.h has side->lock and the capabilities): ss->lock guards
  * a session's request queue, job states and publication cursor, and comes
@@ -47,15 +67,23 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "log.h"
 #include "side_i.h"
 
-#define HELLO_TIMEOUT_MS 5000
-#define RELEASE_POLL_NS  50000L
-#define SOCK_POLL_EVERY  16 /* release waits between socket polls */
+#define HELLO_TIMEOUT_MS     5000
+#define RELEASE_POLL_NS      50000L
+#define RELEASE_FAST_POLLS   64
+#define RELEASE_POLL_MAX_NS  2000000L
+#define SOCK_POLL_EVERY      16 /* release waits between socket polls */
+#define BUSY_POLL_MS         10 /* session thread's socket poll while requests are open */
+
+#ifndef TMPFS_MAGIC
+#define TMPFS_MAGIC 0x01021994
+#endif
 
 enum sess_state { S_HELLO, S_SERVING, S_CLOSED };
 
@@ -64,7 +92,8 @@ struct req {
 	int64_t off;
 	uint64_t len;
 	uint64_t done;               /* bytes handed to fill workers */
-	uint64_t last_piece;         /* DONE goes out once this one is published */
+	uint64_t last_piece;         /* DONE is owed once this one is published */
+	int err;                     /* positive errno for the DONE, once owed */
 };
 
 /* A slot's piece between dispatch and publication (ss->lock). */
@@ -100,6 +129,7 @@ struct session {
 	pthread_cond_t cond;         /* a job of this session ended */
 	struct req q[OBJFS_SESSION_QUEUE]; /* FILLs until their DONE is sent */
 	unsigned qhead, qlen;
+	unsigned qowed;              /* q[qhead..] whose DONE is owed (published) */
 	unsigned qdisp;              /* q[qhead + qdisp] is the one being dispatched */
 	uint64_t pub_piece;          /* pieces below are published */
 	unsigned inflight;           /* jobs queued or running */
@@ -107,6 +137,8 @@ struct session {
 	int ending;                  /* the session is over: jobs skip their copy */
 	struct job jobs[OBJFS_RING_MAX_SLOTS]; /* by slot */
 	int finished;                /* side->lock: the thread has ended */
+	int pending;                 /* side->lock: counted as pending (before HELLO) */
+	int counted;                 /* side->lock: counted as a session, with ring_bytes */
 	struct session *next;
 };
 
@@ -122,9 +154,10 @@ static void sess_state(struct session *ss, enum sess_state to, const char *why)
 	ss->state = to;
 }
 
+/* Never blocks: -EAGAIN when the client's socket is full. */
 static int send_msg(int fd, const void *m, size_t len)
 {
-	ssize_t n = send(fd, m, len, MSG_NOSIGNAL);
+	ssize_t n = send(fd, m, len, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 	if (n < 0)
 		return -errno;
@@ -207,14 +240,86 @@ static ssize_t recv_msg(int fd, void *buf, int *fd_out)
 
 /* ---------------------------------------------------------- sessions */
 
+/*
+ * Whether @memfd can be a ring of @bytes: a regular file of that size on
+ * tmpfs (not hugetlbfs: its pages can be punched out and not come back),
+ * sealed against shrinking and growing. 0 or -EBADFD.
+ */
+static int ring_fd_ok(int memfd, uint64_t bytes, const char **why)
+{
+	struct statfs sf;
+	struct stat st;
+	int seals;
+
+	*why = NULL;
+	if (fstat(memfd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != bytes)
+		*why = "not a file of the ring's size";
+	else if (fstatfs(memfd, &sf) || sf.f_type != TMPFS_MAGIC)
+		*why = "not a memfd on tmpfs (hugetlbfs rings are refused)";
+	else if ((seals = fcntl(memfd, F_GET_SEALS)) < 0 ||
+		 (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+		*why = "not sealed with F_SEAL_SHRINK and F_SEAL_GROW";
+	return *why ? -EBADFD : 0;
+}
+
+/*
+ * Turns a pending connection into a session of @bytes of ring, within the
+ * bounds of side.h (global and the uid's share). 0, -EBUSY (sessions),
+ * -ENOMEM (the global ring budget) or -EDQUOT (the uid's).
+ */
+static int admit(struct session *ss, uint64_t bytes)
+{
+	struct objfs_side *s = ss->side;
+	const struct objfs_side_cfg *c = &s->cfg;
+	struct uid_use *u;
+	int err = 0;
+
+	pthread_mutex_lock(&s->lock);
+	u = objfs_side_uid_get(s, ss->uid);
+	if (!u)
+		err = -ENOMEM;
+	else if (s->st.sessions_open >= c->max_sessions ||
+		 u->sessions >= objfs_side_share(c->max_sessions, c->uid_sessions))
+		err = -EBUSY;
+	else if (s->ring_bytes + bytes > c->ring_budget)
+		err = -ENOMEM;
+	else if (u->ring_bytes + bytes > objfs_side_share(c->ring_budget, c->uid_ring_budget))
+		err = -EDQUOT;
+	if (!err) {
+		u->sessions++;
+		u->ring_bytes += bytes;
+		s->ring_bytes += bytes;
+		ss->ring_bytes = bytes;
+		s->st.sessions_open++;
+		s->st.sessions_total++;
+		ss->counted = 1;
+	} else {
+		s->st.sessions_refused++;
+	}
+	if (u) {
+		u->pending -= ss->pending;
+		s->pending -= ss->pending;
+		ss->pending = 0;
+		objfs_side_uid_put(s, u);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (err)
+		objfs_warn("side: session %llu (pid %d uid %u) refused: %s",
+			   (unsigned long long)ss->id, (int)ss->pid, (unsigned)ss->uid,
+			   err == -EBUSY ? "too many sessions (of this uid or in all)" :
+			   err == -EDQUOT ? "this uid's ring memory budget is spent" :
+			   "the ring memory budget is spent");
+	return err;
+}
+
 /* Validates HELLO and maps the ring. Takes ownership of @memfd. 0 or -errno. */
 static int do_hello(struct session *ss, const struct objfs_msg_hello *m, int memfd)
 {
 	struct objfs_side *s = ss->side;
 	struct objfs_msg_hello_ok ok = { 0 };
-	struct stat st;
+	const char *why;
 	void *map;
-	int seals, err;
+	int err;
 
 	ss->cap = objfs_side_cap_ref(s, m->token);
 	/* One answer for every mismatch: no oracle for tokens. */
@@ -227,16 +332,15 @@ static int do_hello(struct session *ss, const struct objfs_msg_hello *m, int mem
 		err = -EINVAL;
 		goto out_fd;
 	}
-	if (fstat(memfd, &st)) {
-		err = -errno;
+	err = ring_fd_ok(memfd, m->ring_bytes, &why);
+	if (err) {
+		objfs_info("side: session %llu (pid %d uid %u): ring refused: %s",
+			   (unsigned long long)ss->id, (int)ss->pid, (unsigned)ss->uid, why);
 		goto out_fd;
 	}
-	seals = fcntl(memfd, F_GET_SEALS);
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != m->ring_bytes || seals < 0 ||
-	    !(seals & F_SEAL_SHRINK)) {
-		err = -EBADFD; /* not a memfd of that size sealed against shrinking */
+	err = admit(ss, m->ring_bytes);
+	if (err)
 		goto out_fd;
-	}
 	map = mmap(NULL, m->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
 	if (map == MAP_FAILED) {
 		err = -errno;
@@ -245,6 +349,8 @@ static int do_hello(struct session *ss, const struct objfs_msg_hello *m, int mem
 	close(memfd);
 	ss->ring = map;
 	ss->ring_bytes = m->ring_bytes;
+	if (objfs_side_guard_add(map, m->ring_bytes, &ss->failed))
+		return -EBUSY; /* more rings than the guard's table: cannot happen below its size */
 	ss->slots = m->slots;
 	ss->slot_size = m->slot_size;
 	ss->data = (char *)map + objfs_ring_hdr_size(m->slots);
@@ -294,8 +400,45 @@ static int do_fill(struct session *ss, const struct objfs_msg_fill *m)
 }
 
 /*
- * Handles what the socket has, waiting up to @timeout_ms for it.
- * 0 when nothing or a FILL arrived, -errno when the session must end.
+ * Sends the DONEs owed, oldest first, without blocking; each frees its
+ * queue entry. Stops at a full socket (they wait for POLLOUT). With
+ * ss->lock held. 0, or -errno when the client is gone (the session fails).
+ */
+static int flush_locked(struct session *ss)
+{
+	while (ss->qowed) {
+		struct req *r = &ss->q[ss->qhead];
+		struct objfs_msg_done d = { 0 };
+		int err;
+
+		objfs_msg_init(&d.h, OBJFS_MSG_DONE, sizeof(d));
+		d.req_id = r->id;
+		d.err = r->err;
+		d.bytes = r->err ? 0 : r->len;
+		err = send_msg(ss->fd, &d, sizeof(d));
+		if (err == -EAGAIN) {
+			pthread_mutex_lock(&ss->side->lock);
+			ss->side->st.replies_deferred++;
+			pthread_mutex_unlock(&ss->side->lock);
+			return 0;
+		}
+		if (err) {
+			if (!ss->failed)
+				__atomic_store_n(&ss->failed, -err, __ATOMIC_RELAXED);
+			return err;
+		}
+		ss->qhead = (ss->qhead + 1) % OBJFS_SESSION_QUEUE;
+		ss->qlen--;
+		ss->qowed--;
+		ss->qdisp--;
+	}
+	return 0;
+}
+
+/*
+ * Handles what the socket has, waiting up to @timeout_ms for it, and sends
+ * the DONEs a full socket held back once it has room. 0 when nothing or a
+ * FILL arrived, -errno when the session must end.
  */
 static int pump(struct session *ss, int timeout_ms)
 {
@@ -306,10 +449,25 @@ static int pump(struct session *ss, int timeout_ms)
 
 	if (ss->side->stopping)
 		return -ESHUTDOWN;
+	pthread_mutex_lock(&ss->lock);
+	if (ss->qowed)
+		p.events |= POLLOUT;
+	if (ss->qlen && timeout_ms > BUSY_POLL_MS)
+		timeout_ms = BUSY_POLL_MS; /* a worker may meet a full socket meanwhile */
+	pthread_mutex_unlock(&ss->lock);
 	r = poll(&p, 1, timeout_ms);
 	if (r < 0)
 		return errno == EINTR ? 0 : -errno;
 	if (r == 0)
+		return 0;
+	if (p.revents & POLLOUT) {
+		pthread_mutex_lock(&ss->lock);
+		r = flush_locked(ss);
+		pthread_mutex_unlock(&ss->lock);
+		if (r)
+			return r;
+	}
+	if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
 		return 0;
 	n = recv_msg(ss->fd, buf, NULL);
 	if (n == -EAGAIN)
@@ -319,6 +477,17 @@ static int pump(struct session *ss, int timeout_ms)
 	if (((struct objfs_msg_hdr *)buf)->type != OBJFS_MSG_FILL)
 		return -EPROTO;
 	return do_fill(ss, (const struct objfs_msg_fill *)buf);
+}
+
+/* The @i-th wait's poll: short while a consumer is streaming, then backing off. */
+static long release_poll_ns(unsigned i)
+{
+	unsigned k = i <= RELEASE_FAST_POLLS ? 0 : i - RELEASE_FAST_POLLS;
+	long ns = RELEASE_POLL_NS;
+
+	while (k-- && ns < RELEASE_POLL_MAX_NS)
+		ns *= 2;
+	return ns < RELEASE_POLL_MAX_NS ? ns : RELEASE_POLL_MAX_NS;
 }
 
 /* Waits until slot use @g - 1 is released. 0, or -errno to end the session. */
@@ -342,7 +511,7 @@ static int wait_release(struct session *ss, uint32_t slot, uint32_t g)
 		}
 		if (i == 1)
 			t0 = objfs_now_s();
-		objfs_futex_wait_ns(rel, v, RELEASE_POLL_NS);
+		objfs_futex_wait_ns(rel, v, release_poll_ns(i));
 	}
 	if (t0 > 0) { /* how long consumers, not fetches, held the fill back */
 		uint64_t us = (uint64_t)((objfs_now_s() - t0) * 1e6);
@@ -354,43 +523,24 @@ static int wait_release(struct session *ss, uint32_t slot, uint32_t g)
 	return err;
 }
 
-static void send_done(struct session *ss, uint64_t id, uint64_t bytes, int err)
-{
-	struct objfs_msg_done d = { 0 };
-
-	objfs_msg_init(&d.h, OBJFS_MSG_DONE, sizeof(d));
-	d.req_id = id;
-	d.err = err;
-	d.bytes = bytes;
-	(void)send_msg(ss->fd, &d, sizeof(d));
-}
-
-/* DONE messages a publisher owes, sent after ss->lock is dropped. */
-struct dones {
-	unsigned n;
-	int err;                /* with the last one: the fill failed */
-	uint64_t id[64], bytes[64];
-};
-
 /*
- * Publishes, in piece order, every finished piece from ss->pub_piece on,
- * and collects the DONEs of requests whose last piece is now published.
- * Stops at a running piece, at @d full, or at a failed one: that piece
- * poisons the ring (err_piece = it: every piece below is published and
- * intact), its request gets an error DONE and the session is failed.
- * Called with ss->lock held, by the fill worker that just ended a job.
+ * Publishes, in piece order, every finished piece from ss->pub_piece on;
+ * a request whose last piece is published gets its DONE owed. Stops at a
+ * running piece or at a failed one: that piece poisons the ring
+ * (err_piece = it: every piece below is published and intact), its
+ * request is owed an error DONE and the session is failed. Called with
+ * ss->lock held, by whoever just ended a job; flush_locked sends.
  */
-static void publish_locked(struct session *ss, struct dones *d)
+static void publish_locked(struct session *ss)
 {
 	struct objfs_side *s = ss->side;
 
-	while (!ss->failed && !ss->ending && ss->pub_piece < ss->fill_piece &&
-	       d->n < sizeof(d->id) / sizeof(d->id[0])) {
+	while (!ss->failed && !ss->ending && ss->pub_piece < ss->fill_piece) {
 		uint64_t p = ss->pub_piece;
 		uint32_t slot = objfs_piece_slot(p, ss->slots), prev;
 		uint32_t g = (uint32_t)objfs_piece_gen(p, ss->slots);
 		struct job *j = &ss->jobs[slot];
-		struct req *r = &ss->q[ss->qhead];
+		struct req *r = &ss->q[(ss->qhead + ss->qowed) % OBJFS_SESSION_QUEUE];
 
 		if (j->state == J_RUNNING || j->state == J_FREE || j->piece != p)
 			break;
@@ -400,9 +550,8 @@ static void publish_locked(struct session *ss, struct dones *d)
 				   (long long)j->off, j->len, strerror(j->err));
 			objfs_ring_poison(ss->ring, ss->slots, p, j->err);
 			__atomic_store_n(&ss->failed, j->err, __ATOMIC_RELAXED);
-			d->id[d->n] = r->id;
-			d->bytes[d->n++] = 0;
-			d->err = j->err;
+			r->err = j->err;
+			ss->qowed++;
 			pthread_mutex_lock(&s->lock);
 			s->st.fill_errors++;
 			pthread_mutex_unlock(&s->lock);
@@ -423,39 +572,28 @@ static void publish_locked(struct session *ss, struct dones *d)
 		j->state = J_FREE;
 		ss->pub_piece++;
 		if (p == r->last_piece) {
-			d->id[d->n] = r->id;
-			d->bytes[d->n++] = r->len;
+			r->err = 0;
+			ss->qowed++;
 			pthread_mutex_lock(&s->lock);
 			s->st.fills++;
 			s->st.fill_bytes += r->len;
 			pthread_mutex_unlock(&s->lock);
-			ss->qhead = (ss->qhead + 1) % OBJFS_SESSION_QUEUE;
-			ss->qlen--;
-			ss->qdisp--;
 		}
 	}
 	pthread_cond_broadcast(&ss->cond);
 }
 
-/* A job's fill ended (any thread): publish what is in order. */
+/* A job's fill ended (any thread): publish what is in order, send its DONEs. */
 static void job_end(void *arg, int err)
 {
 	struct job *j = arg;
 	struct session *ss = j->ss;
-	struct dones d;
 
 	pthread_mutex_lock(&ss->lock);
 	j->state = err ? J_FAILED : J_DONE;
 	j->err = -err;
-	do {
-		d.n = 0;
-		d.err = 0;
-		publish_locked(ss, &d);
-		pthread_mutex_unlock(&ss->lock);
-		for (unsigned i = 0; i < d.n; i++)
-			send_done(ss, d.id[i], d.bytes[i], i + 1 == d.n ? d.err : 0);
-		pthread_mutex_lock(&ss->lock);
-	} while (d.n == sizeof(d.id) / sizeof(d.id[0]));
+	publish_locked(ss);
+	(void)flush_locked(ss); /* never blocks; a full socket leaves them to the session */
 	/* Last: once inflight drops, the session may unmap the ring and close. */
 	ss->inflight--;
 	pthread_cond_broadcast(&ss->cond);
@@ -564,6 +702,29 @@ static int has_work(struct session *ss)
 	return w;
 }
 
+/* What a connection held (pending, or a session and its ring). side->lock held. */
+static void uncount_locked(struct session *ss)
+{
+	struct objfs_side *s = ss->side;
+	struct uid_use *u = objfs_side_uid_get(s, ss->uid);
+
+	if (ss->counted) {
+		s->st.sessions_open--;
+		s->ring_bytes -= ss->ring_bytes;
+	}
+	s->pending -= ss->pending;
+	if (u) { /* found: it was made when the connection was counted */
+		u->pending -= ss->pending;
+		if (ss->counted) {
+			u->sessions--;
+			u->ring_bytes -= ss->ring_bytes;
+		}
+		objfs_side_uid_put(s, u);
+	}
+	ss->pending = 0;
+	ss->counted = 0;
+}
+
 static void *session_main(void *arg)
 {
 	struct session *ss = arg;
@@ -617,8 +778,10 @@ out:
 		send_err(ss->fd, -err);
 	}
 	sess_state(ss, S_CLOSED, err ? strerror(-err) : NULL);
-	if (ss->ring)
+	if (ss->ring) {
+		objfs_side_guard_del(ss->ring);
 		munmap(ss->ring, ss->ring_bytes);
+	}
 	ss->ring = NULL;
 	objfs_side_cap_unref(s, ss->cap);
 	ss->cap = NULL;
@@ -626,7 +789,7 @@ out:
 	close(ss->fd);
 	ss->fd = -1;
 	ss->finished = 1;
-	s->st.sessions_open--;
+	uncount_locked(ss);
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
 	return NULL;
@@ -653,35 +816,52 @@ static void sessions_reap(struct objfs_side *s, int all)
 	}
 }
 
-static void accept_one(struct objfs_side *s)
+/*
+ * Accepts one connection: -EMFILE/-ENFILE when out of descriptors (then the
+ * caller sheds it), 0 otherwise, whether it was admitted or refused.
+ */
+static int accept_one(struct objfs_side *s)
 {
 	struct ucred cred;
 	socklen_t cl = sizeof(cred);
 	struct session *ss;
+	struct uid_use *u;
+	const char *why = NULL;
 	int fd = accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC), err;
 
 	if (fd < 0)
-		return;
+		return errno == EMFILE || errno == ENFILE ? -errno : 0;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl)) {
 		close(fd);
-		return;
+		return 0;
+	}
+	if (s->cfg.only_uid >= 0 && cred.uid != (uid_t)s->cfg.only_uid) {
+		close(fd); /* cannot use the mount at all: nothing to say to it */
+		return 0;
 	}
 	pthread_mutex_lock(&s->lock);
 	sessions_reap(s, 0);
-	if (s->st.sessions_open >= s->cfg.max_sessions) {
+	u = objfs_side_uid_get(s, cred.uid);
+	if (!u)
+		why = "out of memory";
+	else if (s->pending >= s->cfg.max_sessions || u->pending >= OBJFS_SIDE_PENDING_PER_UID)
+		why = "too many connections waiting for their HELLO";
+	if (why) {
 		s->st.sessions_refused++;
+		objfs_side_uid_put(s, u);
 		pthread_mutex_unlock(&s->lock);
-		objfs_warn("side: %u sessions open, refusing pid %d", s->cfg.max_sessions,
-			   (int)cred.pid);
+		objfs_warn("side: refusing a connection of pid %d uid %u: %s", (int)cred.pid,
+			   (unsigned)cred.uid, why);
 		send_err(fd, EBUSY);
 		close(fd);
-		return;
+		return 0;
 	}
 	ss = calloc(1, sizeof(*ss));
 	if (!ss) {
+		objfs_side_uid_put(s, u);
 		pthread_mutex_unlock(&s->lock);
 		close(fd);
-		return;
+		return 0;
 	}
 	ss->side = s;
 	ss->fd = fd;
@@ -689,10 +869,14 @@ static void accept_one(struct objfs_side *s)
 	ss->pid = cred.pid;
 	ss->id = ++s->next_session;
 	ss->state = S_HELLO;
+	ss->pending = 1;
+	u->pending++;
+	s->pending++;
 	pthread_mutex_init(&ss->lock, NULL);
 	pthread_cond_init(&ss->cond, NULL);
 	err = pthread_create(&ss->thread, NULL, session_main, ss);
 	if (err) {
+		uncount_locked(ss);
 		pthread_mutex_unlock(&s->lock);
 		objfs_warn("side: cannot start a session thread: %s", strerror(err));
 		send_err(fd, EAGAIN);
@@ -700,29 +884,55 @@ static void accept_one(struct objfs_side *s)
 		pthread_cond_destroy(&ss->cond);
 		pthread_mutex_destroy(&ss->lock);
 		free(ss);
-		return;
+		return 0;
 	}
 	pthread_setname_np(ss->thread, "objfs-session");
 	ss->next = s->sessions;
 	s->sessions = ss;
-	s->st.sessions_open++;
-	s->st.sessions_total++;
 	pthread_mutex_unlock(&s->lock);
+	return 0;
 }
 
+/*
+ * The accept thread. Out of descriptors, the pending connection would make
+ * poll return at once forever (a spinning thread): a reserved descriptor
+ * is closed to accept it and close it at once (the client sees EOF), then
+ * reopened, and the event is logged at most once a minute.
+ */
 static void *accept_main(void *arg)
 {
 	struct objfs_side *s = arg;
 	struct pollfd p[2] = { { s->lfd, POLLIN, 0 }, { s->wakefd, POLLIN, 0 } };
+	int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	double logged = 0;
 
 	while (!s->stopping) {
+		int err;
+
 		if (poll(p, 2, -1) < 0 && errno != EINTR)
 			break;
 		if (s->stopping)
 			break;
-		if (p[0].revents & POLLIN)
-			accept_one(s);
+		if (!(p[0].revents & POLLIN))
+			continue;
+		err = accept_one(s);
+		if (!err)
+			continue;
+		if (objfs_now_s() - logged > 60) {
+			logged = objfs_now_s();
+			objfs_warn("side: out of file descriptors (%s): shedding connections",
+				   strerror(-err));
+		}
+		if (spare >= 0) {
+			close(spare);
+			close(accept4(s->lfd, NULL, NULL, SOCK_CLOEXEC));
+			spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+		} else {
+			poll(p + 1, 1, 100); /* no spare either: at least do not spin */
+		}
 	}
+	if (spare >= 0)
+		close(spare);
 	return NULL;
 }
 
@@ -738,6 +948,15 @@ static unsigned default_workers(void)
 	long n = sysconf(_SC_NPROCESSORS_ONLN) / 2;
 
 	return n < 4 ? 4 : n > 16 ? 16 : (unsigned)n;
+}
+
+/* The global ring budget by default: a quarter of RAM, at least one ring. */
+static uint64_t default_ring_budget(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t b = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz / 4 : 1ull << 30;
+
+	return b > OBJFS_RING_MAX_BYTES ? b : OBJFS_RING_MAX_BYTES;
 }
 
 /* Ends the fill workers once their queue is empty; frees the array. */
@@ -785,11 +1004,16 @@ int objfs_side_new(const struct objfs_side_cfg *cfg, struct objfs_cache *cache,
 	if (!objfs_ring_geometry_ok(cfg->ring_slots, cfg->ring_slot_size) || !cfg->max_sessions ||
 	    !cfg->max_caps)
 		return -EINVAL;
+	err = objfs_side_guard_install();
+	if (err)
+		return err;
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
 	s->cfg = *cfg;
 	s->cfg.sock_name = NULL;
+	if (!s->cfg.ring_budget)
+		s->cfg.ring_budget = default_ring_budget();
 	s->cache = cache;
 	s->wakefd = -1;
 	pthread_mutex_init(&s->lock, NULL);
@@ -862,6 +1086,7 @@ void objfs_side_get_stats(struct objfs_side *s, struct objfs_side_stats *st)
 	pthread_mutex_lock(&s->lock);
 	*st = s->st;
 	st->caps = s->ncaps;
+	st->ring_bytes = s->ring_bytes;
 	pthread_mutex_unlock(&s->lock);
 }
 

@@ -48,13 +48,29 @@
 
 struct objfs_side;
 
+/*
+ * Bounds. Every global bound has a per-uid share (0: half the global one)
+ * so that one user cannot deny the side API to the others (security
+ * audit, docs/reliability.md): sessions and rings are refused at HELLO
+ * (-EBUSY for sessions, -ENOMEM for the global ring budget, -EDQUOT for a
+ * uid's), capabilities at the ioctl (-ENOSPC). A connection holds no
+ * session before its HELLO proved a capability of its own uid; until then
+ * it counts as pending, at most OBJFS_SIDE_PENDING_PER_UID per uid.
+ */
+#define OBJFS_SIDE_PENDING_PER_UID 4
+
 struct objfs_side_cfg {
 	uint32_t ring_slots;     /* told to clients through the capability */
 	uint32_t ring_slot_size; /* bytes, multiple of 4096 */
 	unsigned max_sessions;   /* concurrent sessions; more are refused */
+	unsigned uid_sessions;   /* of them one uid's; 0: half */
 	unsigned max_caps;       /* capability records kept */
+	unsigned uid_caps;       /* of them one uid's; 0: half */
+	uint64_t ring_budget;    /* bytes of rings mapped at once; 0: a quarter of RAM */
+	uint64_t uid_ring_budget; /* of them one uid's; 0: half */
 	double cap_ttl;          /* seconds an unused capability stays valid */
 	unsigned fill_threads;   /* fill workers; 0: half the cores, 4 to 16 */
+	int only_uid;            /* >= 0: connections of other uids are closed at accept */
 	const char *sock_name;   /* NULL: "@objfs.<pid>.<random>"; copied */
 };
 
@@ -71,6 +87,8 @@ struct objfs_side_obj {
 
 struct objfs_side_stats {
 	uint64_t sessions_open, sessions_total, sessions_refused;
+	uint64_t ring_bytes;   /* rings mapped now */
+	uint64_t replies_deferred; /* DONEs a full socket made wait for the session thread */
 	uint64_t caps, fills, fill_bytes, fill_errors;
 	uint64_t ring_wait_us; /* dispatch waited for consumers to free a slot */
 };

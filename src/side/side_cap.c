@@ -18,7 +18,10 @@
  *
  * Expiry: a record nobody uses (no session, no fetch in flight) for
  * cap_ttl seconds is dropped at the next grant; at most max_caps live at
- * once (-ENOSPC beyond), which bounds what ioctls can make the daemon keep.
+ * once (-ENOSPC beyond), which bounds what ioctls can make the daemon keep,
+ * and one uid holds at most its share of them (uid_caps, half by default):
+ * a user with one readable file once took all 4,096 in 0.2 s and every
+ * other user got ENOSPC for cap_ttl (security audit, docs/reliability.md).
  *
  * Open object: a record holds one reference on the open object version of
  * the handle it was granted through (cache/object.h), the same object the
@@ -52,12 +55,57 @@ int objfs_side_token_eq(const uint8_t *a, const uint8_t *b)
 
 /* ---------------------------------------------------------- records */
 
+/* ---------------------------------------------------------- per-uid use */
+
+struct uid_use *objfs_side_uid_get(struct objfs_side *s, uid_t uid)
+{
+	struct uid_use *u;
+
+	for (u = s->uids; u; u = u->next)
+		if (u->uid == uid)
+			return u;
+	u = calloc(1, sizeof(*u));
+	if (!u)
+		return NULL;
+	u->uid = uid;
+	u->next = s->uids;
+	s->uids = u;
+	return u;
+}
+
+void objfs_side_uid_put(struct objfs_side *s, struct uid_use *u)
+{
+	if (!u || u->pending || u->sessions || u->caps || u->ring_bytes)
+		return;
+	for (struct uid_use **pp = &s->uids; *pp; pp = &(*pp)->next) {
+		if (*pp == u) {
+			*pp = u->next;
+			free(u);
+			return;
+		}
+	}
+}
+
+/* ---------------------------------------------------------- records */
+
 static void cap_free(struct cap *c)
 {
 	if (!c)
 		return;
 	objfs_object_put(c->obj);
 	free(c);
+}
+
+/* Unlinked @c from the list: uncounts it. With side->lock held. */
+static void cap_uncount(struct objfs_side *s, struct cap *c)
+{
+	struct uid_use *u = objfs_side_uid_get(s, c->uid);
+
+	s->ncaps--;
+	if (u) {
+		u->caps--;
+		objfs_side_uid_put(s, u);
+	}
 }
 
 /* Drops records nobody uses that expired. Called with side->lock held. */
@@ -70,7 +118,7 @@ static void caps_purge(struct objfs_side *s, int all)
 
 		if (!c->sessions && (all || now - c->last_used > s->cfg.cap_ttl)) {
 			*pp = c->next;
-			s->ncaps--;
+			cap_uncount(s, c);
 			cap_free(c);
 		} else {
 			pp = &c->next;
@@ -81,6 +129,7 @@ static void caps_purge(struct objfs_side *s, int all)
 int objfs_side_grant(struct objfs_side *s, uid_t uid, const struct objfs_side_obj *o,
 		     struct objfs_side_cap *cap)
 {
+	struct uid_use *u;
 	struct cap *c;
 	int err;
 
@@ -101,13 +150,26 @@ int objfs_side_grant(struct objfs_side *s, uid_t uid, const struct objfs_side_ob
 
 	pthread_mutex_lock(&s->lock);
 	caps_purge(s, 0);
-	if (s->ncaps >= s->cfg.max_caps) {
+	u = objfs_side_uid_get(s, uid);
+	if (!u) {
 		pthread_mutex_unlock(&s->lock);
-		objfs_warn("side: %u capabilities live, refusing another (uid %u, ino %llu)",
-			   s->ncaps, (unsigned)uid, (unsigned long long)o->ino);
+		err = -ENOMEM;
+		goto out_cap;
+	}
+	if (s->ncaps >= s->cfg.max_caps ||
+	    u->caps >= objfs_side_share(s->cfg.max_caps, s->cfg.uid_caps)) {
+		unsigned held = u->caps, live = s->ncaps;
+
+		objfs_side_uid_put(s, u);
+		pthread_mutex_unlock(&s->lock);
+		objfs_warn("side: refusing a capability to uid %u (ino %llu): %u live, %u of "
+			   "them this uid's (bounds %u, %llu per uid)", (unsigned)uid,
+			   (unsigned long long)o->ino, live, held, s->cfg.max_caps,
+			   (unsigned long long)objfs_side_share(s->cfg.max_caps, s->cfg.uid_caps));
 		err = -ENOSPC;
 		goto out_cap;
 	}
+	u->caps++;
 	c->last_used = objfs_now_s();
 	c->next = s->caps;
 	s->caps = c;
@@ -162,4 +224,10 @@ void objfs_side_cap_unref(struct objfs_side *s, struct cap *c)
 void objfs_side_caps_drain(struct objfs_side *s)
 {
 	caps_purge(s, 1);
+	while (s->uids) { /* only records of uids that held nothing else are left */
+		struct uid_use *u = s->uids;
+
+		s->uids = u->next;
+		free(u);
+	}
 }

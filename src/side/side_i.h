@@ -5,7 +5,9 @@
  *   side.c      the server: socket and accept thread, sessions, fills and
  *               the ring discipline, the fill workers.
  *   side_cap.c  capabilities: grant, lookup by token, session references,
- *               expiry, the counted fetch, and freeing them all at the end.
+ *               expiry, freeing them all at the end; and what each uid
+ *               holds (struct uid_use), which bounds one user's share.
+ *   side_guard.c the SIGBUS guard over mapped rings.
  *
  * A capability record is written once by objfs_side_grant before it is
  * linked into side->caps; after that only sessions and last_used change
@@ -29,6 +31,19 @@
 #include <sys/types.h>
 
 #include "side.h"
+
+/*
+ * What one uid holds (side->lock): connections not yet past HELLO,
+ * sessions, capability records and ring bytes. Each is bounded per uid
+ * (a share of the global bound, side.h) so that one user cannot take the
+ * side API from the others. A record exists while any count is non-zero.
+ */
+struct uid_use {
+	uid_t uid;
+	unsigned pending, sessions, caps;
+	uint64_t ring_bytes;
+	struct uid_use *next;
+};
 
 struct cap {
 	uint8_t token[OBJFS_TOKEN_LEN];
@@ -56,6 +71,9 @@ struct objfs_side {
 	pthread_cond_t cond;
 	struct cap *caps;            /* lock */
 	unsigned ncaps;              /* lock */
+	struct uid_use *uids;        /* lock */
+	unsigned pending;            /* lock: connections before their HELLO */
+	uint64_t ring_bytes;         /* lock: rings mapped by sessions */
 	struct session *sessions;    /* lock */
 	uint64_t next_session;       /* lock */
 	struct objfs_side_stats st;  /* lock */
@@ -82,5 +100,31 @@ void objfs_side_cap_unref(struct objfs_side *s, struct cap *c);
 
 /* At the end, with side->lock held and every session ended: frees every record. */
 void objfs_side_caps_drain(struct objfs_side *s);
+
+/*
+ * The record of @uid, made when missing (NULL only when out of memory).
+ * objfs_side_uid_put frees it once every count is zero. side->lock held.
+ */
+struct uid_use *objfs_side_uid_get(struct objfs_side *s, uid_t uid);
+void objfs_side_uid_put(struct objfs_side *s, struct uid_use *u);
+
+/* A per-uid share of a global bound (side.h: half, at least 1). */
+static inline uint64_t objfs_side_share(uint64_t global, uint64_t per_uid)
+{
+	if (per_uid)
+		return per_uid < global ? per_uid : global;
+	return global / 2 ? global / 2 : 1;
+}
+
+/*
+ * The SIGBUS guard (side_guard.c). install: once per process, before the
+ * first ring is mapped. add: registers the ring [start, start + len) with
+ * the word that gets EFAULT if a SIGBUS hits it (then the ring is replaced
+ * by anonymous memory); -EBUSY when the table is full. del: before unmap,
+ * once no copy into the ring can run.
+ */
+int objfs_side_guard_install(void);
+int objfs_side_guard_add(void *start, size_t len, int *failed);
+void objfs_side_guard_del(void *start);
 
 #endif
