@@ -637,6 +637,15 @@ const char *objfs_strerror(int err)
 			    "is not accessible)";
 	case EPROTO: return "protocol error between libobjfs and the objfs daemon";
 	case EPROTONOSUPPORT: return "libobjfs and the objfs daemon speak different versions";
+	case EBUSY: return "the objfs daemon has no session left for this user (close handles "
+			   "of other processes, or wait)";
+	case EDQUOT: return "this user's share of the daemon's ring memory is spent "
+			    "(side_ring_budget)";
+	case ENOMEM: return "out of memory, or the daemon's ring memory budget is spent "
+			    "(side_ring_budget)";
+	case ENOSPC: return "the objfs daemon holds too many capabilities for this user "
+			    "(unused ones expire)";
+	case EBADFD: return "the daemon refused the ring (not a sealed tmpfs memfd)";
 	default: {
 		const char *s = strerrordesc_np(err);
 

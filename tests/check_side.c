@@ -983,6 +983,44 @@ START_TEST(test_late_reader)
 }
 END_TEST
 
+/*
+ * Out of descriptors (finding 11): accept() fails with EMFILE while the
+ * connection stays pending, so poll wakes the accept thread at once,
+ * forever. The connection is shed instead: its client sees EOF.
+ */
+START_TEST(test_accept_emfile)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	size_t n = strlen(cap.sock);
+	struct rlimit old, low;
+	int c = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0), fds[64], nfds = 0, fd;
+	char b[OBJFS_MSG_MAX];
+	struct pollfd p = { c, POLLIN, 0 };
+
+	ck_assert_int_ge(c, 0);
+	memcpy(sa.sun_path, cap.sock, n);
+	sa.sun_path[0] = '\0';
+	ck_assert_int_eq(getrlimit(RLIMIT_NOFILE, &old), 0);
+	/* The lowest free descriptors taken, the limit just above them. */
+	while (nfds < 32 && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		fds[nfds++] = fd;
+	low = old;
+	low.rlim_cur = (rlim_t)fds[nfds - 1] + 1;
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+	while (nfds < 64 && (fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0)
+		fds[nfds++] = fd; /* any free one below the limit */
+	ck_assert_int_eq(connect(c, (struct sockaddr *)&sa,
+				 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)), 0);
+	ck_assert_int_eq(poll(&p, 1, 3000), 1);
+	ck_assert_int_eq(recv(c, b, sizeof(b), 0), 0); /* shed: EOF */
+	close(c);
+	ck_assert_int_eq(setrlimit(RLIMIT_NOFILE, &old), 0);
+	while (nfds)
+		close(fds[--nfds]);
+	assert_healthy();
+}
+END_TEST
+
 /* The SIGBUS guard (side_guard.c): a fault in a registered ring is survived. */
 START_TEST(test_sigbus_guard)
 {
@@ -1205,6 +1243,7 @@ static Suite *side_suite(void)
 	tcase_add_test(tc, test_unread_dones);
 	tcase_add_test(tc, test_late_reader);
 	tcase_add_test(tc, test_sigbus_guard);
+	tcase_add_test(tc, test_accept_emfile);
 	tcase_add_test(tc, test_strerror);
 	suite_add_tcase(s, tc);
 	tc = tcase_create("proto");

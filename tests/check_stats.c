@@ -101,7 +101,9 @@ START_TEST(test_format_disk)
 		"disk_cache_bytes 1049600000\n", "disk_cache_cap 2147483648\n",
 	};
 	struct objfs_side_stats g = { .sessions_open = 1, .sessions_total = 3, .fills = 7,
-				      .fill_bytes = 4096, .fill_errors = 2, .ring_wait_us = 1500 };
+				      .fill_bytes = 4096, .fill_errors = 2, .ring_wait_us = 1500,
+				      .sessions_refused = 4, .ring_bytes = 1 << 20,
+				      .replies_deferred = 9 };
 	char buf[4096];
 	size_t n = objfs_stats_format(buf, sizeof(buf), &s, &c, &d, &g);
 
@@ -111,7 +113,9 @@ START_TEST(test_format_disk)
 	ck_assert_ptr_nonnull(strstr(buf, "cache_hits 1\n"));
 	ck_assert_ptr_nonnull(strstr(buf, "side_sessions_open 1\nside_sessions_total 3\n"
 					  "side_fills 7\nside_fill_bytes 4096\n"
-					  "side_fill_errors 2\nside_ring_wait_us 1500\n"));
+					  "side_fill_errors 2\nside_ring_wait_us 1500\n"
+					  "side_sessions_refused 4\nside_ring_bytes 1048576\n"
+					  "side_replies_deferred 9\n"));
 	/* switched off after a disk error */
 	d.degraded = 1;
 	objfs_stats_format(buf, sizeof(buf), &s, &c, &d, NULL);

@@ -14,6 +14,17 @@
  *                                       (run as another user: perms.sh);
  *                                       prints "accepted" or "refused ERRNO"
  *
+ * Hostile clients (tests/integration/side_hostile.sh runs them as another
+ * user, findings of the security audit in docs/reliability.md); each prints
+ * one line of what it got and exits 0 unless it could not even try:
+ *   side_client nodone CAPFILE SECS     FILLs for SECS s, DONEs never read
+ *   side_client hugetlb CAPFILE         a hugetlbfs ring; if accepted, punch
+ *                                       its page out, take the pool, FILL
+ *   side_client pending CAPFILE N SECS  N connections that never say HELLO
+ *   side_client sessions CAPFILE N SECS N sessions held for SECS s
+ *   side_client caps MNTFILE N          N capability ioctls
+ *   side_client norelease CAPFILE SECS  a full ring never released
+ *
  * Exit status 0 when every check held; messages say what was expected.
  */
 #include "config.h"
@@ -29,6 +40,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "objfs.h"
@@ -162,9 +174,20 @@ static int cap_of(const char *path, struct objfs_side_cap *cap)
 	return rc;
 }
 
-/* HELLO for @ino with @token; returns 0 or the errno the daemon answered. */
-static int raw_hello(const struct objfs_side_cap *cap, const uint8_t *token, uint64_t ino,
-		     int *sock_out)
+/* A raw session: its socket and ring (the client's side of it). */
+struct raw {
+	int sock, memfd;
+	struct objfs_ring_hdr *ring;
+	uint64_t bytes;
+};
+
+/*
+ * HELLO for @ino with @token and a ring on a memfd made with @mfd_flags;
+ * returns 0 or the errno the daemon answered, -1 when the client could not
+ * even ask (errno set). @r (may be NULL) keeps the socket and ring.
+ */
+static int raw_session(const struct objfs_side_cap *cap, const uint8_t *token, uint64_t ino,
+		       unsigned mfd_flags, struct raw *r_out)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	size_t n = strlen(cap->sock);
@@ -177,11 +200,18 @@ static int raw_hello(const struct objfs_side_cap *cap, const uint8_t *token, uin
 	struct objfs_ring_hdr *r;
 	int sock, memfd;
 
-	memfd = memfd_create("side-client", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	memfd = memfd_create("side-client", MFD_CLOEXEC | MFD_ALLOW_SEALING | mfd_flags);
 	if (memfd < 0 || ftruncate(memfd, (off_t)bytes) ||
-	    fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW))
+	    fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW)) {
+		if (memfd >= 0)
+			close(memfd);
 		return -1;
+	}
 	r = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	if (r == MAP_FAILED) {
+		close(memfd);
+		return -1;
+	}
 	r->magic = OBJFS_SIDE_MAGIC;
 	r->version = OBJFS_SIDE_VERSION;
 	r->slots = cap->ring_slots;
@@ -199,13 +229,40 @@ static int raw_hello(const struct objfs_side_cap *cap, const uint8_t *token, uin
 	m.slot_size = cap->ring_slot_size;
 	m.ring_bytes = bytes;
 	objfs_msg_attach_fd(&mh, &cb, memfd);
-	if (sendmsg(sock, &mh, 0) != (ssize_t)sizeof(m) || recv(sock, buf, sizeof(buf), 0) < 16)
+	if (sendmsg(sock, &mh, 0) != (ssize_t)sizeof(m) || recv(sock, buf, sizeof(buf), 0) < 16) {
+		close(memfd);
+		close(sock);
+		munmap(r, bytes);
 		return -1;
-	close(memfd);
-	*sock_out = sock;
+	}
+	if (r_out) {
+		r_out->sock = sock;
+		r_out->memfd = memfd;
+		r_out->ring = r;
+		r_out->bytes = bytes;
+	} else {
+		close(memfd);
+		close(sock);
+		munmap(r, bytes);
+	}
 	if (((struct objfs_msg_hdr *)buf)->type == OBJFS_MSG_HELLO_OK)
 		return 0;
 	return ((struct objfs_msg_err *)buf)->err;
+}
+
+/* HELLO for @ino with @token; returns 0 or the errno the daemon answered. */
+static int raw_hello(const struct objfs_side_cap *cap, const uint8_t *token, uint64_t ino,
+		     int *sock_out)
+{
+	struct raw r = { -1, -1, NULL, 0 };
+	int rc = raw_session(cap, token, ino, 0, &r);
+
+	*sock_out = r.sock;
+	if (r.ring) {
+		close(r.memfd);
+		munmap(r.ring, r.bytes);
+	}
+	return rc;
 }
 
 static int do_wrongino(const char *a, const char *b)
@@ -257,15 +314,25 @@ static int do_cap(const char *mnt, const char *out)
 	return 0;
 }
 
+static int read_cap(const char *capfile, struct objfs_side_cap *cap)
+{
+	FILE *f = fopen(capfile, "rb");
+	int ok = f && fread(cap, sizeof(*cap), 1, f) == 1;
+
+	if (f)
+		fclose(f);
+	if (!ok)
+		fprintf(stderr, "cannot read a capability from %s\n", capfile);
+	return ok ? 0 : -1;
+}
+
 static int do_hello(const char *capfile)
 {
 	struct objfs_side_cap cap;
-	FILE *f = fopen(capfile, "rb");
 	int sock = -1, rc;
 
-	if (!f || fread(&cap, sizeof(cap), 1, f) != 1)
+	if (read_cap(capfile, &cap))
 		return 2;
-	fclose(f);
 	rc = raw_hello(&cap, cap.token, cap.ino, &sock);
 	if (rc < 0) {
 		printf("connection failed: %s\n", strerror(errno));
@@ -276,6 +343,221 @@ static int do_hello(const char *capfile)
 	else
 		printf("refused %s\n", strerror(rc));
 	close(sock);
+	return 0;
+}
+
+/* ---------------------------------------------------------- hostile */
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void release_all(const struct raw *r, uint32_t slots)
+{
+	for (uint32_t i = 0; i < slots; i++)
+		__atomic_store_n(&r->ring->ctl[i].rel, OBJFS_RING_GEN_MAX - 1, __ATOMIC_RELEASE);
+}
+
+static void fill(int sock, const struct objfs_side_cap *cap, uint64_t first, int64_t off,
+		 uint64_t len, int flags, ssize_t *sent)
+{
+	struct objfs_msg_fill f = { 0 };
+
+	objfs_msg_init(&f.h, OBJFS_MSG_FILL, sizeof(f));
+	memcpy(f.token, cap->token, OBJFS_TOKEN_LEN);
+	f.ino = cap->ino;
+	f.req_id = first + 1;
+	f.first_piece = first;
+	f.off = off;
+	f.len = len;
+	*sent = send(sock, &f, sizeof(f), MSG_NOSIGNAL | flags);
+}
+
+/* One-piece FILLs as fast as the daemon takes them; DONEs never read. */
+static int do_nodone(const char *capfile, double secs)
+{
+	struct objfs_side_cap cap;
+	struct raw r;
+	uint64_t n = 0;
+	double t0 = now_s();
+	int rc;
+
+	if (read_cap(capfile, &cap))
+		return 2;
+	rc = raw_session(&cap, cap.token, cap.ino, 0, &r);
+	if (rc) {
+		printf("refused %s\n", rc < 0 ? strerror(errno) : strerror(rc));
+		return 0;
+	}
+	release_all(&r, cap.ring_slots);
+	while (now_s() - t0 < secs) {
+		struct pollfd p = { r.sock, POLLOUT, 0 };
+		uint64_t len = cap.size < 4096 ? (uint64_t)cap.size : 4096;
+		ssize_t k;
+
+		if (poll(&p, 1, 200) != 1)
+			continue; /* the daemon does not read: keep trying until SECS */
+		if (p.revents & (POLLHUP | POLLERR))
+			break;
+		fill(r.sock, &cap, n, (int64_t)((n * 4096) % (uint64_t)(cap.size - (int64_t)len + 1)),
+		     len, MSG_DONTWAIT, &k);
+		if (k < 0 && errno == EAGAIN)
+			continue;
+		if (k < 0)
+			break;
+		n++;
+	}
+	printf("sent %llu fills in %.1f s without reading a reply\n", (unsigned long long)n,
+	       now_s() - t0);
+	return 0;
+}
+
+/*
+ * A ring on hugetlbfs (the geometry must make it a whole number of huge
+ * pages). If the daemon takes it: punch the page out, take every free huge
+ * page, then ask for a fill, which the daemon's copy would fault on.
+ */
+static int do_hugetlb(const char *capfile)
+{
+	struct objfs_side_cap cap;
+	struct raw r;
+	int rc;
+
+	if (read_cap(capfile, &cap))
+		return 2;
+	rc = raw_session(&cap, cap.token, cap.ino, MFD_HUGETLB, &r);
+	if (rc < 0) {
+		printf("no hugetlb ring: %s\n", strerror(errno));
+		return 77;
+	}
+	if (rc) {
+		printf("refused %s\n", strerror(rc));
+		return 0;
+	}
+	{
+		int hog;
+		ssize_t k;
+		char *m;
+
+		munmap(r.ring, r.bytes);
+		if (fallocate(r.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)r.bytes))
+			printf("punching the ring failed: %s\n", strerror(errno));
+		hog = memfd_create("hog", MFD_HUGETLB);
+		for (off_t sz = 2 << 20; hog >= 0 && !ftruncate(hog, sz); sz += 2 << 20) {
+			m = mmap(NULL, 2 << 20, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+				 hog, sz - (2 << 20));
+			if (m == MAP_FAILED)
+				break;
+		}
+		fill(r.sock, &cap, 0, 0, cap.size < 4096 ? (uint64_t)cap.size : 4096, 0, &k);
+		sleep(2);
+		printf("accepted a hugetlb ring\n");
+	}
+	return 0;
+}
+
+/* N connections that never say HELLO, held SECS s: how many were refused. */
+static int do_pending(const char *capfile, int n, double secs)
+{
+	struct objfs_side_cap cap;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int refused = 0, *socks = calloc((size_t)n, sizeof(int));
+	size_t len;
+
+	if (read_cap(capfile, &cap) || !socks)
+		return 2;
+	len = strlen(cap.sock);
+	memcpy(sa.sun_path, cap.sock, len);
+	sa.sun_path[0] = '\0';
+	for (int i = 0; i < n; i++) {
+		struct pollfd p;
+
+		socks[i] = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+		if (connect(socks[i], (struct sockaddr *)&sa,
+			    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len))) {
+			refused++;
+			continue;
+		}
+		p = (struct pollfd){ socks[i], POLLIN, 0 };
+		if (poll(&p, 1, 50) == 1) /* an ERR or EOF at once: refused */
+			refused++;
+	}
+	printf("%d of %d connections refused at once\n", refused, n);
+	fflush(stdout);
+	usleep((useconds_t)(secs * 1e6));
+	return 0;
+}
+
+/* N sessions held SECS s: how many were accepted, and the first refusal. */
+static int do_sessions(const char *capfile, int n, double secs)
+{
+	struct objfs_side_cap cap;
+	int ok = 0, first_err = 0;
+
+	if (read_cap(capfile, &cap))
+		return 2;
+	for (int i = 0; i < n; i++) {
+		struct raw r;
+		int rc = raw_session(&cap, cap.token, cap.ino, 0, &r);
+
+		if (rc == 0)
+			ok++;
+		else if (!first_err)
+			first_err = rc < 0 ? errno : rc;
+	}
+	printf("%d of %d sessions accepted%s%s\n", ok, n, first_err ? ", then refused " : "",
+	       first_err ? strerror(first_err) : "");
+	fflush(stdout);
+	usleep((useconds_t)(secs * 1e6));
+	return 0;
+}
+
+/* N capability ioctls on one open file. */
+static int do_caps(const char *mnt, int n)
+{
+	struct objfs_side_cap cap;
+	int fd = open(mnt, O_RDONLY | O_CLOEXEC), ok = 0, err = 0;
+
+	if (fd < 0)
+		return 2;
+	for (int i = 0; i < n && !err; i++) {
+		if (ioctl(fd, OBJFS_IOC_GPU_CAP, &cap))
+			err = errno;
+		else
+			ok++;
+	}
+	printf("%d capabilities granted%s%s\n", ok, err ? ", then " : "", err ? strerror(err) : "");
+	close(fd);
+	return 0;
+}
+
+/* A FILL longer than the ring, whose slots are never released. */
+static int do_norelease(const char *capfile, double secs)
+{
+	struct objfs_side_cap cap;
+	struct raw r;
+	uint64_t len;
+	ssize_t k;
+	int rc;
+
+	if (read_cap(capfile, &cap))
+		return 2;
+	rc = raw_session(&cap, cap.token, cap.ino, 0, &r);
+	if (rc) {
+		printf("refused %s\n", rc < 0 ? strerror(errno) : strerror(rc));
+		return 0;
+	}
+	len = (uint64_t)cap.ring_slots * cap.ring_slot_size + cap.ring_slot_size;
+	if (len > (uint64_t)cap.size)
+		len = (uint64_t)cap.size;
+	fill(r.sock, &cap, 0, 0, len, 0, &k);
+	printf("holding a full ring for %.0f s\n", secs);
+	fflush(stdout);
+	usleep((useconds_t)(secs * 1e6));
 	return 0;
 }
 
@@ -291,6 +573,18 @@ int main(int argc, char **argv)
 		return do_cap(argv[2], argv[3]);
 	if (argc == 3 && strcmp(argv[1], "hello") == 0)
 		return do_hello(argv[2]);
+	if (argc == 4 && strcmp(argv[1], "nodone") == 0)
+		return do_nodone(argv[2], atof(argv[3]));
+	if (argc == 3 && strcmp(argv[1], "hugetlb") == 0)
+		return do_hugetlb(argv[2]);
+	if (argc == 5 && strcmp(argv[1], "pending") == 0)
+		return do_pending(argv[2], atoi(argv[3]), atof(argv[4]));
+	if (argc == 5 && strcmp(argv[1], "sessions") == 0)
+		return do_sessions(argv[2], atoi(argv[3]), atof(argv[4]));
+	if (argc == 4 && strcmp(argv[1], "caps") == 0)
+		return do_caps(argv[2], atoi(argv[3]));
+	if (argc == 4 && strcmp(argv[1], "norelease") == 0)
+		return do_norelease(argv[2], atof(argv[3]));
 	if (argc == 3 && strcmp(argv[1], "open") == 0) {
 		struct objfs_gpu *h;
 		int err = open_handle(argv[2], &h);

@@ -259,6 +259,19 @@ check_unmount() {
 	fi
 }
 
+# second_user NAME: makes the unprivileged system user NAME when missing
+# (useradd may race with another test run making it too); sets TUID, TGID
+# and AS_USER (the command prefix that runs as it). Returns 1 if it cannot.
+second_user() {
+	if ! id "$1" >/dev/null 2>&1; then
+		useradd --system --no-create-home --home-dir / --shell /usr/sbin/nologin "$1" \
+			>/dev/null 2>&1 || id "$1" >/dev/null 2>&1 || return 1
+	fi
+	TUID=$(id -u "$1")
+	TGID=$(id -g "$1")
+	AS_USER=(setpriv --reuid="$TUID" --regid="$TGID" --init-groups --)
+}
+
 # ---------------------------------------------------------------- memory
 
 # What objfs may hold beyond cache_size (README, "Memory and unmounting"):

@@ -66,19 +66,11 @@ NOBODY=65534
 # shellcheck source=battery.sh
 . "$HERE/battery.sh"
 
-# The second user; useradd may race with another test run making it too.
-if ! id "$TUSER" >/dev/null 2>&1; then
-	useradd --system --no-create-home --home-dir / --shell /usr/sbin/nologin "$TUSER" \
-		>/dev/null 2>&1 || id "$TUSER" >/dev/null 2>&1 ||
-		{ echo "ERROR: cannot create the test user $TUSER" >&2; exit 99; }
-fi
-TUID=$(id -u "$TUSER")
-TGID=$(id -g "$TUSER")
+second_user "$TUSER" || { echo "ERROR: cannot create the test user $TUSER" >&2; exit 99; }
 
 # a python the other users may run (root's PATH may hold a private one)
 PY=/usr/bin/python3
 [ -x "$PY" ] || PY=$(command -v python3)
-AS_USER=(setpriv --reuid="$TUID" --regid="$TGID" --init-groups --)
 AS_NOBODY=(setpriv --reuid="$NOBODY" --regid="$NOBODY" --clear-groups --)
 
 stub_isolate_aws

@@ -1,0 +1,206 @@
+#!/bin/bash
+# shellcheck source-path=SCRIPTDIR
+#
+# side_hostile.sh: a hostile client of the GPU side API against an
+# allow_other mount (findings 1, 2, 5, 6 and 7 of the security audit,
+# docs/reliability.md). The attacker is a second, unprivileged user running
+# tests/side_client's raw-protocol modes; root is the victim, whose FUSE
+# reads (md5sum of files nobody read yet) and side reads must finish in
+# time and byte-exact while each attack runs:
+#
+#   nodone     FILLs whose DONE replies are never read (before the fix the
+#              engine threads blocked in send() and every FUSE read hung)
+#   hugetlb    a ring on hugetlbfs, then its page punched out and the huge
+#              page pool taken (before: SIGBUS, the daemon died, exit 135);
+#              run when huge pages can be reserved here
+#   pending    20 connections that never say HELLO (before: they held the
+#              64 session slots for 5 s each)
+#   sessions   more sessions than the uid's ring budget (-EDQUOT)
+#   caps       5,000 capability ioctls (before: all 4,096 records, ENOSPC
+#              for everyone else for 300 s)
+#   norelease  a full ring never released: the daemon's CPU over 3 s
+#              (before: a futex poll every 50 us, ~16% of a core)
+#
+# The ring geometry (7 x 292 KiB: 2 MiB with its header, one huge page)
+# lets a hugetlbfs memfd have exactly the ring's size, as an attacker would
+# choose; side_ring_budget=5M gives each uid 2.5 MiB: one ring.
+#
+# Exit status: 0 all passed, 1 something failed, 77 skipped (no FUSE; not
+# root, except under CI=true where that fails), 99 hard error.
+
+set -u
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
+
+skip_unless_fuse
+require_objfs
+CLIENT=${SIDE_CLIENT:-$(dirname "$OBJFS")/../tests/side_client}
+[ -x "$CLIENT" ] || { echo "ERROR: side_client not found at $CLIENT (make check builds it)" >&2; exit 99; }
+if [ "$(id -u)" -ne 0 ]; then
+	[ "${CI:-}" = true ] && { echo "FAIL: side_hostile.sh runs as root under CI"; exit 1; }
+	skip "needs root to act as a second user"
+fi
+command -v setpriv >/dev/null 2>&1 || {
+	[ "${CI:-}" = true ] && { echo "FAIL: setpriv is missing (tests/deps.sh)"; exit 1; }
+	skip "setpriv is not installed"
+}
+second_user objfstest || { echo "ERROR: cannot create the test user objfstest" >&2; exit 99; }
+
+SRC=$TEST_TMP/src
+MNT=$TEST_TMP/mnt
+PUB=$TEST_TMP/pub
+VICTIM_TO=30
+chmod 711 "$TEST_TMP"
+mkdir -p "$SRC" "$PUB"
+chmod 1777 "$PUB"
+for i in 1 2 3 4 5 6; do
+	head -c $((24 << 20)) /dev/urandom >"$SRC/v$i.bin"
+done
+head -c $((8 << 20)) /dev/urandom >"$SRC/bait.bin"
+
+nginx_start "$SRC" || exit 99
+mount_objfs "http://127.0.0.1:$NGINX_PORT/data/" "$MNT" \
+	"allow_other,ring_slots=7,ring_slot_size=292K,side_ring_budget=5M,stats" || exit 99
+PID=$OBJFS_PID
+
+# The attacker's capability for bait.bin (allow_other: any user may read it).
+if ! timeout 30 "${AS_USER[@]}" "$CLIENT" cap "$MNT/bait.bin" "$PUB/user.cap"; then
+	fail "expected uid $TUID to get a capability for bait.bin"
+	unmount_objfs "$MNT"
+	summary
+	exit 1
+fi
+cat "$MNT/bait.bin" >/dev/null # cached: fills copy from the block cache
+
+# victim LABEL N: root reads vN.bin (never read before) through FUSE and a
+# part of bait.bin through its own side session, both byte-exact, in time.
+victim() {
+	local label=$1 n=$2 got want t0 out
+	t0=$SECONDS
+	got=$(timeout "$VICTIM_TO" md5sum <"$MNT/v$n.bin" | cut -d' ' -f1)
+	want=$(md5sum <"$SRC/v$n.bin" | cut -d' ' -f1)
+	if [ "$got" = "$want" ]; then
+		pass "$label: root's md5sum of a 24 MiB file through FUSE is right ($((SECONDS - t0)) s)"
+	else
+		fail "$label: expected root's md5sum of v$n.bin to finish within $VICTIM_TO s and match, got '${got:-nothing}'"
+	fi
+	if out=$(timeout "$VICTIM_TO" "$CLIENT" reads "$MNT/bait.bin" "$SRC/bait.bin" 2>&1); then
+		pass "$label: root's side reads of bait.bin are right"
+	else
+		fail "$label: expected root's side reads to work and be right:"
+		printf '%s\n' "$out" | grep -v '^ok' | head -5 | sed 's/^/    | /'
+	fi
+}
+
+alive() {
+	if _pid_alive "$PID" && is_mounted "$MNT"; then
+		pass "$1: objfs (pid $PID) alive and mounted"
+	else
+		fail "$1: expected objfs (pid $PID) alive and mounted; its log:"
+		tail -n 20 "$OBJFS_LOG" | sed 's/^/    | /'
+		summary
+		exit 1
+	fi
+}
+
+# attack MODE ARGS...: runs the attacker in the background; sets APID, AOUT.
+attack() {
+	AOUT=$TEST_TMP/attack.$1.out
+	timeout 60 "${AS_USER[@]}" "$CLIENT" "$@" >"$AOUT" 2>&1 &
+	APID=$!
+}
+
+# cpu_ticks PID: utime + stime of PID, in clock ticks.
+cpu_ticks() {
+	awk '{ print $14 + $15 }' "/proc/$1/stat"
+}
+
+# ---------------------------------------------------------------- 1. unread replies
+attack nodone "$PUB/user.cap" 8
+sleep 2
+victim "unread DONEs" 1
+wait "$APID"
+note "attacker: $(cat "$AOUT")"
+alive "unread DONEs"
+
+# ---------------------------------------------------------------- 2. hugetlb ring
+HP=/proc/sys/vm/nr_hugepages
+if [ -w "$HP" ] && old_hp=$(cat "$HP") && echo $((old_hp + 2)) >"$HP" 2>/dev/null &&
+	[ "$(cat "$HP")" -ge $((old_hp + 2)) ]; then
+	out=$(timeout 60 "${AS_USER[@]}" "$CLIENT" hugetlb "$PUB/user.cap" 2>&1)
+	echo "$old_hp" >"$HP"
+	sleep 1
+	if [ "$out" = "refused File descriptor in bad state" ]; then
+		pass "hugetlb ring: refused with EBADFD"
+	else
+		fail "hugetlb ring: expected the daemon to refuse it with EBADFD, the attacker got '$out'"
+	fi
+	alive "hugetlb ring"
+	victim "hugetlb ring" 2
+else
+	note "SKIP hugetlb ring: cannot reserve huge pages here ($HP)"
+fi
+
+# ---------------------------------------------------------------- 3. pending connections
+attack pending "$PUB/user.cap" 20 6
+sleep 1
+victim "20 connections without HELLO" 3
+wait "$APID"
+if grep -q "^16 of 20 connections refused at once" "$AOUT"; then
+	pass "20 connections without HELLO: 4 wait, 16 refused at once (per-uid bound)"
+else
+	fail "expected 16 of the attacker's 20 connections refused at once, it got: $(cat "$AOUT")"
+fi
+
+# ---------------------------------------------------------------- 4. sessions and ring budget
+attack sessions "$PUB/user.cap" 5 6
+sleep 1
+victim "sessions past the ring budget" 4
+wait "$APID"
+if grep -q "^1 of 5 sessions accepted, then refused Disk quota exceeded" "$AOUT"; then
+	pass "sessions past the uid's ring budget: 1 accepted, then EDQUOT"
+else
+	fail "expected 1 of 5 sessions, then EDQUOT (side_ring_budget=5M: one 2 MiB ring per uid), got: $(cat "$AOUT")"
+fi
+
+# ---------------------------------------------------------------- 5. capability flood
+out=$(timeout 60 "${AS_USER[@]}" "$CLIENT" caps "$MNT/bait.bin" 5000 2>&1)
+if [ "$out" = "2047 capabilities granted, then No space left on device" ]; then
+	pass "5,000 capability ioctls: 2,047 granted (half of 4,096, one held already), then ENOSPC"
+else
+	fail "expected the attacker's capabilities to stop at its half (2,047 more), got '$out'"
+fi
+if timeout 30 "$CLIENT" cap "$MNT/bait.bin" "$PUB/root.cap"; then
+	pass "capability flood: root still gets a capability"
+else
+	fail "capability flood: expected root to still get a capability"
+fi
+victim "capability flood" 5
+
+# ---------------------------------------------------------------- 6. a ring never released
+attack norelease "$PUB/user.cap" 6
+sleep 1.5
+t0=$(cpu_ticks "$PID")
+sleep 3
+t1=$(cpu_ticks "$PID")
+hz=$(getconf CLK_TCK)
+used=$(awk -v d=$((t1 - t0)) -v hz="$hz" 'BEGIN { printf "%.2f", d / hz }')
+if awk -v u="$used" 'BEGIN { exit !(u < 0.15) }'; then
+	pass "a ring never released: the daemon used $used s of CPU in 3 s (under 5%)"
+else
+	fail "a ring never released: expected the daemon to use under 0.15 s of CPU in 3 s, it used $used s"
+fi
+victim "a ring never released" 6
+wait "$APID"
+note "attacker: $(cat "$AOUT")"
+
+alive "after every attack"
+note "$(grep -o 'side_[a-z_]* [0-9]*' "$MNT/.objfs-stats" 2>/dev/null | tr '\n' ' ')"
+check_unmount "hostile clients" "$MNT"
+if grep -q 'ERROR: AddressSanitizer\|runtime error:' "$OBJFS_LOG"; then
+	fail "expected no sanitizer report in the daemon's log"
+	grep -m3 'ERROR: AddressSanitizer\|runtime error:' "$OBJFS_LOG" | sed 's/^/    | /'
+fi
+summary
