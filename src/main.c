@@ -76,6 +76,8 @@ static void usage(FILE *f, const char *prog)
 "                         not through libcurl's buffer (default on)\n"
 "  ring_slots=N           GPU side API ring slots per session (default 16)\n"
 "  ring_slot_size=SIZE    GPU side API ring slot size (default 8M)\n"
+"  side_ring_budget=SIZE  GPU side API ring bytes mapped at once (default RAM/4;\n"
+"                         one uid gets half)\n"
 "  cache_dir=PATH         persistent chunk cache on local disk (default: none)\n"
 "  cache_dir_size=SIZE    disk cache cap, LRU evicted (default 10G)\n"
 "\n"

@@ -17,9 +17,14 @@
  * 2. Session. The client connects to the socket (SOCK_SEQPACKET; a name
  *    starting with '@' is in the abstract namespace) and sends HELLO with
  *    the token and a memfd (SCM_RIGHTS): the bounce ring. The daemon checks
- *    SO_PEERCRED's uid against the token's uid, the memfd's size and seals
- *    (F_SEAL_SHRINK is required: a client that shrank the ring would make
- *    the daemon's copies fault), then maps it and answers HELLO_OK or ERR.
+ *    SO_PEERCRED's uid against the token's uid, the memfd's size, that it
+ *    lives on tmpfs (not hugetlbfs) and its seals (F_SEAL_SHRINK and
+ *    F_SEAL_GROW are required: a ring that could shrink, or lose a huge
+ *    page, would make the daemon's copies fault), then the session and ring
+ *    bounds of its uid, maps it and answers HELLO_OK or ERR (EACCES,
+ *    EBADFD, EBUSY, ENOMEM, EDQUOT). DONE replies are never awaited by the
+ *    daemon: a client must read them (libobjfs's watchdog thread does);
+ *    one that lets 1,024 requests' DONEs pile up has its session ended.
  *
  * 3. Ring. [header page(s)][slot 0][slot 1]...[slot k-1]. Each slot has a
  *    control line in the header with two 32-bit words:

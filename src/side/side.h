@@ -12,9 +12,10 @@
  * after the file is closed. Unused records expire after cap_ttl seconds.
  *
  * Clients connect to one SOCK_SEQPACKET unix socket. An accept thread
- * starts one thread per session (at most max_sessions); a session thread
- * validates HELLO (token, SO_PEERCRED uid, inode, ring memfd size and
- * seals), maps the ring, then dispatches FILL requests in order: for each
+ * starts one thread per connection (bounded per uid before HELLO); a
+ * session thread validates HELLO (token, SO_PEERCRED uid, inode, a ring
+ * memfd on tmpfs of the right size and seals, the uid's bounds), maps the
+ * ring, then dispatches FILL requests in order: for each
  * piece it waits for the slot's release word (wrap-around) and hands the
  * piece to a pool of fill workers shared by all sessions. A worker starts
  * objfs_cache_fill() into the slot: what the shared block cache holds is
