@@ -767,7 +767,7 @@ START_TEST(test_partial_put_read)
 	/* the cap counts real bytes: metadata and two pages, no holes */
 	ck_assert_uint_eq(disk_bytes(dc), HDR + 2 * PG);
 	chunk_path(dc, id, 2, path, sizeof(path));
-	ck_assert_ptr_nonnull(strstr(path, ".p2"));
+	ck_assert_ptr_nonnull(strstr(path, ".p3"));
 	ck_assert_int_eq(stat(path, &sb), 0);
 	ck_assert_int_eq(sb.st_size, HDR + 3 * PG);
 	/* exact bytes, aligned or not, into an odd destination */
@@ -784,7 +784,7 @@ START_TEST(test_partial_put_read)
 	ck_assert(objfs_diskcache_has(dc, id, 2));
 	ck_assert_uint_eq(disk_bytes(dc), BS + HDR);
 	chunk_path(dc, id, 2, path, sizeof(path));
-	ck_assert_ptr_nonnull(strstr(path, ".c2"));
+	ck_assert_ptr_nonnull(strstr(path, ".c3"));
 	ck_assert_int_eq(stat(path, &sb), 0);
 	ck_assert_int_eq(sb.st_size, BS + HDR);
 	ck_assert_int_eq(fetch(dc, id, 2, BS), 0);
@@ -836,7 +836,7 @@ START_TEST(test_partial_merge_complete)
 	ck_assert(objfs_diskcache_has(dc, id, 0));
 	ck_assert_uint_eq(disk_bytes(dc), BS + HDR);
 	chunk_path(dc, id, 0, path, sizeof(path));
-	ck_assert_ptr_nonnull(strstr(path, ".c2"));
+	ck_assert_ptr_nonnull(strstr(path, ".c3"));
 	ck_assert_int_eq(fetch(dc, id, 0, BS), 0);
 	ck_assert_int_eq(atomic_load(&net_calls), 0);
 	objfs_diskcache_get_stats(dc, &st);
@@ -933,7 +933,7 @@ START_TEST(test_partial_flipped_meta)
 	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
 	const char *id = "fm\ne\n1000000";
 	char buf[PG], path[1024];
-	/* fixed fields, a page checksum, the bitmap, the identity, the padding */
+	/* fixed fields, a page MAC, the bitmap, the identity, the padding */
 	const off_t offs[] = { 3, 12, 20, 40, 48 + 8, 48 + 8 * 16, 48 + 8 * 16 + 3, 300, 4000 };
 
 	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
@@ -946,12 +946,14 @@ START_TEST(test_partial_flipped_meta)
 			      "flip at %lld served", (long long)offs[i]);
 		ck_assert(!objfs_diskcache_has_range(dc, id, 0, PG, PG)); /* a miss now */
 	}
-	/* found by the warm-start scan instead: removed there, a miss at once */
+	/* found by the warm-start scan instead: removed there, a miss at once
+	 * (a flipped bitmap byte: the header MAC covers it; a flipped page MAC
+	 * is not under the header MAC and fails when its page is read, above) */
 	put_part(dc, id, 0, BS, PG, PG);
 	objfs_diskcache_flush(dc);
 	chunk_path(dc, id, 0, path, sizeof(path));
 	objfs_diskcache_free(dc);
-	flip_byte(path, 48 + 8);
+	flip_byte(path, 48 + 8 * 16);
 	dc = open_dc(16 * (BS + HDR));
 	ck_assert(!objfs_diskcache_has_range(dc, id, 0, PG, PG));
 	ck_assert_int_eq(access(path, F_OK), -1);
@@ -1006,7 +1008,7 @@ START_TEST(test_partial_warm_start)
 	objfs_diskcache_flush(dc);
 	chunk_path(dc, id, 6, path, sizeof(path));
 	objfs_diskcache_free(dc);
-	snprintf(v1, sizeof(v1), "%.*s.p2", (int)(strlen(path) - 3), path);
+	snprintf(v1, sizeof(v1), "%.*s.p3", (int)(strlen(path) - 3), path);
 	ck_assert_int_eq(rename(path, v1), 0);
 	dc = open_dc(16 * (BS + HDR));
 	ck_assert(objfs_diskcache_has(dc, id, 6));
