@@ -23,6 +23,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -32,6 +33,11 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/sha.h>
 
 #include "cache.h"
 #include "diskcache.h"
@@ -767,7 +773,7 @@ START_TEST(test_partial_put_read)
 	/* the cap counts real bytes: metadata and two pages, no holes */
 	ck_assert_uint_eq(disk_bytes(dc), HDR + 2 * PG);
 	chunk_path(dc, id, 2, path, sizeof(path));
-	ck_assert_ptr_nonnull(strstr(path, ".p2"));
+	ck_assert_ptr_nonnull(strstr(path, ".p3"));
 	ck_assert_int_eq(stat(path, &sb), 0);
 	ck_assert_int_eq(sb.st_size, HDR + 3 * PG);
 	/* exact bytes, aligned or not, into an odd destination */
@@ -784,7 +790,7 @@ START_TEST(test_partial_put_read)
 	ck_assert(objfs_diskcache_has(dc, id, 2));
 	ck_assert_uint_eq(disk_bytes(dc), BS + HDR);
 	chunk_path(dc, id, 2, path, sizeof(path));
-	ck_assert_ptr_nonnull(strstr(path, ".c2"));
+	ck_assert_ptr_nonnull(strstr(path, ".c3"));
 	ck_assert_int_eq(stat(path, &sb), 0);
 	ck_assert_int_eq(sb.st_size, BS + HDR);
 	ck_assert_int_eq(fetch(dc, id, 2, BS), 0);
@@ -836,7 +842,7 @@ START_TEST(test_partial_merge_complete)
 	ck_assert(objfs_diskcache_has(dc, id, 0));
 	ck_assert_uint_eq(disk_bytes(dc), BS + HDR);
 	chunk_path(dc, id, 0, path, sizeof(path));
-	ck_assert_ptr_nonnull(strstr(path, ".c2"));
+	ck_assert_ptr_nonnull(strstr(path, ".c3"));
 	ck_assert_int_eq(fetch(dc, id, 0, BS), 0);
 	ck_assert_int_eq(atomic_load(&net_calls), 0);
 	objfs_diskcache_get_stats(dc, &st);
@@ -933,7 +939,7 @@ START_TEST(test_partial_flipped_meta)
 	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
 	const char *id = "fm\ne\n1000000";
 	char buf[PG], path[1024];
-	/* fixed fields, a page checksum, the bitmap, the identity, the padding */
+	/* fixed fields, a page MAC, the bitmap, the identity, the padding */
 	const off_t offs[] = { 3, 12, 20, 40, 48 + 8, 48 + 8 * 16, 48 + 8 * 16 + 3, 300, 4000 };
 
 	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
@@ -946,12 +952,14 @@ START_TEST(test_partial_flipped_meta)
 			      "flip at %lld served", (long long)offs[i]);
 		ck_assert(!objfs_diskcache_has_range(dc, id, 0, PG, PG)); /* a miss now */
 	}
-	/* found by the warm-start scan instead: removed there, a miss at once */
+	/* found by the warm-start scan instead: removed there, a miss at once
+	 * (a flipped bitmap byte: the header MAC covers it; a flipped page MAC
+	 * is not under the header MAC and fails when its page is read, above) */
 	put_part(dc, id, 0, BS, PG, PG);
 	objfs_diskcache_flush(dc);
 	chunk_path(dc, id, 0, path, sizeof(path));
 	objfs_diskcache_free(dc);
-	flip_byte(path, 48 + 8);
+	flip_byte(path, 48 + 8 * 16);
 	dc = open_dc(16 * (BS + HDR));
 	ck_assert(!objfs_diskcache_has_range(dc, id, 0, PG, PG));
 	ck_assert_int_eq(access(path, F_OK), -1);
@@ -1006,7 +1014,7 @@ START_TEST(test_partial_warm_start)
 	objfs_diskcache_flush(dc);
 	chunk_path(dc, id, 6, path, sizeof(path));
 	objfs_diskcache_free(dc);
-	snprintf(v1, sizeof(v1), "%.*s.p2", (int)(strlen(path) - 3), path);
+	snprintf(v1, sizeof(v1), "%.*s.p3", (int)(strlen(path) - 3), path);
 	ck_assert_int_eq(rename(path, v1), 0);
 	dc = open_dc(16 * (BS + HDR));
 	ck_assert(objfs_diskcache_has(dc, id, 6));
@@ -1071,6 +1079,534 @@ START_TEST(test_range_hostile)
 }
 END_TEST
 
+/* ------------------------------------------------------------ security (issue 19) */
+
+/*
+ * A forger of chunk files, written from the format's description
+ * (diskcache_i.h), not from the code under test: it recomputes every sum of
+ * a chunk file whose bytes it changed. The file's own magic says how: a
+ * format 2 file ("OBJFSDC2") as format 2 summed, XXH3-64 of each page and of
+ * the metadata after hdr_sum, no key; anything else as format 3, HMAC-SHA256
+ * under @secret. So run against the code before the keyed MAC, every forgery
+ * here is a valid chunk -- which is what these tests showed failing there.
+ */
+struct ffixed {
+	char magic[8];
+	uint64_t hdr_sum;
+	uint32_t version, page_size;
+	uint64_t block_len;
+	uint32_t meta_len, ident_len, npages, reserved;
+};
+
+struct fchunk {
+	unsigned char *b;       /* the whole file */
+	size_t n;
+	struct ffixed f;
+	int v2;
+};
+
+static void fchunk_read(const char *path, struct fchunk *c)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY);
+
+	ck_assert_msg(fd >= 0, "open %s: %s", path, strerror(errno));
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	c->n = (size_t)st.st_size;
+	c->b = calloc(1, c->n);
+	ck_assert_ptr_nonnull(c->b);
+	ck_assert_int_eq(pread(fd, c->b, c->n, 0), (ssize_t)c->n);
+	close(fd);
+	memcpy(&c->f, c->b, sizeof(c->f));
+	c->v2 = !memcmp(c->f.magic, "OBJFSDC2", 8);
+}
+
+static void fchunk_write(const char *path, struct fchunk *c)
+{
+	int fd = open(path, O_WRONLY | O_TRUNC);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pwrite(fd, c->b, c->n, 0), (ssize_t)c->n);
+	close(fd);
+	free(c->b);
+	c->b = NULL;
+}
+
+static size_t f_bitmap(const struct fchunk *c)
+{
+	return 48 + 8 * (size_t)c->f.npages;
+}
+
+static size_t f_ident(const struct fchunk *c)
+{
+	return f_bitmap(c) + (c->f.npages + 7) / 8;
+}
+
+static unsigned char *f_page(struct fchunk *c, size_t p)
+{
+	return c->b + c->f.meta_len + p * PG;
+}
+
+static uint64_t first64(const unsigned char *h)
+{
+	uint64_t v;
+
+	memcpy(&v, h, sizeof(v));
+	return v;
+}
+
+/* Page @p's sum as the file's format computes it ([p * 4096, +4096) of the block). */
+static uint64_t f_page_sum(struct fchunk *c, const unsigned char *secret, size_t p)
+{
+	unsigned char in[64 + PG], h[32];
+	unsigned int hl;
+	uint64_t idx = p, bl = c->f.block_len;
+	size_t len = bl - p * PG < PG ? bl - p * PG : PG;
+
+	if (c->v2)
+		return XXH3_64bits(f_page(c, p), len);
+	/* "objfs-dc3-page" padded to 16, SHA-256(identity), index, block length, the page */
+	memset(in, 0, 64);
+	memcpy(in, "objfs-dc3-page", 14);
+	SHA256(c->b + f_ident(c), c->f.ident_len, in + 16);
+	memcpy(in + 48, &idx, 8);
+	memcpy(in + 56, &bl, 8);
+	memcpy(in + 64, f_page(c, p), len);
+	ck_assert_ptr_nonnull(HMAC(EVP_sha256(), secret, 32, in, 64 + len, h, &hl));
+	return first64(h);
+}
+
+/* Sets page @p's sum (and its bit) in the metadata. */
+static void f_set_sum(struct fchunk *c, size_t p, uint64_t sum)
+{
+	memcpy(c->b + 48 + 8 * p, &sum, 8);
+	c->b[f_bitmap(c) + p / 8] |= (unsigned char)(1u << (p % 8));
+}
+
+/* Recomputes hdr_sum as the file's format does. */
+static void f_seal(struct fchunk *c, const unsigned char *secret)
+{
+	unsigned char h[32], *in;
+	unsigned int hl;
+	size_t tail = f_ident(c) + c->f.ident_len - f_bitmap(c);
+	uint64_t sum;
+
+	if (c->v2) {
+		sum = XXH3_64bits(c->b + 16, c->f.meta_len - 16);
+	} else {
+		/* "objfs-dc3-meta" padded to 16, bytes [16, 48), bitmap and identity */
+		in = calloc(1, 48 + tail);
+		ck_assert_ptr_nonnull(in);
+		memcpy(in, "objfs-dc3-meta", 14);
+		memcpy(in + 16, c->b + 16, 32);
+		memcpy(in + 48, c->b + f_bitmap(c), tail);
+		ck_assert_ptr_nonnull(HMAC(EVP_sha256(), secret, 32, in, 48 + tail, h, &hl));
+		free(in);
+		sum = first64(h);
+	}
+	memcpy(c->b + 8, &sum, 8);
+}
+
+/* Resums every valid page, then the metadata. */
+static void f_resum_all(struct fchunk *c, const unsigned char *secret)
+{
+	for (size_t p = 0; p < c->f.npages; p++)
+		if (c->b[f_bitmap(c) + p / 8] >> (p % 8) & 1)
+			f_set_sum(c, p, f_page_sum(c, secret, p));
+	f_seal(c, secret);
+}
+
+/* DIR/key into @secret (32 bytes); 0 when there is none (the code before the key). */
+static int read_key(unsigned char *secret)
+{
+	char path[512];
+	int fd, n;
+
+	snprintf(path, sizeof(path), "%s/key", dir);
+	fd = open(path, O_RDONLY);
+	if (fd < 0)
+		return 0;
+	n = (int)read(fd, secret, 32);
+	close(fd);
+	return n == 32;
+}
+
+/*
+ * A chunk whose bytes were replaced and whose sums were recomputed -- with
+ * the old unkeyed sums, with a key that is not the cache's, or (the
+ * forger's own check) with the cache's key -- is served only in the last
+ * case; else it is dropped (RETRY, file gone, counted bad) and the block
+ * comes from the network right. Whole chunks (fetch) and partial ones
+ * (read_range), at read and at the warm-start scan.
+ */
+START_TEST(test_forged_chunk_refused)
+{
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	struct objfs_diskcache_stats st;
+	const char *id = "forge\ne\n655360";
+	unsigned char real[32], wrong[32];
+	char path[1024], buf[PG];
+	struct fchunk c;
+	int keyed = read_key(real);
+
+	memset(wrong, 0x77, sizeof(wrong));
+	for (int how = 0; how < 3; how++) { /* 0 unkeyed, 1 wrong key, 2 the real key */
+		ck_assert_int_eq(fetch(dc, id, 0, BS), 0);
+		objfs_diskcache_flush(dc);
+		chunk_path(dc, id, 0, path, sizeof(path));
+		fchunk_read(path, &c);
+		memset(f_page(&c, 3), 'X', PG); /* the forged bytes */
+		if (how == 0)
+			c.v2 = 1; /* sums as format 2 computed them, whatever the magic */
+		f_resum_all(&c, how == 2 && keyed ? real : wrong);
+		fchunk_write(path, &c);
+		if (how == 2) { /* the forger is right: only the key was missing */
+			ck_assert_int_eq(fetch_raw(dc, id, 0, BS), WRONG_BYTES);
+			ck_assert_int_eq(unlink(path), 0);
+			objfs_diskcache_free(dc);
+			dc = open_dc(16 * (BS + HDR));
+			continue;
+		}
+		ck_assert_msg(fetch_raw(dc, id, 0, BS) == OBJFS_DISKCACHE_RETRY,
+			      "forged chunk (%s) not refused", how ? "another key" : "unkeyed sums");
+		ck_assert_int_eq(access(path, F_OK), -1);
+		ck_assert_int_eq(fetch(dc, id, 0, BS), 0); /* from the network, right */
+		objfs_diskcache_flush(dc);
+	}
+	objfs_diskcache_get_stats(dc, &st);
+	(void)st;
+	/* a partial chunk: refused at read, and at the warm-start scan */
+	for (int at_scan = 0; at_scan < 2; at_scan++) {
+		put_part(dc, id, 1, BS, 2 * PG, 4 * PG);
+		objfs_diskcache_flush(dc);
+		ck_assert(objfs_diskcache_has_range(dc, id, 1, 2 * PG, 4 * PG));
+		chunk_path(dc, id, 1, path, sizeof(path));
+		fchunk_read(path, &c);
+		memset(f_page(&c, 3), 'Y', PG);
+		f_resum_all(&c, wrong);
+		fchunk_write(path, &c);
+		if (at_scan) {
+			objfs_diskcache_free(dc);
+			dc = open_dc(16 * (BS + HDR));
+			ck_assert(!objfs_diskcache_has_range(dc, id, 1, 2 * PG, 4 * PG));
+			ck_assert_int_eq(access(path, F_OK), -1);
+		} else {
+			ck_assert_msg(read_part(dc, id, 1, 3 * PG, PG, buf) == OBJFS_DISKCACHE_RETRY,
+				      "forged partial chunk served");
+		}
+	}
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
+/*
+ * A valid page moved, with its sum, to another index of its chunk or into
+ * another chunk (the metadata resealed with the cache's key: more than an
+ * attacker has) is refused: a page's MAC binds its place.
+ */
+START_TEST(test_page_moved_refused)
+{
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	const char *id = "move\ne\n655360";
+	unsigned char real[32], tmp[PG];
+	char p0[1024], p1[1024];
+	struct fchunk a, b;
+	uint64_t s2, s5;
+
+	if (!read_key(real))
+		memset(real, 0, sizeof(real)); /* format 2: unkeyed, the key unused */
+	ck_assert_int_eq(fetch(dc, id, 0, BS), 0);
+	ck_assert_int_eq(fetch(dc, id, 1, BS), 0);
+	objfs_diskcache_flush(dc);
+	chunk_path(dc, id, 0, p0, sizeof(p0));
+	chunk_path(dc, id, 1, p1, sizeof(p1));
+	/* pages 2 and 5 of chunk 0 swapped, with their sums */
+	fchunk_read(p0, &a);
+	memcpy(&s2, a.b + 48 + 8 * 2, 8);
+	memcpy(&s5, a.b + 48 + 8 * 5, 8);
+	memcpy(tmp, f_page(&a, 2), PG);
+	memcpy(f_page(&a, 2), f_page(&a, 5), PG);
+	memcpy(f_page(&a, 5), tmp, PG);
+	f_set_sum(&a, 2, s5);
+	f_set_sum(&a, 5, s2);
+	f_seal(&a, real);
+	fchunk_write(p0, &a);
+	ck_assert_msg(fetch_raw(dc, id, 0, BS) == OBJFS_DISKCACHE_RETRY,
+		      "pages swapped within a chunk not refused");
+	ck_assert_int_eq(access(p0, F_OK), -1);
+	/* page 2 of chunk 1 put at page 2 of chunk 0, with its sum */
+	ck_assert_int_eq(fetch(dc, id, 0, BS), 0);
+	objfs_diskcache_flush(dc);
+	fchunk_read(p0, &a);
+	fchunk_read(p1, &b);
+	memcpy(f_page(&a, 2), f_page(&b, 2), PG);
+	memcpy(&s2, b.b + 48 + 8 * 2, 8);
+	f_set_sum(&a, 2, s2);
+	f_seal(&a, real);
+	fchunk_write(p0, &a);
+	free(b.b);
+	ck_assert_msg(fetch_raw(dc, id, 0, BS) == OBJFS_DISKCACHE_RETRY,
+		      "a page of another chunk not refused");
+	/* chunk 1 itself still serves */
+	ck_assert_int_eq(fetch(dc, id, 1, BS), 0);
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
+static int open_err(const char *d, char *err, size_t errlen)
+{
+	struct objfs_diskcache_cfg cfg = {
+		.dir = d, .cap = 16 * (BS + HDR), .source = "s", .block_size = BS,
+	};
+	struct objfs_diskcache *dc = NULL;
+	int ret;
+
+	err[0] = '\0';
+	ret = objfs_diskcache_open(&cfg, &dc, err, errlen);
+	objfs_diskcache_free(dc);
+	return ret;
+}
+
+/* DIR/key: made 0600, 32 bytes, the euid's; kept across mounts; a lost key drops the chunks. */
+START_TEST(test_key_created)
+{
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	unsigned char k1[32], k2[32];
+	char path[512];
+	struct stat sb;
+
+	objfs_diskcache_free(dc);
+	snprintf(path, sizeof(path), "%s/key", dir);
+	ck_assert_msg(lstat(path, &sb) == 0, "no key file %s", path);
+	ck_assert(S_ISREG(sb.st_mode));
+	ck_assert_uint_eq(sb.st_mode & 07777, 0600);
+	ck_assert_int_eq(sb.st_size, 32);
+	ck_assert_uint_eq(sb.st_uid, geteuid());
+	ck_assert(read_key(k1));
+	dc = open_dc(16 * (BS + HDR));
+	ck_assert_int_eq(fetch(dc, "k\ne\n65536", 0, BS), 0);
+	objfs_diskcache_free(dc);
+	ck_assert(read_key(k2));
+	ck_assert_mem_eq(k1, k2, 32); /* the same key: not made again */
+	dc = open_dc(16 * (BS + HDR));
+	ck_assert(objfs_diskcache_has(dc, "k\ne\n65536", 0));
+	objfs_diskcache_free(dc);
+	/* the key gone: a new one, and the chunks made under the old are removed */
+	ck_assert_int_eq(unlink(path), 0);
+	dc = open_dc(16 * (BS + HDR));
+	ck_assert(!objfs_diskcache_has(dc, "k\ne\n65536", 0));
+	ck_assert(read_key(k2));
+	ck_assert(memcmp(k1, k2, 32) != 0);
+	objfs_diskcache_free(dc);
+}
+END_TEST
+
+/* A key file with the wrong mode, size, type or owner: the open is refused, naming it. */
+START_TEST(test_key_refused)
+{
+	struct objfs_diskcache *dc = open_dc(16 * (BS + HDR));
+	char path[512], other[512], err[1024];
+
+	objfs_diskcache_free(dc);
+	snprintf(path, sizeof(path), "%s/key", dir);
+	snprintf(other, sizeof(other), "%s/key.elsewhere", dir);
+	ck_assert_int_eq(chmod(path, 0644), 0);
+	ck_assert_int_eq(open_err(dir, err, sizeof(err)), -EPERM);
+	ck_assert_msg(strstr(err, "key") && strstr(err, "0644"), "message: %s", err);
+	ck_assert_int_eq(chmod(path, 0640), 0);
+	ck_assert_int_ne(open_err(dir, err, sizeof(err)), 0);
+	ck_assert_int_eq(chmod(path, 0400), 0); /* read-only for the owner: fine */
+	ck_assert_msg(open_err(dir, err, sizeof(err)) == 0, "0400 key refused: %s", err);
+	ck_assert_int_eq(chmod(path, 0600), 0);
+	ck_assert_int_eq(truncate(path, 31), 0);
+	ck_assert_int_eq(open_err(dir, err, sizeof(err)), -EPERM);
+	ck_assert_msg(strstr(err, "key") && strstr(err, "31 bytes"), "message: %s", err);
+	ck_assert_int_eq(truncate(path, 33), 0);
+	ck_assert_int_ne(open_err(dir, err, sizeof(err)), 0);
+	ck_assert_int_eq(truncate(path, 32), 0);
+	/* a symlink to a key elsewhere (even a good one) */
+	ck_assert_int_eq(rename(path, other), 0);
+	ck_assert_int_eq(symlink(other, path), 0);
+	ck_assert_int_ne(open_err(dir, err, sizeof(err)), 0);
+	ck_assert_msg(strstr(err, "key"), "message: %s", err);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(mkdir(path, 0700), 0); /* a directory */
+	ck_assert_int_ne(open_err(dir, err, sizeof(err)), 0);
+	ck_assert_int_eq(rmdir(path), 0);
+	ck_assert_int_eq(rename(other, path), 0);
+	if (geteuid() == 0) { /* another user's key */
+		ck_assert_int_eq(chown(path, 65534, 65534), 0);
+		ck_assert_int_eq(open_err(dir, err, sizeof(err)), -EPERM);
+		ck_assert_msg(strstr(err, "key") && strstr(err, "65534"), "message: %s", err);
+		ck_assert_int_eq(chown(path, 0, 0), 0);
+	}
+	ck_assert_msg(open_err(dir, err, sizeof(err)) == 0, "good key refused: %s", err);
+}
+END_TEST
+
+/*
+ * cache_dir and the directories above it: refused when another user owns
+ * them or may write them (sticky directories such as /tmp excepted), with
+ * a message naming the path and what is wrong; symlinks of root or the
+ * user followed, others' refused.
+ */
+START_TEST(test_dir_refused)
+{
+	char d[512], par[512], link[512], err[1024];
+	struct stat sb;
+
+	/* missing: made 0700 */
+	snprintf(d, sizeof(d), "%s/new", dir);
+	ck_assert_msg(open_err(d, err, sizeof(err)) == 0, "open: %s", err);
+	ck_assert_int_eq(stat(d, &sb), 0);
+	ck_assert_uint_eq(sb.st_mode & 07777, 0700);
+	/* writable by others, or by the group */
+	ck_assert_int_eq(chmod(d, 0777), 0);
+	ck_assert_int_eq(open_err(d, err, sizeof(err)), -EPERM);
+	ck_assert_msg(strstr(err, d) && strstr(err, "writable by group or others"), "message: %s",
+		      err);
+	ck_assert_int_eq(chmod(d, 0770), 0);
+	ck_assert_int_eq(open_err(d, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(chmod(d, 01777), 0); /* sticky does not make it ours */
+	ck_assert_int_eq(open_err(d, err, sizeof(err)), -EPERM);
+	ck_assert_int_eq(chmod(d, 0755), 0);
+	ck_assert_msg(open_err(d, err, sizeof(err)) == 0, "0755 refused: %s", err);
+	/* a parent writable by others, not sticky; then sticky, as /tmp */
+	snprintf(par, sizeof(par), "%s/par", dir);
+	ck_assert_int_eq(mkdir(par, 0777), 0);
+	ck_assert_int_eq(chmod(par, 0777), 0);
+	snprintf(d, sizeof(d), "%s/par/cache", dir);
+	ck_assert_int_eq(open_err(d, err, sizeof(err)), -EPERM);
+	ck_assert_msg(strstr(err, par) && strstr(err, "not sticky"), "message: %s", err);
+	ck_assert_int_eq(chmod(par, 01777), 0);
+	ck_assert_msg(open_err(d, err, sizeof(err)) == 0, "under a sticky parent: %s", err);
+	/* a symlink of ours to it, as cache_dir and as a component */
+	snprintf(link, sizeof(link), "%s/link", dir);
+	ck_assert_int_eq(symlink(par, link), 0);
+	snprintf(d, sizeof(d), "%s/link/cache", dir);
+	ck_assert_msg(open_err(d, err, sizeof(err)) == 0, "through a symlink: %s", err);
+	snprintf(d, sizeof(d), "%s/link2", dir);
+	snprintf(link, sizeof(link), "%s/par/cache", dir);
+	ck_assert_int_eq(symlink(link, d), 0);
+	ck_assert_msg(open_err(d, err, sizeof(err)) == 0, "cache_dir a symlink: %s", err);
+	if (geteuid() != 0)
+		return;
+	/* another user's: the cache_dir, a parent, a symlink on the way */
+	snprintf(d, sizeof(d), "%s/par/cache", dir);
+	ck_assert_int_eq(chown(d, 65534, 65534), 0);
+	ck_assert_int_eq(open_err(d, err, sizeof(err)), -EPERM);
+	ck_assert_msg(strstr(err, d) && strstr(err, "owned by uid 65534"), "message: %s", err);
+	ck_assert_int_eq(chown(d, 0, 0), 0);
+	ck_assert_int_eq(chmod(par, 0755), 0);
+	ck_assert_int_eq(chown(par, 65534, 65534), 0);
+	ck_assert_int_eq(open_err(d, err, sizeof(err)), -EPERM);
+	ck_assert_msg(strstr(err, par) && strstr(err, "65534"), "message: %s", err);
+	ck_assert_int_eq(chown(par, 0, 0), 0);
+	ck_assert_int_eq(chmod(par, 01777), 0);
+	snprintf(link, sizeof(link), "%s/par/evil", dir); /* in a sticky dir, another's link */
+	ck_assert_int_eq(symlink(d, link), 0);
+	ck_assert_int_eq(lchown(link, 65534, 65534), 0);
+	ck_assert_int_eq(open_err(link, err, sizeof(err)), -EPERM);
+	ck_assert_msg(strstr(err, "symbolic link owned by uid 65534"), "message: %s", err);
+}
+END_TEST
+
+/* Writes @text to @path (made 0644). */
+static void put_file(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+static void file_is(const char *path, const char *text)
+{
+	char buf[256] = "";
+	int fd = open(path, O_RDONLY);
+	ssize_t n;
+
+	ck_assert_int_ge(fd, 0);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	ck_assert_msg(n == (ssize_t)strlen(text) && !memcmp(buf, text, strlen(text)),
+		      "%s changed: '%.*s'", path, (int)(n > 0 ? n : 0), buf);
+}
+
+/*
+ * DIR/lock a symlink to, or a hard link of, a file elsewhere: the file is
+ * never truncated nor written (the open is refused). DIR/tmp or a fan-out
+ * directory a symlink to a directory elsewhere: nothing there is removed
+ * or written; the link is replaced by a directory of ours.
+ */
+START_TEST(test_links_in_dir)
+{
+	struct objfs_diskcache *dc;
+	char d[512], victim[512], lock[512], out[512], p[600], err[1024];
+	struct stat sb;
+
+	snprintf(d, sizeof(d), "%s/c", dir);
+	snprintf(victim, sizeof(victim), "%s/victim", dir);
+	snprintf(lock, sizeof(lock), "%s/c/lock", dir);
+	snprintf(out, sizeof(out), "%s/outside", dir);
+	ck_assert_int_eq(mkdir(d, 0700), 0);
+	put_file(victim, "precious\n");
+	ck_assert_int_eq(symlink(victim, lock), 0);
+	ck_assert_int_ne(open_err(d, err, sizeof(err)), 0);
+	ck_assert_msg(strstr(err, "lock"), "message: %s", err);
+	file_is(victim, "precious\n");
+	ck_assert_int_eq(unlink(lock), 0);
+	ck_assert_int_eq(link(victim, lock), 0); /* a hard link: two names */
+	ck_assert_int_ne(open_err(d, err, sizeof(err)), 0);
+	ck_assert_msg(strstr(err, "lock"), "message: %s", err);
+	file_is(victim, "precious\n");
+	ck_assert_int_eq(unlink(lock), 0);
+	/* tmp and chunks/00 symlinks to a directory with a file in it */
+	ck_assert_int_eq(mkdir(out, 0700), 0);
+	snprintf(p, sizeof(p), "%s/keepme", out);
+	put_file(p, "keep\n");
+	snprintf(p, sizeof(p), "%s/tmp", d);
+	ck_assert_int_eq(symlink(out, p), 0);
+	snprintf(p, sizeof(p), "%s/chunks", d);
+	ck_assert_int_eq(mkdir(p, 0700), 0);
+	snprintf(p, sizeof(p), "%s/chunks/00", d);
+	ck_assert_int_eq(symlink(out, p), 0);
+	ck_assert_msg(open_err(d, err, sizeof(err)) == 0, "open: %s", err);
+	snprintf(p, sizeof(p), "%s/keepme", out);
+	file_is(p, "keep\n");
+	snprintf(p, sizeof(p), "%s/tmp", d);
+	ck_assert_int_eq(lstat(p, &sb), 0);
+	ck_assert(S_ISDIR(sb.st_mode));
+	snprintf(p, sizeof(p), "%s/chunks/00", d);
+	ck_assert_int_eq(lstat(p, &sb), 0);
+	ck_assert(S_ISDIR(sb.st_mode));
+	/* chunks land in the cache's own directories only */
+	{
+		struct objfs_diskcache_cfg cfg = {
+			.dir = d, .cap = 16 * (BS + HDR), .source = "s", .block_size = BS,
+		};
+
+		ck_assert_int_eq(objfs_diskcache_open(&cfg, &dc, err, sizeof(err)), 0);
+		objfs_diskcache_set_holder(dc, t_hold, t_release, 64u << 20);
+		for (uint64_t i = 0; i < 8; i++)
+			ck_assert_int_eq(fetch(dc, "l\ne\n655360", i, BS), 0);
+		objfs_diskcache_free(dc);
+	}
+	{
+		DIR *od = opendir(out);
+		struct dirent *de;
+		int n = 0;
+
+		ck_assert_ptr_nonnull(od);
+		while ((de = readdir(od)))
+			n += de->d_name[0] != '.';
+		closedir(od);
+		ck_assert_int_eq(n, 1); /* keepme alone */
+	}
+}
+END_TEST
+
 static Suite *diskcache_suite(void)
 {
 	Suite *s = suite_create("diskcache");
@@ -1098,6 +1634,12 @@ static Suite *diskcache_suite(void)
 	tcase_add_test(tc, test_partial_flipped_meta);
 	tcase_add_test(tc, test_partial_warm_start);
 	tcase_add_test(tc, test_range_hostile);
+	tcase_add_test(tc, test_forged_chunk_refused);
+	tcase_add_test(tc, test_page_moved_refused);
+	tcase_add_test(tc, test_key_created);
+	tcase_add_test(tc, test_key_refused);
+	tcase_add_test(tc, test_dir_refused);
+	tcase_add_test(tc, test_links_in_dir);
 	suite_add_tcase(s, tc);
 	return s;
 }

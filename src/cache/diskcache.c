@@ -4,16 +4,45 @@
  *
  * Layout of the cache directory:
  *   DIR/lock                 flock()ed by the mount that owns DIR (holds its pid)
- *   DIR/chunks/XY/HASH.c2    a whole chunk: metadata area (4 KiB for 64 KiB
+ *   DIR/key                  the cache's secret: 32 random bytes, mode 0600,
+ *                            the key of every chunk MAC (diskcache_chunk.c)
+ *   DIR/chunks/XY/HASH.c3    a whole chunk: metadata area (4 KiB for 64 KiB
  *                            blocks, 12 KiB for 4 MiB ones), then every byte of
  *                            the block; HASH is 32 hex digits, XY its first two
- *   DIR/chunks/XY/HASH.p2    a partial chunk: the same layout, only the pages
+ *   DIR/chunks/XY/HASH.p3    a partial chunk: the same layout, only the pages
  *                            its bitmap marks valid written (holes elsewhere)
  *   DIR/tmp/HASH             a chunk being created; renamed into place when
  *                            complete (files left here by a crash are removed
  *                            at open)
- * A chunk has one name at a time; a bare HASH is a format 1 file, removed
- * at open (never data: its format has no pages to verify).
+ * A chunk has one name at a time; a bare HASH (format 1) or HASH.c2/.p2
+ * (format 2, unkeyed sums) is removed at open, never data.
+ *
+ * Who may touch DIR (issue 19): a cache_dir another user can write lets
+ * that user swap the lock file for a symlink to a root file (truncated and
+ * written by the daemon), plant symlinks where chunks are created, or
+ * write chunks whose sums verify -- the identity is public -- so that root
+ * reads forged bytes. So objfs_diskcache_open() walks the path from / a
+ * component at a time (openat O_PATH|O_NOFOLLOW, fstat of each fd, not of
+ * the name): every directory above DIR is owned by root or the mounting
+ * user (the euid) and not writable by group or others unless sticky, as
+ * /tmp; a symlink on the way is followed only when root or the euid owns
+ * it (its target is walked the same way); DIR itself (made 0700 when
+ * missing) is owned by the euid and not group/other-writable, and so are
+ * its subdirectories (checked at open; a symlink or file in their place is
+ * replaced). The fd of DIR is kept for the cache's life and every later
+ * file operation -- lock, key, fan-out directories, chunk and temporary
+ * files, renames, unlinks, the scan -- is relative to it (openat,
+ * renameat, unlinkat, fstatat) with O_NOFOLLOW/AT_SYMLINK_NOFOLLOW; new
+ * files are O_CREAT|O_EXCL|O_NOFOLLOW. The paths below DIR go through
+ * directories only the euid can change, so no one else can redirect them.
+ * The lock file is opened without O_TRUNC and truncated only once it is
+ * known to be a regular file of the euid with one link, and locked.
+ * Chunk validity needs DIR/key (the MAC of each page and of the metadata):
+ * a chunk written by anyone without the key is dropped, never served. A
+ * key present must be a regular file of the euid, 32 bytes, no group or
+ * other permission bits; else the open is refused. The key lives in memory
+ * in a page of its own marked MADV_DONTDUMP, wiped at free. A new key
+ * (none was there) removes the chunk files found: none can verify.
  *
  * Index: a hash table of the chunk files keyed by their 128-bit name, with
  * an LRU list (head: most recently used) and the byte total: the real
@@ -61,23 +90,24 @@
  *
  * Writes, and why a torn one never yields wrong bytes:
  *   - Create: the metadata (only the written pages valid, each with its
- *     checksum) and the pages go to DIR/tmp/HASH, renamed to .c2 or .p2
+ *     MAC) and the pages go to DIR/tmp/HASH, renamed to .c3 or .p3
  *     when all of it is written: a chunk name never shows a file being
  *     written.
- *   - Merge (new pages into a .p2): the disk thread preads the metadata,
+ *   - Merge (new pages into a .p3): the disk thread preads the metadata,
  *     verifies it and checks its bitmap against the index's; writes the new
  *     pages, which no reader reads (they are not valid yet); then writes
- *     the new metadata (old and new pages valid, new checksums, new header
- *     checksum) over the old in one write; then, when the bitmap is full,
- *     renames .p2 to .c2. The index learns the new pages only after that.
+ *     the new metadata (old and new pages valid, new MACs, new header MAC)
+ *     over the old in one write; then, when the bitmap is full, renames
+ *     .p3 to .c3. The index learns the new pages only after that.
  *     Nothing is fsync()ed (write-behind; a lost chunk costs a fetch), so
  *     after a crash any mix may be on disk: new metadata with old or
- *     missing pages fails those pages' checksums (RETRY, chunk dropped);
- *     metadata half old and half new fails the header checksum (the scan
- *     removes the chunk); old metadata with new pages is the old chunk.
- *     Every byte served passes the checksum of its page, and every page
- *     checksum passes the header's, so wrong bytes need an XXH3-64
- *     collision.
+ *     missing pages fails those pages' MACs (RETRY, chunk dropped);
+ *     metadata half old and half new fails the header MAC (the scan
+ *     removes the chunk) or, where only page MACs tore, the MACs of the
+ *     pages they belong to; old metadata with new pages is the old chunk.
+ *     Every byte served passes the MAC of its page, and each page's MAC
+ *     binds its chunk and index, so wrong bytes need a forged HMAC-SHA256
+ *     (or the key). A torn page MAC is a page that fails, as a torn page.
  *   - A failed merge drops the chunk (entry and file): its metadata may be
  *     torn.
  *
@@ -134,11 +164,15 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/queue.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 #include <xxhash.h>
+
+#include <openssl/crypto.h>
 
 #include "diskcache.h"
 #include "diskcache_i.h"
@@ -152,13 +186,14 @@
 #define FANOUT       256
 #define DIRECT_ALIGN 4096u      /* O_DIRECT buffer, offset and length alignment */
 #define SCAN_META    16384u     /* first read of a partial chunk's metadata at open */
+#define MAX_LINKS    40         /* symlinks followed on the way to cache_dir */
 
 struct key {
 	uint64_t hi, lo;
 };
 
-/* The names of a chunk: being created, whole, partial. */
-enum kind { K_TMP, K_WHOLE, K_PART, K_V1 };
+/* The names of a chunk: being created, whole, partial; formats 1 and 2. */
+enum kind { K_TMP, K_WHOLE, K_PART, K_OLD };
 
 struct dent {
 	struct key key;
@@ -246,9 +281,17 @@ struct miss {
 	char ident[];
 };
 
+/* The secret, in a page of its own (MADV_DONTDUMP), wiped and unmapped at free. */
+struct keypage {
+	struct objfs_dckey mac;                 /* the keyed MAC state: what is used */
+	unsigned char secret[OBJFS_DCKEY_LEN];  /* DIR/key's bytes: wiped once derived */
+};
+
 struct objfs_diskcache {
 	char *dir, *source;
 	size_t bsize;
+	int dfd;                      /* DIR, checked at open: every file op is relative */
+	struct keypage *key;          /* mmap'd; read-only after open */
 	int lock_fd, ev_fd;
 	uint64_t ev_buf;              /* the armed eventfd read lands here */
 	struct io_uring ring;
@@ -307,12 +350,13 @@ static void key_hex(struct key k, char out[33])
 	snprintf(out, 33, "%016llx%016llx", (unsigned long long)k.hi, (unsigned long long)k.lo);
 }
 
-static const char *const kind_suffix[] = { [K_TMP] = "", [K_WHOLE] = ".c2", [K_PART] = ".p2",
-					    [K_V1] = "" };
+static const char *const kind_suffix[] = { [K_TMP] = "", [K_WHOLE] = ".c3", [K_PART] = ".p3",
+					    [K_OLD] = "" };
 
 /*
- * Parses a file name of DIR/chunks: HASH.c2 (K_WHOLE), HASH.p2 (K_PART), or
- * a bare HASH, format 1 (K_V1). -EINVAL for anything else.
+ * Parses a file name of DIR/chunks: HASH.c3 (K_WHOLE), HASH.p3 (K_PART), or
+ * a bare HASH (format 1), HASH.c2 or HASH.p2 (format 2): K_OLD. -EINVAL
+ * for anything else.
  */
 static int key_parse(const char *s, struct key *k, enum kind *kind)
 {
@@ -321,8 +365,8 @@ static int key_parse(const char *s, struct key *k, enum kind *kind)
 
 	if (strspn(s, "0123456789abcdef") != 32)
 		return -EINVAL;
-	if (!s[32])
-		*kind = K_V1;
+	if (!s[32] || !strcmp(s + 32, ".c2") || !strcmp(s + 32, ".p2"))
+		*kind = K_OLD;
 	else if (!strcmp(s + 32, kind_suffix[K_WHOLE]))
 		*kind = K_WHOLE;
 	else if (!strcmp(s + 32, kind_suffix[K_PART]))
@@ -337,19 +381,16 @@ static int key_parse(const char *s, struct key *k, enum kind *kind)
 	return 0;
 }
 
-/* DIR/tmp/HASH, DIR/chunks/XY/HASH.c2 or DIR/chunks/XY/HASH.p2. */
-static int key_path(const struct objfs_diskcache *dc, struct key k, enum kind kind, char *buf,
-		    size_t cap)
+/* tmp/HASH, chunks/XY/HASH.c3 or chunks/XY/HASH.p3: relative to dc->dfd. */
+static void key_path(struct key k, enum kind kind, char buf[64])
 {
 	char hex[33];
-	int n;
 
 	key_hex(k, hex);
 	if (kind == K_TMP)
-		n = snprintf(buf, cap, "%s/tmp/%s", dc->dir, hex);
+		snprintf(buf, 64, "tmp/%s", hex);
 	else
-		n = snprintf(buf, cap, "%s/chunks/%.2s/%s%s", dc->dir, hex, hex, kind_suffix[kind]);
-	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
+		snprintf(buf, 64, "chunks/%.2s/%s%s", hex, hex, kind_suffix[kind]);
 }
 
 /* ------------------------------------------------------------ index (lock held) */
@@ -461,10 +502,11 @@ static size_t evict(struct objfs_diskcache *dc, struct victim *victims, size_t m
 
 static void unlink_chunk(struct objfs_diskcache *dc, struct key k, enum kind kind)
 {
-	char path[PATH_MAX];
+	char path[64];
 
-	if (!key_path(dc, k, kind, path, sizeof(path)) && unlink(path) && errno != ENOENT)
-		objfs_debug("disk cache: cannot remove %s: %s", path, strerror(errno));
+	key_path(k, kind, path);
+	if (unlinkat(dc->dfd, path, 0) && errno != ENOENT)
+		objfs_debug("disk cache %s: cannot remove %s: %s", dc->dir, path, strerror(errno));
 }
 
 static void unlink_victims(struct objfs_diskcache *dc, const struct victim *v, size_t n)
@@ -834,7 +876,7 @@ static size_t read_p1(const struct dreq *r)
 
 static void read_start(struct objfs_diskcache *dc, struct dreq *r)
 {
-	char path[PATH_MAX], *buf = r->bounce ? r->bounce : r->data;
+	char path[64], *buf = r->bounce ? r->bounce : r->data;
 	uint64_t pstart = (uint64_t)read_p0(r) * PAGE;
 	uint64_t pend = r->whole ? r->len : (uint64_t)read_p1(r) * PAGE;
 	enum kind kind;
@@ -844,20 +886,18 @@ static void read_start(struct objfs_diskcache *dc, struct dreq *r)
 	pthread_mutex_lock(&dc->lock);
 	kind = dent_kind(find(dc, r->key));
 	pthread_mutex_unlock(&dc->lock);
-	if (key_path(dc, r->key, kind, path, sizeof(path))) {
-		read_fail(dc, r, "path too long", ENAMETOOLONG);
-		return;
-	}
+	key_path(r->key, kind, path);
 	/* O_DIRECT for whole blocks where the buffer allows it (full blocks:
 	 * 2 MiB aligned by the block cache): see the file header */
 	r->direct = !__atomic_load_n(&dc->no_direct, __ATOMIC_RELAXED) && pstart == 0 &&
 		    pend == r->block_len && (uintptr_t)buf % DIRECT_ALIGN == 0 &&
 		    pend % DIRECT_ALIGN == 0;
-	r->fd = open(path, O_RDONLY | O_CLOEXEC | (r->direct ? O_DIRECT : 0));
+	r->fd = openat(dc->dfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW |
+		       (r->direct ? O_DIRECT : 0));
 	if (r->fd < 0 && r->direct && errno == EINVAL) {
 		__atomic_store_n(&dc->no_direct, 1, __ATOMIC_RELAXED);
 		r->direct = 0;
-		r->fd = open(path, O_RDONLY | O_CLOEXEC);
+		r->fd = openat(dc->dfd, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
 	}
 	if (r->fd < 0) {
 		read_fail(dc, r, "open", errno);
@@ -889,7 +929,7 @@ static void read_done(struct objfs_diskcache *dc, struct dreq *r, int res)
 		read_fail(dc, r, "read", -rc);
 		return;
 	}
-	if (objfs_dcmeta_parse(r->meta, r->meta_len, r->ident, r->ident_len,
+	if (objfs_dcmeta_parse(&dc->key->mac, r->meta, r->meta_len, r->ident, r->ident_len,
 			       r->whole ? r->len : 0, &m, &why)) {
 		read_fail(dc, r, why, 0);
 		return;
@@ -898,7 +938,8 @@ static void read_done(struct objfs_diskcache *dc, struct dreq *r, int res)
 		read_fail(dc, r, "length mismatch", 0);
 		return;
 	}
-	if (objfs_dcmeta_check(&m, p0, p1, r->bounce ? r->bounce : r->data, &why)) {
+	if (objfs_dcmeta_check(&dc->key->mac, &m, p0, p1, r->bounce ? r->bounce : r->data,
+			       &why)) {
 		read_fail(dc, r, why, 0);
 		return;
 	}
@@ -1052,7 +1093,7 @@ static enum wend write_claim(struct objfs_diskcache *dc, struct dreq *r, struct 
  * must be what the index knew), then marks the new pages valid in it.
  * NULL, or why not.
  */
-static const char *merge_meta(struct dreq *r)
+static const char *merge_meta(struct objfs_diskcache *dc, struct dreq *r)
 {
 	struct objfs_dcmeta m;
 	const char *why;
@@ -1060,16 +1101,16 @@ static const char *merge_meta(struct dreq *r)
 
 	if (n != (ssize_t)r->meta_len)
 		return n < 0 ? "reading the metadata of a partial chunk" : "partial chunk truncated";
-	if (objfs_dcmeta_parse(r->meta, r->meta_len, r->ident, r->ident_len, r->block_len, &m,
-			       &why))
+	if (objfs_dcmeta_parse(&dc->key->mac, r->meta, r->meta_len, r->ident, r->ident_len,
+			       r->block_len, &m, &why))
 		return why;
 	if (memcmp(m.bitmap, r->bm_before, (m.npages + 7) / 8))
 		return "partial chunk's pages differ from the index's";
 	for (unsigned i = 0; i + 1 < r->nseg; i++)
 		for (size_t p = (r->segs[i].foff - r->meta_len) / PAGE, k = 0; k < r->segs[i].len;
 		     p++, k += PAGE)
-			objfs_dcmeta_add(r->meta, p, r->segs[i].buf + k);
-	objfs_dcmeta_seal(r->meta);
+			objfs_dcmeta_add(&dc->key->mac, r->meta, &m, p, r->segs[i].buf + k);
+	objfs_dcmeta_seal(&dc->key->mac, r->meta);
 	return NULL;
 }
 
@@ -1077,7 +1118,8 @@ static void write_start(struct objfs_diskcache *dc, struct dreq *r)
 {
 	struct victim victims[64];
 	size_t nv = sizeof(victims) / sizeof(victims[0]);
-	char path[PATH_MAX];
+	struct objfs_dcmeta m;
+	char path[64];
 	const char *why;
 	enum wend how;
 
@@ -1090,17 +1132,20 @@ static void write_start(struct objfs_diskcache *dc, struct dreq *r)
 		return;
 	}
 	unlink_victims(dc, victims, nv);
-	if (key_path(dc, r->key, r->merge ? K_PART : K_TMP, path, sizeof(path))) {
-		write_fail(dc, r, "chunk path", ENAMETOOLONG);
-		return;
-	}
+	key_path(r->key, r->merge ? K_PART : K_TMP, path);
 	if (!r->merge) {
-		/* checksummed here, not on the engine thread that fetched the block */
-		objfs_dcmeta_init(r->meta, r->block_len, r->ident, r->ident_len);
+		/* MACed here, not on the engine thread that fetched the block */
+		objfs_dcmeta_init(r->meta, r->block_len, r->ident, r->ident_len, &m);
 		for (size_t p = r->off / PAGE, k = 0; k < r->len; p++, k += PAGE)
-			objfs_dcmeta_add(r->meta, p, r->data + k);
-		objfs_dcmeta_seal(r->meta);
-		r->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+			objfs_dcmeta_add(&dc->key->mac, r->meta, &m, p, r->data + k);
+		objfs_dcmeta_seal(&dc->key->mac, r->meta);
+		/* a new file, never one found there: a leftover of a failed
+		 * write of this chunk is removed first */
+		r->fd = openat(dc->dfd, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			       0600);
+		if (r->fd < 0 && errno == EEXIST && !unlinkat(dc->dfd, path, 0))
+			r->fd = openat(dc->dfd, path,
+				       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		if (r->fd < 0) {
 			write_fail(dc, r, "creating a chunk file", errno);
 			return;
@@ -1108,12 +1153,12 @@ static void write_start(struct objfs_diskcache *dc, struct dreq *r)
 		io_begin(dc, r);
 		return;
 	}
-	r->fd = open(path, O_RDWR | O_CLOEXEC);
+	r->fd = openat(dc->dfd, path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
 	if (r->fd < 0) {
 		write_fail(dc, r, "opening a partial chunk", errno);
 		return;
 	}
-	why = merge_meta(r);
+	why = merge_meta(dc, r);
 	if (why) {
 		write_fail(dc, r, why, 0);
 		return;
@@ -1123,7 +1168,7 @@ static void write_start(struct objfs_diskcache *dc, struct dreq *r)
 
 static void write_done(struct objfs_diskcache *dc, struct dreq *r, int res)
 {
-	char from[PATH_MAX], to[PATH_MAX];
+	char from[64], to[64];
 	struct dent *e;
 	int fd, rc = io_progress(dc, r, res);
 
@@ -1140,10 +1185,9 @@ static void write_done(struct objfs_diskcache *dc, struct dreq *r, int res)
 		write_fail(dc, r, "closing a chunk file", errno);
 		return;
 	}
-	if ((!r->merge || r->complete) &&
-	    (key_path(dc, r->key, r->merge ? K_PART : K_TMP, from, sizeof(from)) ||
-	     key_path(dc, r->key, r->complete ? K_WHOLE : K_PART, to, sizeof(to)) ||
-	     rename(from, to))) {
+	key_path(r->key, r->merge ? K_PART : K_TMP, from);
+	key_path(r->key, r->complete ? K_WHOLE : K_PART, to);
+	if ((!r->merge || r->complete) && renameat(dc->dfd, from, dc->dfd, to)) {
 		write_fail(dc, r, "renaming a chunk file into place", errno);
 		return;
 	}
@@ -1470,10 +1514,11 @@ int objfs_diskcache_has_range(struct objfs_diskcache *dc, const char *id, uint64
 int objfs_diskcache_chunk_path(struct objfs_diskcache *dc, const char *id, uint64_t idx,
 			       char *buf, size_t cap)
 {
-	char ident[IDENT_BUF];
+	char ident[IDENT_BUF], rel[64];
 	size_t ilen;
 	struct key k;
 	enum kind kind;
+	int n;
 
 	if (ident_make(dc, id, idx, ident, &ilen))
 		return -ENAMETOOLONG;
@@ -1481,7 +1526,9 @@ int objfs_diskcache_chunk_path(struct objfs_diskcache *dc, const char *id, uint6
 	pthread_mutex_lock(&dc->lock);
 	kind = dent_kind(find(dc, k));
 	pthread_mutex_unlock(&dc->lock);
-	return key_path(dc, k, kind, buf, cap);
+	key_path(k, kind, rel);
+	n = snprintf(buf, cap, "%s/%s", dc->dir, rel);
+	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
 void objfs_diskcache_get_stats(struct objfs_diskcache *dc, struct objfs_diskcache_stats *st)
@@ -1492,6 +1539,313 @@ void objfs_diskcache_get_stats(struct objfs_diskcache *dc, struct objfs_diskcach
 	st->bytes = dc->bytes;
 	st->cap = dc->cap;
 	pthread_mutex_unlock(&dc->lock);
+}
+
+/* ------------------------------------------------------------ open: the directory */
+
+/*
+ * Whether the directory @fd, shown as @shown, may lie above a cache_dir:
+ * a directory owned by root or @euid, not writable by group or others
+ * unless sticky (as /tmp: others' names there cannot be replaced). 0, or
+ * -EPERM / -ENOTDIR with the reason in @err.
+ */
+static int ancestor_ok(int fd, const char *shown, const char *dir, uid_t euid, char *err,
+		       size_t errlen)
+{
+	struct stat st;
+
+	if (fstat(fd, &st)) {
+		int e = errno;
+
+		snprintf(err, errlen, "cache_dir %s: cannot stat %s: %s", dir, shown, strerror(e));
+		return -e;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "cache_dir %s: %s is not a directory", dir, shown);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != 0 && st.st_uid != euid) {
+		snprintf(err, errlen, "cache_dir %s: %s is owned by uid %u, not by root or the "
+			 "mounting user %u", dir, shown, (unsigned)st.st_uid, (unsigned)euid);
+		return -EPERM;
+	}
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+		snprintf(err, errlen, "cache_dir %s: %s is writable by group or others (mode "
+			 "%04o) and not sticky", dir, shown, (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
+/*
+ * Whether the directory @fd, shown as @shown, may be the cache's own (DIR
+ * or one below it): a directory owned by @euid, not writable by group or
+ * others. 0, or -EPERM / -ENOTDIR with the reason in @err.
+ */
+static int own_dir_ok(int fd, const char *shown, uid_t euid, char *err, size_t errlen)
+{
+	struct stat st;
+
+	if (fstat(fd, &st)) {
+		int e = errno;
+
+		snprintf(err, errlen, "cache_dir %s: cannot stat: %s", shown, strerror(e));
+		return -e;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		snprintf(err, errlen, "cache_dir %s: not a directory", shown);
+		return -ENOTDIR;
+	}
+	if (st.st_uid != euid) {
+		snprintf(err, errlen, "cache_dir %s: owned by uid %u, not by the mounting user %u",
+			 shown, (unsigned)st.st_uid, (unsigned)euid);
+		return -EPERM;
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+		snprintf(err, errlen, "cache_dir %s: writable by group or others (mode %04o); "
+			 "it must be writable by the mounting user only", shown,
+			 (unsigned)(st.st_mode & 07777));
+		return -EPERM;
+	}
+	return 0;
+}
+
+/* @shown (PATH_MAX bytes) one step further: "/@name", ".." one step back. */
+static void shown_step(char *shown, const char *name)
+{
+	size_t n = strlen(shown);
+
+	if (!strcmp(name, "..")) {
+		while (n && shown[n - 1] != '/')
+			n--;
+		shown[n > 1 ? n - 1 : n] = '\0';
+		if (!shown[0])
+			strcpy(shown, "/");
+		return;
+	}
+	snprintf(shown + n, PATH_MAX - n, "%s%s", n > 1 ? "/" : "", name);
+}
+
+/*
+ * Opens the cache directory @path from / down, one component at a time,
+ * each directory opened with O_NOFOLLOW and checked through its fd (see the
+ * file header): ancestors by ancestor_ok(), the directory itself -- made
+ * 0700 when it is the one missing component -- by own_dir_ok(). A symlink
+ * owned by root or @euid is followed (its target walked the same way, at
+ * most MAX_LINKS). Returns the directory's fd (O_RDONLY), or -errno with
+ * the reason, naming the path and what is wrong, in @err.
+ */
+static int dir_open(const char *path, uid_t euid, char *err, size_t errlen)
+{
+	char rest[2 * PATH_MAX + 2], tmp[2 * PATH_MAX + 2], shown[PATH_MAX], target[PATH_MAX];
+	const char *pos;
+	int cur, next, links = 0, ret;
+
+	if (path[0] != '/' && !getcwd(shown, sizeof(shown))) {
+		ret = -errno;
+		snprintf(err, errlen, "cache_dir %s: cannot resolve against the working directory: "
+			 "%s", path, strerror(-ret));
+		return ret;
+	}
+	if (snprintf(rest, sizeof(rest), "%s/%s", path[0] == '/' ? "" : shown, path) >=
+	    (int)sizeof(rest)) {
+		snprintf(err, errlen, "cache_dir %s: path too long", path);
+		return -ENAMETOOLONG;
+	}
+	cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (cur < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "cache_dir %s: cannot open /: %s", path, strerror(-ret));
+		return ret;
+	}
+	strcpy(shown, "/");
+	ret = ancestor_ok(cur, shown, path, euid, err, errlen);
+	for (pos = rest; !ret;) {
+		char comp[NAME_MAX + 1];
+		size_t len;
+		struct stat st;
+		int last;
+
+		pos += strspn(pos, "/");
+		if (!*pos)
+			break;
+		len = strcspn(pos, "/");
+		if (len > NAME_MAX) {
+			snprintf(err, errlen, "cache_dir %s: a component is too long", path);
+			ret = -ENAMETOOLONG;
+			break;
+		}
+		memcpy(comp, pos, len);
+		comp[len] = '\0';
+		pos += len;
+		last = !pos[strspn(pos, "/")];
+		if (!strcmp(comp, "."))
+			continue;
+		if (strcmp(comp, "..") && fstatat(cur, comp, &st, AT_SYMLINK_NOFOLLOW)) {
+			ret = -errno;
+			if (ret == -ENOENT && last) { /* the cache_dir itself: made */
+				ret = mkdirat(cur, comp, 0700) && errno != EEXIST ? -errno : 0;
+				if (ret)
+					snprintf(err, errlen, "cache_dir %s: cannot create it: %s", path,
+						 strerror(-ret));
+				else
+					ret = fstatat(cur, comp, &st, AT_SYMLINK_NOFOLLOW) ? -errno : 0;
+			}
+			if (ret) {
+				if (!err[0])
+					snprintf(err, errlen, "cache_dir %s: %s/%s: %s", path,
+						 strcmp(shown, "/") ? shown : "", comp,
+						 strerror(-ret));
+				break;
+			}
+		}
+		if (strcmp(comp, "..") && S_ISLNK(st.st_mode)) {
+			ssize_t n;
+
+			if (st.st_uid != 0 && st.st_uid != euid) {
+				snprintf(err, errlen, "cache_dir %s: %s%s%s is a symbolic link owned by "
+					 "uid %u, not by root or the mounting user %u", path,
+					 strcmp(shown, "/") ? shown : "", "/", comp,
+					 (unsigned)st.st_uid, (unsigned)euid);
+				ret = -EPERM;
+				break;
+			}
+			n = readlinkat(cur, comp, target, sizeof(target) - 1);
+			if (n <= 0 || ++links > MAX_LINKS) {
+				ret = n < 0 ? -errno : -ELOOP;
+				snprintf(err, errlen, "cache_dir %s: following %s/%s: %s", path,
+					 strcmp(shown, "/") ? shown : "", comp, strerror(-ret));
+				break;
+			}
+			target[n] = '\0';
+			if (snprintf(tmp, sizeof(tmp), "%s/%s", target, pos) >= (int)sizeof(tmp)) {
+				snprintf(err, errlen, "cache_dir %s: path too long", path);
+				ret = -ENAMETOOLONG;
+				break;
+			}
+			memcpy(rest, tmp, sizeof(rest));
+			pos = rest;
+			if (target[0] == '/') { /* from / again */
+				next = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+				if (next < 0) {
+					ret = -errno;
+					snprintf(err, errlen, "cache_dir %s: cannot open /: %s", path,
+						 strerror(-ret));
+					break;
+				}
+				close(cur);
+				cur = next;
+				strcpy(shown, "/");
+			}
+			continue;
+		}
+		next = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (next < 0) {
+			ret = -errno;
+			snprintf(err, errlen, "cache_dir %s: %s%s%s: %s", path,
+				 strcmp(shown, "/") ? shown : "", "/", comp,
+				 ret == -ELOOP ? "a symbolic link appeared" : strerror(-ret));
+			break;
+		}
+		close(cur);
+		cur = next;
+		shown_step(shown, comp);
+		if (!last)
+			ret = ancestor_ok(cur, shown, path, euid, err, errlen);
+	}
+	if (!ret) { /* the directory itself: a real fd, checked */
+		next = openat(cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (next < 0) {
+			ret = -errno;
+			snprintf(err, errlen, "cache_dir %s: cannot open it: %s", path,
+				 strerror(-ret));
+		} else {
+			close(cur);
+			cur = next;
+			ret = own_dir_ok(cur, path, euid, err, errlen);
+		}
+	}
+	if (ret) {
+		close(cur);
+		return ret;
+	}
+	return cur;
+}
+
+/*
+ * Opens (creating, 0700) the directory @name below @at, one of the cache's
+ * own: own_dir_ok() or refused. A symlink or a file in its place is
+ * removed and the directory made (nothing of ours is ever one). Returns
+ * its fd, or -errno with the reason in @err.
+ */
+static int subdir_open(struct objfs_diskcache *dc, int at, const char *name, uid_t euid,
+		       char *err, size_t errlen)
+{
+	char shown[PATH_MAX];
+	int fd, ret;
+
+	snprintf(shown, sizeof(shown), "%s/%s", dc->dir, name);
+	if (mkdirat(at, name, 0700) && errno != EEXIST)
+		goto fail;
+	fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && (errno == ELOOP || errno == ENOTDIR)) {
+		objfs_warn("disk cache: %s is not a directory (a symlink?): replaced", shown);
+		if (unlinkat(at, name, 0) || mkdirat(at, name, 0700))
+			goto fail;
+		fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	}
+	if (fd < 0)
+		goto fail;
+	ret = own_dir_ok(fd, shown, euid, err, errlen);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return fd;
+fail:
+	ret = -errno;
+	snprintf(err, errlen, "cache_dir: cannot create %s: %s", shown, strerror(-ret));
+	return ret;
+}
+
+/* Creates and checks DIR/chunks, DIR/chunks/XY and DIR/tmp; empties DIR/tmp. */
+static int make_dirs(struct objfs_diskcache *dc, uid_t euid, char *err, size_t errlen)
+{
+	int chunks, fd;
+	DIR *d;
+	struct dirent *de;
+
+	chunks = subdir_open(dc, dc->dfd, "chunks", euid, err, errlen);
+	if (chunks < 0)
+		return chunks;
+	for (int i = 0; i < FANOUT; i++) {
+		char xy[16];
+
+		snprintf(xy, sizeof(xy), "%02x", i);
+		fd = subdir_open(dc, chunks, xy, euid, err, errlen);
+		if (fd < 0) {
+			close(chunks);
+			return fd;
+		}
+		close(fd);
+	}
+	close(chunks);
+	fd = subdir_open(dc, dc->dfd, "tmp", euid, err, errlen);
+	if (fd < 0)
+		return fd;
+	d = fdopendir(fd);
+	if (!d) {
+		int e = errno;
+
+		close(fd);
+		snprintf(err, errlen, "cache_dir: cannot read %s/tmp: %s", dc->dir, strerror(e));
+		return -e;
+	}
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			(void)unlinkat(dirfd(d), de->d_name, 0);
+	closedir(d);
+	return 0;
 }
 
 /* ------------------------------------------------------------ open / scan */
@@ -1515,47 +1869,14 @@ static int found_cmp(const void *a, const void *b)
 	return 0;
 }
 
-/* Creates DIR/chunks/XY and DIR/tmp, empties DIR/tmp. */
-static int make_dirs(struct objfs_diskcache *dc, char *err, size_t errlen)
-{
-	char path[PATH_MAX];
-	DIR *d;
-	struct dirent *de;
-
-	snprintf(path, sizeof(path), "%s/chunks", dc->dir);
-	if (mkdir(path, 0700) && errno != EEXIST)
-		goto fail;
-	for (int i = 0; i < FANOUT; i++) {
-		snprintf(path, sizeof(path), "%s/chunks/%02x", dc->dir, i);
-		if (mkdir(path, 0700) && errno != EEXIST)
-			goto fail;
-	}
-	snprintf(path, sizeof(path), "%s/tmp", dc->dir);
-	if (mkdir(path, 0700) && errno != EEXIST)
-		goto fail;
-	d = opendir(path);
-	if (!d)
-		goto fail;
-	while ((de = readdir(d)))
-		if (de->d_name[0] != '.')
-			(void)unlinkat(dirfd(d), de->d_name, 0);
-	closedir(d);
-	return 0;
-fail: {
-	int e = errno;
-
-	snprintf(err, errlen, "cache_dir: cannot create %s: %s", path, strerror(e));
-	return -e;
-	}
-}
-
 /*
  * Reads the metadata of the partial chunk @name (in directory @dfd, file
  * name of @key) into @f: its valid pages, real bytes, block length. 0; 1
  * when it turned out whole (renamed so, @f a whole chunk now); -1 when it
  * is not a usable chunk (the caller removes it); -ENOMEM.
  */
-static int scan_partial(int dfd, const char *name, struct key key, struct found *f)
+static int scan_partial(struct objfs_diskcache *dc, int dfd, const char *name, struct key key,
+			struct found *f)
 {
 	char *buf = malloc(SCAN_META), *nb;
 	struct objfs_dcmeta m;
@@ -1580,7 +1901,7 @@ static int scan_partial(int dfd, const char *name, struct key key, struct found 
 		buf = nb;
 		n = pread(fd, buf, want, 0);
 	}
-	if (n < 0 || objfs_dcmeta_parse(buf, (size_t)n, NULL, 0, 0, &m, &why)) {
+	if (n < 0 || objfs_dcmeta_parse(&dc->key->mac, buf, (size_t)n, NULL, 0, 0, &m, &why)) {
 		objfs_debug("disk cache: partial chunk %s removed: %s", name,
 			    n < 0 ? strerror(errno) : why);
 		goto out;
@@ -1617,21 +1938,27 @@ out:
 
 /*
  * Indexes the files of DIR/chunks/XY (@i) into @*f (@*n of @*capn): whole
- * chunks by name and size, partial ones by their metadata; removes format 1
- * chunks and unusable partial ones (counted in @*removed). 0 or -ENOMEM.
+ * chunks by name and size, partial ones by their metadata; removes chunks
+ * of formats 1 and 2, unusable partial ones and, with @fresh (a new key:
+ * none can verify), every chunk (counted in @*removed). 0 or -ENOMEM.
  */
-static int scan_dir(struct objfs_diskcache *dc, int i, struct found **f, size_t *n,
+static int scan_dir(struct objfs_diskcache *dc, int i, int fresh, struct found **f, size_t *n,
 		    size_t *capn, size_t *removed)
 {
-	char path[PATH_MAX], xy[3];
+	char path[16], xy[3];
 	struct dirent *de;
 	DIR *d;
-	int ret = 0;
+	int ret = 0, fd;
 
-	snprintf(path, sizeof(path), "%s/chunks/%02x", dc->dir, i);
-	d = opendir(path);
-	if (!d)
+	snprintf(path, sizeof(path), "chunks/%02x", i);
+	fd = openat(dc->dfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
 		return 0;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return 0;
+	}
 	snprintf(xy, sizeof(xy), "%02x", i);
 	while (!ret && (de = readdir(d))) {
 		struct found *x;
@@ -1657,13 +1984,13 @@ static int scan_dir(struct objfs_diskcache *dc, int i, struct found **f, size_t 
 		}
 		x = &(*f)[*n];
 		*x = (struct found){ .key = k, .bytes = (uint64_t)st.st_size, .mtime = st.st_mtim };
-		if (kind == K_PART)
-			rc = scan_partial(dirfd(d), de->d_name, k, x);
-		if (kind == K_V1 || rc < 0) {
+		if (kind == K_PART && !fresh)
+			rc = scan_partial(dc, dirfd(d), de->d_name, k, x);
+		if (kind == K_OLD || fresh || rc < 0) {
 			if (rc == -ENOMEM)
 				ret = rc;
 			else if (!unlinkat(dirfd(d), de->d_name, 0))
-				++*removed; /* format 1, or an unusable partial chunk */
+				++*removed; /* formats 1-2, another key's, an unusable partial */
 			continue;
 		}
 		++*n;
@@ -1697,15 +2024,18 @@ static int scan_index(struct objfs_diskcache *dc, struct found *f, size_t n)
 	return 0;
 }
 
-/* Indexes the chunk files in DIR/chunks, oldest first, then trims to the cap. */
-static int scan(struct objfs_diskcache *dc, char *err, size_t errlen)
+/*
+ * Indexes the chunk files in DIR/chunks, oldest first, then trims to the
+ * cap; @fresh: the key is new, every chunk file goes.
+ */
+static int scan(struct objfs_diskcache *dc, int fresh, char *err, size_t errlen)
 {
 	struct found *f = NULL;
 	size_t n = 0, capn = 0, removed = 0;
 	int ret = 0;
 
 	for (int i = 0; i < FANOUT && !ret; i++)
-		ret = scan_dir(dc, i, &f, &n, &capn, &removed);
+		ret = scan_dir(dc, i, fresh, &f, &n, &capn, &removed);
 	if (!ret && n) /* qsort(NULL, 0) is undefined: UBSan flags an empty cache_dir */
 		qsort(f, n, sizeof(*f), found_cmp);
 	if (!ret)
@@ -1726,26 +2056,45 @@ static int scan(struct objfs_diskcache *dc, char *err, size_t errlen)
 		unlink_victims(dc, victims, nv);
 	}
 	if (removed)
-		objfs_info("disk cache %s: removed %zu chunk files of format 1 or with bad metadata",
-			   dc->dir, removed);
+		objfs_info("disk cache %s: removed %zu chunk files %s", dc->dir, removed,
+			   fresh ? "made under another key (a new key was made)" :
+				   "of formats 1-2 or with bad metadata");
 	objfs_info("disk cache %s: %zu chunk files, %llu bytes (cap %llu)", dc->dir, dc->nents,
 		   (unsigned long long)dc->bytes, (unsigned long long)dc->cap);
 	return 0;
 }
 
-static int take_lock(struct objfs_diskcache *dc, char *err, size_t errlen)
+/*
+ * Takes DIR/lock: opened relative to DIR, never through a symlink, never
+ * truncated before it is known to be a regular file of @euid with one
+ * link and is locked; then holds the pid.
+ */
+static int take_lock(struct objfs_diskcache *dc, uid_t euid, char *err, size_t errlen)
 {
-	char path[PATH_MAX], pid[32];
+	char pid[32];
+	struct stat st;
 	ssize_t n;
 	int e;
 
-	snprintf(path, sizeof(path), "%s/lock", dc->dir);
-	dc->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	dc->lock_fd = openat(dc->dfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (dc->lock_fd < 0) {
 		e = errno;
-		snprintf(err, errlen, "cache_dir: cannot open the lock file %s: %s", path,
+		snprintf(err, errlen, "cache_dir %s: cannot open the lock file %s/lock: %s", dc->dir,
+			 dc->dir, e == ELOOP ? "it is a symbolic link" : strerror(e));
+		return -e;
+	}
+	if (fstat(dc->lock_fd, &st)) {
+		e = errno;
+		snprintf(err, errlen, "cache_dir %s: cannot stat %s/lock: %s", dc->dir, dc->dir,
 			 strerror(e));
 		return -e;
+	}
+	if (!S_ISREG(st.st_mode) || st.st_uid != euid || st.st_nlink != 1) {
+		snprintf(err, errlen, "cache_dir %s: the lock file %s/lock is not a regular file of "
+			 "the mounting user %u with one link (uid %u, %lu links); remove it",
+			 dc->dir, dc->dir, (unsigned)euid, (unsigned)st.st_uid,
+			 (unsigned long)st.st_nlink);
+		return -EPERM;
 	}
 	if (flock(dc->lock_fd, LOCK_EX | LOCK_NB)) {
 		e = errno;
@@ -1754,11 +2103,11 @@ static int take_lock(struct objfs_diskcache *dc, char *err, size_t errlen)
 			pid[n > 0 ? n : 0] = '\0';
 			pid[strcspn(pid, "\n")] = '\0';
 			snprintf(err, errlen, "cache_dir '%s' is in use by another objfs mount%s%s%s "
-				 "(lock %s); give each mount its own cache_dir", dc->dir,
-				 pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "", path);
+				 "(lock %s/lock); give each mount its own cache_dir", dc->dir,
+				 pid[0] ? " (pid " : "", pid, pid[0] ? ")" : "", dc->dir);
 			return -EBUSY;
 		}
-		snprintf(err, errlen, "cache_dir: cannot lock %s: %s", path, strerror(e));
+		snprintf(err, errlen, "cache_dir: cannot lock %s/lock: %s", dc->dir, strerror(e));
 		return -e;
 	}
 	n = snprintf(pid, sizeof(pid), "%ld\n", (long)getpid());
@@ -1767,11 +2116,153 @@ static int take_lock(struct objfs_diskcache *dc, char *err, size_t errlen)
 	return 0;
 }
 
+/* Reads exactly @n bytes at @fd's offset 0 into @buf: 0, or -errno (-EIO: short). */
+static int read_all(int fd, unsigned char *buf, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = pread(fd, buf + got, n - got, (off_t)got);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return r < 0 ? -errno : -EIO;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+/*
+ * Makes DIR/key: 32 bytes from getrandom(), written to DIR/tmp/key
+ * (O_CREAT|O_EXCL|O_NOFOLLOW, 0600) and synced, then linked to DIR/key,
+ * so that a crash never leaves a short key. Takes the lock's protection:
+ * no other mount runs on DIR. 0 or -errno with @err.
+ */
+static int key_create(struct objfs_diskcache *dc, unsigned char *secret, char *err,
+		      size_t errlen)
+{
+	const char *what = "creating";
+	size_t got = 0;
+	int fd, ret = 0;
+
+	(void)unlinkat(dc->dfd, "tmp/key", 0);
+	fd = openat(dc->dfd, "tmp/key", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		    0600);
+	if (fd < 0)
+		goto fail;
+	what = "filling";
+	while (got < OBJFS_DCKEY_LEN) {
+		ssize_t r = getrandom(secret + got, OBJFS_DCKEY_LEN - got, 0);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0)
+			goto fail;
+		got += (size_t)r;
+	}
+	what = "writing";
+	errno = 0;
+	if (write(fd, secret, OBJFS_DCKEY_LEN) != (ssize_t)OBJFS_DCKEY_LEN) {
+		if (errno == 0)
+			errno = EIO;
+		goto fail;
+	}
+	if (fsync(fd))
+		goto fail;
+	what = "linking";
+	if (linkat(dc->dfd, "tmp/key", dc->dfd, "key", 0))
+		goto fail;
+	goto out;
+fail:
+	ret = -errno;
+	snprintf(err, errlen, "cache_dir %s: %s the key file %s/key: %s", dc->dir, what, dc->dir,
+		 strerror(-ret));
+out:
+	if (fd >= 0)
+		close(fd);
+	(void)unlinkat(dc->dfd, "tmp/key", 0);
+	return ret;
+}
+
+/*
+ * Loads DIR/key (making it when missing: *@fresh = 1) into dc->key, a
+ * page of its own kept out of core dumps: a regular file of @euid, exactly
+ * OBJFS_DCKEY_LEN bytes, no group or other permission bits, else refused
+ * (-EPERM, the reason in @err).
+ */
+static int key_load(struct objfs_diskcache *dc, uid_t euid, int *fresh, char *err,
+		    size_t errlen)
+{
+	struct keypage *kp;
+	struct stat st;
+	int fd, ret;
+
+	kp = mmap(NULL, sizeof(*kp), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (kp == MAP_FAILED) {
+		snprintf(err, errlen, "cache_dir: out of memory for the key");
+		return -ENOMEM;
+	}
+	dc->key = kp;
+	if (madvise(kp, sizeof(*kp), MADV_DONTDUMP))
+		objfs_debug("disk cache: madvise(MADV_DONTDUMP) on the key: %s", strerror(errno));
+	*fresh = 0;
+	fd = openat(dc->dfd, "key", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT) {
+		ret = key_create(dc, kp->secret, err, errlen);
+		if (ret)
+			return ret;
+		*fresh = 1;
+		objfs_info("disk cache %s: made a new key (%s/key)", dc->dir, dc->dir);
+		goto derive;
+	}
+	if (fd < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "cache_dir %s: cannot open the key file %s/key: %s", dc->dir,
+			 dc->dir, ret == -ELOOP ? "it is a symbolic link" : strerror(-ret));
+		return ret;
+	}
+	ret = fstat(fd, &st) ? -errno : 0;
+	if (!ret && (!S_ISREG(st.st_mode) || st.st_uid != euid || (st.st_mode & 077) ||
+		     st.st_size != OBJFS_DCKEY_LEN)) {
+		snprintf(err, errlen, "cache_dir %s: the key file %s/key must be a regular file of "
+			 "the mounting user %u, mode 0600 or less, %u bytes (found uid %u, mode %04o, "
+			 "%lld bytes); remove it to start the cache afresh", dc->dir, dc->dir,
+			 (unsigned)euid, OBJFS_DCKEY_LEN, (unsigned)st.st_uid,
+			 (unsigned)(st.st_mode & 07777), (long long)st.st_size);
+		close(fd);
+		return -EPERM;
+	}
+	if (!ret)
+		ret = read_all(fd, kp->secret, OBJFS_DCKEY_LEN);
+	close(fd);
+	if (ret) {
+		snprintf(err, errlen, "cache_dir %s: cannot read the key file %s/key: %s", dc->dir,
+			 dc->dir, strerror(-ret));
+		return ret;
+	}
+derive:
+	objfs_dckey_init(&kp->mac, kp->secret);
+	OPENSSL_cleanse(kp->secret, sizeof(kp->secret));
+	return 0;
+}
+
+/* Wipes and unmaps the key page. */
+static void key_free(struct objfs_diskcache *dc)
+{
+	if (!dc->key)
+		return;
+	OPENSSL_cleanse(dc->key, sizeof(*dc->key));
+	munmap(dc->key, sizeof(*dc->key));
+	dc->key = NULL;
+}
+
 int objfs_diskcache_open(const struct objfs_diskcache_cfg *cfg, struct objfs_diskcache **out,
 			 char *err, size_t errlen)
 {
 	struct objfs_diskcache *dc;
-	int ret;
+	uid_t euid = geteuid();
+	int ret, fresh;
 
 	err[0] = '\0';
 	if (!cfg->dir || !*cfg->dir || !cfg->block_size) {
@@ -1794,7 +2285,7 @@ int objfs_diskcache_open(const struct objfs_diskcache_cfg *cfg, struct objfs_dis
 		return -ENOMEM;
 	}
 	TAILQ_INIT(&dc->lru);
-	dc->lock_fd = dc->ev_fd = -1;
+	dc->lock_fd = dc->ev_fd = dc->dfd = -1;
 	dc->cap = cfg->cap;
 	dc->bsize = cfg->block_size;
 	dc->nbuckets = 1024;
@@ -1815,18 +2306,21 @@ int objfs_diskcache_open(const struct objfs_diskcache_cfg *cfg, struct objfs_dis
 		ret = -ENAMETOOLONG;
 		goto out_dc;
 	}
-	if (mkdir(dc->dir, 0700) && errno != EEXIST) {
-		ret = -errno;
-		snprintf(err, errlen, "cache_dir: cannot create %s: %s", dc->dir, strerror(-ret));
+	dc->dfd = dir_open(dc->dir, euid, err, errlen);
+	if (dc->dfd < 0) {
+		ret = dc->dfd;
 		goto out_dc;
 	}
-	ret = take_lock(dc, err, errlen);
+	ret = take_lock(dc, euid, err, errlen);
 	if (ret)
 		goto out_dc;
-	ret = make_dirs(dc, err, errlen);
+	ret = make_dirs(dc, euid, err, errlen);
 	if (ret)
 		goto out_dc;
-	ret = scan(dc, err, errlen);
+	ret = key_load(dc, euid, &fresh, err, errlen);
+	if (ret)
+		goto out_dc;
+	ret = scan(dc, fresh, err, errlen);
 	if (ret)
 		goto out_dc;
 	dc->ev_fd = eventfd(0, EFD_CLOEXEC);
@@ -1892,6 +2386,9 @@ void objfs_diskcache_free(struct objfs_diskcache *dc)
 		close(dc->ev_fd);
 	if (dc->lock_fd >= 0)
 		close(dc->lock_fd); /* releases the flock */
+	if (dc->dfd >= 0)
+		close(dc->dfd);
+	key_free(dc);
 	for (struct dent *e = TAILQ_FIRST(&dc->lru), *next; e; e = next) {
 		next = TAILQ_NEXT(e, lru);
 		dent_free(e);

@@ -1,5 +1,5 @@
 /*
- * diskcache_i.h: the disk cache's chunk file format (format 2), private to
+ * diskcache_i.h: the disk cache's chunk file format (format 3), private to
  * src/cache/diskcache*.c and tests/fuzz/fuzz_diskcache_chunk.c. The
  * functions are pure (no I/O, no allocation): diskcache_chunk.c builds,
  * parses and verifies the bytes, diskcache.c moves them.
@@ -9,36 +9,41 @@
  * O_DIRECT), then the block's bytes at meta_len + offset in the block. The
  * block is cut in pages of 4096 bytes (the last one may be short); a page
  * is in the file only when its bit in the metadata's bitmap is set, with
- * its own checksum, so a partly fetched block is a chunk with some pages
+ * its own MAC, so a partly fetched block is a chunk with some pages
  * (a "partial" chunk), and a read of a few pages verifies just those.
  *
  * Metadata area, host byte order (the cache is local to the machine):
  *
- *     0  magic      "OBJFSDC2"
- *     8  hdr_sum    chunk checksum of bytes [16, meta_len)
- *    16  version    2
+ *     0  magic      "OBJFSDC3"
+ *     8  hdr_sum    metadata MAC (below)
+ *    16  version    3
  *    20  page_size  4096
  *    24  block_len  the whole block's length, 1 .. OBJFS_DCMETA_BLOCK_MAX
  *    32  meta_len   objfs_dcmeta_size(block_len, ident_len)
  *    36  ident_len  1 .. OBJFS_DCMETA_IDENT_MAX
  *    40  npages     ceil(block_len / 4096)
  *    44  reserved   0
- *    48  sums       npages x 8 bytes: page p's checksum (0 while not valid)
+ *    48  sums       npages x 8 bytes: page p's MAC (0 while not valid)
  *     .  bitmap     ceil(npages / 8) bytes: bit p % 8 of byte p / 8 = page p
  *                   valid; the bits past npages are 0
  *     .  identity   ident_len bytes (the chunk's full identity, see diskcache.c)
- *     .  zeros up to meta_len
+ *     .  zeros up to meta_len (checked as such)
  *
- * hdr_sum covers every metadata byte after itself but the magic (checked
- * as such): version, lengths, every page checksum, the bitmap and the
- * identity. With 4 MiB blocks and a 100-byte identity the area is 12 KiB
- * (8 KiB of page checksums); with 64 KiB blocks, 4 KiB, as format 1's
- * header. Format 1 files ("OBJFSDC1", one checksum of all data) fail the
- * magic: they are never data.
- *
- * Every checksum (pages and metadata) is computed by one function in
- * diskcache_chunk.c (chunk_sum, XXH3-64 today), so that it can become a
- * keyed MAC in one place.
+ * Every MAC is HMAC-SHA256 under the cache's secret key (DIR/key, made
+ * and kept by diskcache.c), its first 8 bytes stored:
+ *   - page p:   HMAC(key, "objfs-dc3-page\0\0" || SHA-256(identity) ||
+ *                    p || block_len || the page's bytes)
+ *               (p and block_len 8 bytes each: a 64-byte first block)
+ *   - hdr_sum:  HMAC(key, "objfs-dc3-meta\0\0" || bytes [16, 48) ||
+ *                    bitmap || identity)
+ * So a page is valid only at its own index of its own chunk (identity:
+ * source, object path, ETag, size, block index) and block length, and only
+ * with the key: a user who can write the files but not read DIR/key cannot
+ * make one, nor move one made for another place. The page MACs need not
+ * be under hdr_sum (each binds its own place), which keeps a 4 KiB read of
+ * a 4 MiB chunk from MACing the 8 KiB of sums.
+ * Formats 1 and 2 (unkeyed XXH3 sums, "OBJFSDC1"/"OBJFSDC2") fail the
+ * magic: never data; diskcache.c removes their files by name at open.
  */
 #ifndef OBJFS_DISKCACHE_I_H
 #define OBJFS_DISKCACHE_I_H
@@ -46,10 +51,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <openssl/sha.h>
+
 #define OBJFS_DCMETA_PAGE      4096u
 #define OBJFS_DCMETA_FIXED     48u          /* the fixed fields, before the sums */
 #define OBJFS_DCMETA_BLOCK_MAX (1u << 30)   /* chunk_size's upper bound */
 #define OBJFS_DCMETA_IDENT_MAX 4056u        /* format 1's bound: the same objects cache */
+#define OBJFS_DCKEY_LEN        32u          /* bytes of the cache's secret */
+
+/*
+ * The keyed state of the chunk MAC (HMAC-SHA256): SHA-256 after the
+ * secret ^ ipad and secret ^ opad blocks, copied per MAC (no allocation).
+ * Made by the caller with objfs_dckey_init() from the secret; as secret as
+ * the key itself: keep it out of core dumps and wipe it when done.
+ */
+struct objfs_dckey {
+	SHA256_CTX inner, outer;
+};
 
 /* A verified metadata area: pointers into the parsed buffer, which must outlive it. */
 struct objfs_dcmeta {
@@ -60,6 +78,7 @@ struct objfs_dcmeta {
 	const unsigned char *bitmap;  /* ceil(npages / 8) bytes */
 	const char *ident;            /* not NUL-terminated */
 	size_t ident_len;
+	unsigned char ident_sum[32];  /* SHA-256 of the identity: binds each page MAC */
 };
 
 /* Pages of a block of @block_len bytes. */
@@ -114,33 +133,45 @@ size_t objfs_dcmeta_size(uint64_t block_len, size_t ident_len);
 uint64_t objfs_dcmeta_block_len(uint64_t file_size, size_t ident_len);
 
 /*
- * Writes into @buf (objfs_dcmeta_size() bytes, which must be > 0) the
- * metadata of a chunk with no valid page yet. Add pages, then seal.
+ * Fills @k from the @secret (OBJFS_DCKEY_LEN bytes); the caller may wipe
+ * @secret afterwards, and owns @k (wipe it with OPENSSL_cleanse when done).
  */
-void objfs_dcmeta_init(char *buf, uint64_t block_len, const char *ident, size_t ident_len);
+void objfs_dckey_init(struct objfs_dckey *k, const unsigned char *secret);
 
 /*
- * Marks page @p valid in the metadata @buf (initialised, or parsed without
- * error) with the checksum of @data, the page's objfs_dcmeta_page_len()
- * bytes. @p must be below npages. Unseals @buf until objfs_dcmeta_seal().
+ * Writes into @buf (objfs_dcmeta_size() bytes, which must be > 0) the
+ * metadata of a chunk with no valid page yet, and fills @m as a parse
+ * would (pointing into @buf). Add pages, then seal.
  */
-void objfs_dcmeta_add(char *buf, size_t p, const char *data);
+void objfs_dcmeta_init(char *buf, uint64_t block_len, const char *ident, size_t ident_len,
+		       struct objfs_dcmeta *m);
 
-/* Computes hdr_sum over the metadata @buf: last step before writing it. */
-void objfs_dcmeta_seal(char *buf);
+/*
+ * Marks page @p valid in the metadata @buf with the MAC under @k of @data,
+ * the page's objfs_dcmeta_page_len() bytes; @m is @buf's, from
+ * objfs_dcmeta_init() or objfs_dcmeta_parse() (its nvalid is kept up to
+ * date). @p must be below npages. Unseals @buf until objfs_dcmeta_seal().
+ */
+void objfs_dcmeta_add(const struct objfs_dckey *k, char *buf, struct objfs_dcmeta *m, size_t p,
+		      const char *data);
+
+/* Computes hdr_sum over the metadata @buf under @k: last step before writing it. */
+void objfs_dcmeta_seal(const struct objfs_dckey *k, char *buf);
 
 /*
  * Parses and verifies the @n bytes at @buf as a metadata area: magic,
  * version, page size, bounds, meta_len consistent with the lengths and
- * within @n, no bitmap bit past npages, hdr_sum; then, when @ident is not
+ * within @n, no bitmap bit past npages, zeros after the identity, hdr_sum
+ * under @k; then, when @ident is not
  * NULL, that the identity is @ident (@ident_len bytes), and, when
  * @block_len is not 0, that the block is that long. Fills @m (pointing into
  * @buf) and returns 0; or returns -EINVAL with *@why a static reason
- * ("header checksum mismatch", "identity mismatch ...", ...). Reads nothing
+ * ("header MAC mismatch", "identity mismatch ...", ...). Reads nothing
  * beyond @n bytes whatever they hold.
  */
-int objfs_dcmeta_parse(const char *buf, size_t n, const char *ident, size_t ident_len,
-		       uint64_t block_len, struct objfs_dcmeta *m, const char **why);
+int objfs_dcmeta_parse(const struct objfs_dckey *k, const char *buf, size_t n,
+		       const char *ident, size_t ident_len, uint64_t block_len,
+		       struct objfs_dcmeta *m, const char **why);
 
 /*
  * The meta_len a metadata area starting at @buf (@n bytes, at least the
@@ -153,10 +184,11 @@ size_t objfs_dcmeta_claimed_len(const char *buf, size_t n);
 /*
  * Verifies pages [p0, p1) of a parsed chunk: each valid in @m and @data
  * (their bytes, consecutive, the last one short when it is the block's
- * last) matching its checksum. 0, or -EINVAL with *@why "page not valid"
- * or "data checksum mismatch". p0 < p1 <= m->npages.
+ * last) matching its MAC under @k for its index in this chunk. 0, or
+ * -EINVAL with *@why "page not valid" or "data checksum mismatch".
+ * p0 < p1 <= m->npages.
  */
-int objfs_dcmeta_check(const struct objfs_dcmeta *m, size_t p0, size_t p1, const char *data,
-		       const char **why);
+int objfs_dcmeta_check(const struct objfs_dckey *k, const struct objfs_dcmeta *m, size_t p0,
+		       size_t p1, const char *data, const char **why);
 
 #endif

@@ -2,23 +2,33 @@
  * fuzz_diskcache_chunk: the disk cache's chunk format (diskcache_chunk.c),
  * the code that reads what the disk hands back.
  *
+ * Every MAC is under one fixed key (fuzz_key, all 0x42), the seeds' key;
+ * another key (0x43) must refuse what the first accepts.
+ *
  * Each input is used twice:
  *   1. As a metadata area read from a chunk file: objfs_dcmeta_parse() on
- *      the raw bytes (the seeds: a valid format 2 area, a format 1 header,
- *      a truncated area). It must never read past the input (ASan), and
- *      what it accepts must be self-consistent: meta_len a multiple of 4096
+ *      the raw bytes (the seeds: valid format 3 areas, format 1 and 2
+ *      headers, a truncated area), and once more resealed under the key
+ *      when its fixed fields are sane, so that the checks behind the MAC
+ *      see arbitrary bytes too (no mutation forges a MAC). It must never
+ *      read past the input (ASan), and what it accepts must be
+ *      self-consistent: meta_len a multiple of 4096
  *      within the input and the size its lengths imply, npages matching
  *      block_len, nvalid the bitmap's count, the identity inside the area;
  *      resealing it changes nothing, the block length inverts from the
- *      file size, its own identity is accepted and another one refused, and
- *      objfs_dcmeta_check() over a few of its pages answers 0 or -EINVAL.
+ *      file size, its own identity is accepted and another one refused,
+ *      another key refuses it, and objfs_dcmeta_check() over a few of its
+ *      pages answers 0 or -EINVAL.
  *   2. As a recipe: a block length (up to 20 pages), an identity, which
  *      pages are valid and their bytes, then one byte to flip. The chunk is
  *      built with init/add/seal; it must parse back with the pages it was
- *      given, every valid page must check, and the flipped byte --
- *      anywhere in the metadata or the valid pages -- must be caught: by
- *      the parse, or by the check of the page it lies in (wrong bytes are
- *      the worst bug of the project).
+ *      given, every valid page must check, a valid page's bytes and MAC
+ *      put at another index (resealed with the key) must fail there, and
+ *      the flipped byte -- anywhere in the metadata or the valid pages --
+ *      must be caught: by the parse, or by the check of the page it lies
+ *      in or whose MAC it hits (a flip in the MAC of a page not valid
+ *      changes nothing served) -- wrong bytes are the worst bug of the
+ *      project.
  */
 #include "config.h"
 
@@ -29,14 +39,29 @@
 
 #define MAX_PAGES 20u
 
-/* Part 1: arbitrary bytes as a metadata area. */
-static void raw(const uint8_t *data, size_t size)
+static struct objfs_dckey fuzz_key, other_key;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
-	const char *buf = (const char *)data, *why = NULL;
-	struct objfs_dcmeta m;
+	unsigned char secret[OBJFS_DCKEY_LEN];
+
+	(void)argc;
+	(void)argv;
+	memset(secret, 0x42, sizeof(secret));
+	objfs_dckey_init(&fuzz_key, secret);
+	memset(secret, 0x43, sizeof(secret));
+	objfs_dckey_init(&other_key, secret);
+	return 0;
+}
+
+/* Part 1: arbitrary bytes as a metadata area (@size bytes at @buf). */
+static void raw_area(const char *buf, size_t size)
+{
+	const char *why = NULL;
+	struct objfs_dcmeta m, m2;
 	size_t nvalid = 0;
 	char *copy, other[8] = "x";
-	int rc = objfs_dcmeta_parse(buf, size, NULL, 0, 0, &m, &why);
+	int rc = objfs_dcmeta_parse(&fuzz_key, buf, size, NULL, 0, 0, &m, &why);
 
 	FUZZ_CHECK(rc == 0 || (rc == -EINVAL && why && *why), "rc %d", rc);
 	if (rc)
@@ -57,14 +82,16 @@ static void raw(const uint8_t *data, size_t size)
 	if (!copy)
 		abort();
 	memcpy(copy, buf, m.meta_len);
-	objfs_dcmeta_seal(copy);
+	objfs_dcmeta_seal(&fuzz_key, copy);
 	FUZZ_CHECK(memcmp(copy, buf, m.meta_len) == 0, "resealing changed the area");
-	rc = objfs_dcmeta_parse(buf, size, copy + (m.ident - buf), m.ident_len, m.block_len, &m,
-				&why);
+	rc = objfs_dcmeta_parse(&fuzz_key, buf, size, copy + (m.ident - buf), m.ident_len,
+				m.block_len, &m, &why);
 	FUZZ_CHECK(rc == 0, "own identity refused: %s", why);
-	rc = objfs_dcmeta_parse(buf, size, other, m.ident_len == 1 && m.ident[0] == 'x' ? 2 : 1,
-				0, &m, &why);
+	rc = objfs_dcmeta_parse(&fuzz_key, buf, size, other,
+				m.ident_len == 1 && m.ident[0] == 'x' ? 2 : 1, 0, &m2, &why);
 	FUZZ_CHECK(rc == -EINVAL, "another identity accepted");
+	rc = objfs_dcmeta_parse(&other_key, buf, size, NULL, 0, 0, &m2, &why);
+	FUZZ_CHECK(rc == -EINVAL, "another key accepted");
 	free(copy);
 	/* a few pages, checked against the input's tail (any answer but a crash) */
 	{
@@ -73,9 +100,27 @@ static void raw(const uint8_t *data, size_t size)
 
 		memcpy(page, buf + size - (size < sizeof(page) ? size : sizeof(page)),
 		       size < sizeof(page) ? size : sizeof(page));
-		rc = objfs_dcmeta_check(&m, p0, p1, page, &why);
+		rc = objfs_dcmeta_check(&fuzz_key, &m, p0, p1, page, &why);
 		FUZZ_CHECK(rc == 0 || (rc == -EINVAL && why), "check rc %d", rc);
 	}
+}
+
+/* Part 1 on the input, then on it resealed when its fixed fields are sane. */
+static void raw(const uint8_t *data, size_t size)
+{
+	size_t len = objfs_dcmeta_claimed_len((const char *)data, size);
+	char *copy;
+
+	raw_area((const char *)data, size);
+	if (!len || len > size)
+		return;
+	copy = malloc(size);
+	if (!copy)
+		abort();
+	memcpy(copy, data, size);
+	objfs_dcmeta_seal(&fuzz_key, copy);
+	raw_area(copy, size);
+	free(copy);
 }
 
 /* Part 2: the input as a recipe for a chunk, then one flipped byte. */
@@ -83,9 +128,9 @@ static void recipe(const uint8_t *data, size_t size)
 {
 	uint64_t block_len, flip;
 	size_t ident_len, meta_len, np, nvalid = 0, p;
-	char ident[64], *meta, *pages;
+	char ident[64], *meta, *pages, *moved;
 	unsigned char want[(MAX_PAGES + 7) / 8] = { 0 };
-	struct objfs_dcmeta m;
+	struct objfs_dcmeta m, mm;
 	const char *why;
 	int caught;
 
@@ -110,35 +155,72 @@ static void recipe(const uint8_t *data, size_t size)
 		abort();
 	for (uint64_t i = 0; i < block_len; i++)
 		pages[i] = (char)(size ? data[i % size] ^ (uint8_t)(i / size) : (uint8_t)i);
-	objfs_dcmeta_init(meta, block_len, ident, ident_len);
+	objfs_dcmeta_init(meta, block_len, ident, ident_len, &m);
 	for (p = 0; p < np; p++) {
 		if (!objfs_dcmeta_bit(want, p))
 			continue;
-		objfs_dcmeta_add(meta, p, pages + p * OBJFS_DCMETA_PAGE);
+		objfs_dcmeta_add(&fuzz_key, meta, &m, p, pages + p * OBJFS_DCMETA_PAGE);
 		nvalid++;
 	}
-	objfs_dcmeta_seal(meta);
-	FUZZ_CHECK(objfs_dcmeta_parse(meta, meta_len, ident, ident_len, block_len, &m, &why) == 0,
-		   "a built chunk does not parse: %s", why);
+	FUZZ_CHECK(m.nvalid == nvalid, "add counted %zu of %zu", m.nvalid, nvalid);
+	objfs_dcmeta_seal(&fuzz_key, meta);
+	FUZZ_CHECK(objfs_dcmeta_parse(&fuzz_key, meta, meta_len, ident, ident_len, block_len, &m,
+				      &why) == 0, "a built chunk does not parse: %s", why);
 	FUZZ_CHECK(m.nvalid == nvalid && m.npages == np, "nvalid %zu of %zu", m.nvalid, nvalid);
+	FUZZ_CHECK(objfs_dcmeta_parse(&other_key, meta, meta_len, NULL, 0, 0, &mm, &why) != 0,
+		   "another key accepted a built chunk");
 	for (p = 0; p < np; p++) {
-		int rc = objfs_dcmeta_check(&m, p, p + 1, pages + p * OBJFS_DCMETA_PAGE, &why);
+		int rc = objfs_dcmeta_check(&fuzz_key, &m, p, p + 1, pages + p * OBJFS_DCMETA_PAGE,
+					    &why);
 
 		FUZZ_CHECK(objfs_dcmeta_bit(want, p) ? rc == 0 : rc == -EINVAL,
 			   "page %zu: rc %d", p, rc);
+	}
+	/* a valid page and its MAC moved to another full-length index (the
+	 * metadata resealed with the key, as only its owner could): refused */
+	p = flip % np;
+	if (objfs_dcmeta_bit(want, p) && np > 1 &&
+	    objfs_dcmeta_page_len(block_len, p) == OBJFS_DCMETA_PAGE) {
+		size_t q = (p + 1 + (flip >> 8) % (np - 1)) % np;
+
+		moved = malloc(meta_len);
+		if (!moved)
+			abort();
+		memcpy(moved, meta, meta_len);
+		memcpy(moved + OBJFS_DCMETA_FIXED + 8 * q, meta + OBJFS_DCMETA_FIXED + 8 * p, 8);
+		objfs_dcmeta_bit_set((unsigned char *)moved + (m.bitmap - (unsigned char *)meta), q);
+		objfs_dcmeta_seal(&fuzz_key, moved);
+		FUZZ_CHECK(objfs_dcmeta_parse(&fuzz_key, moved, meta_len, ident, ident_len,
+					      block_len, &mm, &why) == 0, "moved: %s", why);
+		if (objfs_dcmeta_page_len(block_len, q) == OBJFS_DCMETA_PAGE)
+			FUZZ_CHECK(objfs_dcmeta_check(&fuzz_key, &mm, q, q + 1,
+						      pages + p * OBJFS_DCMETA_PAGE, &why) != 0,
+				   "page %zu accepted at index %zu", p, q);
+		free(moved);
 	}
 	/* one flipped byte, in the metadata (but the reserved tail of the magic
 	 * is checked as such) or in a page: caught by the parse or the check */
 	flip %= meta_len + block_len;
 	if (flip < meta_len) {
+		size_t sums_end = OBJFS_DCMETA_FIXED + 8 * np;
+
 		meta[flip] ^= (char)(1u | want[0]); /* never 0 */
-		caught = objfs_dcmeta_parse(meta, meta_len, ident, ident_len, block_len, &m, &why) != 0;
-		FUZZ_CHECK(caught, "metadata byte %llu flipped, still parses",
+		caught = objfs_dcmeta_parse(&fuzz_key, meta, meta_len, ident, ident_len, block_len,
+					    &m, &why) != 0;
+		if (!caught && flip >= OBJFS_DCMETA_FIXED && flip < sums_end) {
+			/* a page MAC: not under the header's; that page fails, if valid */
+			p = (size_t)(flip - OBJFS_DCMETA_FIXED) / 8;
+			caught = objfs_dcmeta_check(&fuzz_key, &m, p, p + 1,
+						    pages + p * OBJFS_DCMETA_PAGE, &why) != 0 ||
+				 !objfs_dcmeta_bit(want, p);
+		}
+		FUZZ_CHECK(caught, "metadata byte %llu flipped, still parses and serves",
 			   (unsigned long long)flip);
 	} else {
 		p = (size_t)((flip - meta_len) / OBJFS_DCMETA_PAGE);
 		pages[flip - meta_len] ^= 0x20;
-		caught = objfs_dcmeta_check(&m, p, p + 1, pages + p * OBJFS_DCMETA_PAGE, &why) != 0;
+		caught = objfs_dcmeta_check(&fuzz_key, &m, p, p + 1, pages + p * OBJFS_DCMETA_PAGE,
+					    &why) != 0;
 		FUZZ_CHECK(caught, "page %zu flipped, still checks", p);
 	}
 	free(meta);
