@@ -13,7 +13,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <malloc.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,6 +82,13 @@ static void usage(FILE *f, const char *prog)
 "                         one uid gets half)\n"
 "  cache_dir=PATH         persistent chunk cache on local disk (default: none)\n"
 "  cache_dir_size=SIZE    disk cache cap, LRU evicted (default 10G)\n"
+"  log_file=PATH          log to this file, timestamped (reopened on SIGHUP)\n"
+"  metrics=[ADDR:]PORT    Prometheus metrics on http://ADDR:PORT/metrics\n"
+"                         (ADDR default 127.0.0.1)\n"
+"  proxy=URL              HTTP(S) proxy (default: http_proxy, https_proxy)\n"
+"  rw, ro, dev, suid, exec, noatime, _netdev, nofail, x-systemd.*, ...\n"
+"                         generic mount options from mount(8) and fstab are\n"
+"                         accepted (the mount is always read-only)\n"
 "\n"
 "S3 options:\n"
 "  endpoint=URL           S3-compatible server (default: AWS, or AWS_ENDPOINT_URL)\n"
@@ -87,7 +96,13 @@ static void usage(FILE *f, const char *prog)
 "  profile=P              profile in ~/.aws/credentials and config (default: AWS_PROFILE)\n"
 "  path_style             HOST/BUCKET/KEY requests (default with endpoint=)\n"
 "  virtual_host           BUCKET.HOST/KEY requests (default on AWS)\n"
-"  no_sign                anonymous requests, for public buckets\n", prog);
+"  no_sign                anonymous requests, for public buckets\n"
+"  credentials_file=PATH  shared credentials file (default: AWS_SHARED_CREDENTIALS_FILE)\n"
+"  config_file=PATH       shared config file (default: AWS_CONFIG_FILE)\n"
+"\n"
+"MOUNTPOINT may be /dev/fd/N: an open /dev/fuse descriptor whose mount the caller\n"
+"made (containers, CSI drivers). As a mount helper: mount -t fuse.objfs SOURCE DIR.\n",
+		prog);
 }
 
 static int parse_cli(int argc, char **argv, struct cli *c)
@@ -176,6 +191,82 @@ static int serve(struct cli *c, char *argv0)
 	return objfs_mount_run(&cfg);
 }
 
+/*
+ * Whether @mnt is "/dev/fd/N" (an open /dev/fuse handed over by whoever
+ * mounted, as libfuse 3.3+ accepts): then *ok is 0, or -EBADF when N is
+ * not an open character device.
+ */
+static int fuse_fd_mountpoint(const char *mnt, int *ok)
+{
+	struct stat st;
+	char *end;
+	long fd;
+
+	*ok = 0;
+	if (strncmp(mnt, "/dev/fd/", 8) != 0 || !mnt[8])
+		return 0;
+	fd = strtol(mnt + 8, &end, 10);
+	if (*end || fd < 0 || fd > 1 << 20 || fstat((int)fd, &st) || !S_ISCHR(st.st_mode))
+		*ok = -EBADF;
+	return 1;
+}
+
+/*
+ * Options that stand for environment variables (so that an fstab line can
+ * carry them): set before any thread or library reads the environment.
+ */
+static int set_env_options(const struct objfs_opts *o)
+{
+	static const struct { size_t off; const char *vars[3]; } map[] = {
+		{ offsetof(struct objfs_opts, credentials_file), { "AWS_SHARED_CREDENTIALS_FILE" } },
+		{ offsetof(struct objfs_opts, config_file), { "AWS_CONFIG_FILE" } },
+		{ offsetof(struct objfs_opts, proxy), { "http_proxy", "https_proxy", "HTTPS_PROXY" } },
+	};
+
+	for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+		const char *v = *(char *const *)((const char *)o + map[i].off);
+
+		for (size_t k = 0; v && k < 3 && map[i].vars[k]; k++) {
+			if (setenv(map[i].vars[k], v, 1)) {
+				perror("objfs: setenv");
+				return -1;
+			}
+		}
+	}
+	return 0;
+}
+
+/* log_file=: an absolute path (the daemon may change directory), opened now. */
+static int open_log_file(const struct objfs_opts *o)
+{
+	char abs[4096];
+	int err;
+
+	if (!o->log_file)
+		return 0;
+	if (!realpath(o->log_file, abs)) { /* the file may not exist yet: its directory must */
+		char dir[4096], *slash;
+
+		snprintf(dir, sizeof(dir), "%s", o->log_file);
+		slash = strrchr(dir, '/');
+		if (slash)
+			*slash = '\0';
+		if (!realpath(slash ? (dir[0] ? dir : "/") : ".", abs) ||
+		    strlen(abs) + strlen(slash ? slash + 1 : o->log_file) + 2 > sizeof(abs)) {
+			fprintf(stderr, "objfs: log_file '%s': %s\n", o->log_file, strerror(errno));
+			return -1;
+		}
+		strcat(abs, "/");
+		strcat(abs, slash ? slash + 1 : o->log_file);
+	}
+	err = objfs_log_open_file(abs);
+	if (err) {
+		fprintf(stderr, "objfs: log_file '%s': %s\n", abs, strerror(-err));
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct cli c = { .ready_fd = -1 };
@@ -203,9 +294,22 @@ int main(int argc, char **argv)
 	}
 	objfs_log_set_level((enum objfs_log_level)c.opts.log_level);
 	objfs_listing_global_init();
-	if (stat(c.mountpoint, &st) || !S_ISDIR(st.st_mode)) {
+	if (fuse_fd_mountpoint(c.mountpoint, &ret)) {
+		if (ret < 0) {
+			fprintf(stderr, "objfs: mount point '%s' names no open descriptor of "
+				"/dev/fuse\n", c.mountpoint);
+			objfs_opts_clear(&c.opts);
+			return 1;
+		}
+	} else if (stat(c.mountpoint, &st) || !S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "objfs: mount point '%s' does not exist or is not a "
 			"directory\n", c.mountpoint);
+		objfs_opts_clear(&c.opts);
+		return 1;
+	}
+	if (c.opts.saw_rw)
+		fprintf(stderr, "objfs: note: option 'rw' ignored: objfs mounts read-only\n");
+	if (set_env_options(&c.opts) || open_log_file(&c.opts)) {
 		objfs_opts_clear(&c.opts);
 		return 1;
 	}

@@ -11,19 +11,24 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "engine.h"
 #include "fs.h"
 #include "inode.h"
+#include "buf.h"
 #include "log.h"
+#include "metrics.h"
 #include "mount.h"
+#include "notify.h"
 #include "store.h"
 
 /* One mount's object graph; each part borrows only the parts built before it. */
@@ -35,6 +40,7 @@ struct objfs_mount {
 	struct objfs_cache *cache;
 	struct objfs_diskcache *disk; /* NULL without cache_dir */
 	struct objfs_side *side;      /* NULL with side=off */
+	struct objfs_metrics *metrics; /* NULL without metrics= */
 	struct objfs_fs fs;
 };
 
@@ -198,6 +204,12 @@ static int build(struct objfs_mount *m)
 	}
 	if (o->side && (ret = side_new(m)))
 		return ret;
+	if (o->metrics && (ret = objfs_metrics_start(o->metrics, m->cfg->source,
+						     m->cfg->mountpoint, stats_text, m,
+						     &m->metrics, err, sizeof(err)))) {
+		objfs_err("%s", err);
+		return ret;
+	}
 	m->fs = (struct objfs_fs){
 		.inodes = m->inodes,
 		.store = m->store,
@@ -220,12 +232,62 @@ static int build(struct objfs_mount *m)
 /* Frees what build() made, each part after everything that borrows it. */
 static void teardown(struct objfs_mount *m)
 {
+	objfs_metrics_stop(m->metrics); /* reads every part's counters */
 	objfs_side_free(m->side);       /* ends sessions; before the cache, store and nodes */
 	objfs_cache_free(m->cache);     /* before the engine: waits for its fetches */
 	objfs_diskcache_free(m->disk);  /* after the cache: writes out what is queued */
 	objfs_inodes_free(m->inodes);
 	objfs_store_free(m->store);
 	objfs_engine_free(m->engine);
+}
+
+/*
+ * Readiness for systemd (Type=notify): READY=1 only once the mount answers.
+ * mounted() runs right after the kernel mount, before the FUSE loop
+ * starts, so a thread stats the mount point -- which waits for the loop to
+ * answer the kernel's INIT and GETATTR -- and only then notifies. Given
+ * /dev/fd/N, whoever mounted holds the mount point and READY=1 goes out at
+ * once. Without $NOTIFY_SOCKET nothing is started.
+ */
+static void *ready_main(void *arg)
+{
+	char *msg = arg, *mnt = msg + strlen(msg) + 1; /* "READY=1...\0MOUNTPOINT\0" */
+	struct stat st;
+
+	if (strncmp(mnt, "/dev/fd/", 8) == 0 || stat(mnt, &st) == 0)
+		objfs_notify(msg);
+	free(msg);
+	return NULL;
+}
+
+/* The mount is up (the FUSE loop about to start): tell whoever waits. */
+static void mounted(void *arg)
+{
+	struct objfs_mount *m = arg;
+	const struct objfs_mount_cfg *cfg = m->cfg;
+	char desc[1024];
+	pthread_t t;
+
+	objfs_opts_describe(cfg->opts, desc, sizeof(desc));
+	objfs_log_notice("mounted %s on %s (pid %d%s%s)", cfg->source, cfg->mountpoint,
+			 (int)getpid(), desc[0] ? "; options differing from the defaults: " : "",
+			 desc);
+	if (cfg->ready)
+		cfg->ready(cfg->ready_arg);
+	if (getenv("NOTIFY_SOCKET")) { /* the thread owns its copy: it may outlive the mount */
+		size_t n = strlen(cfg->source) + strlen(cfg->mountpoint) + 64;
+		char *msg = malloc(n);
+		int k;
+
+		if (!msg)
+			return;
+		k = snprintf(msg, n, "READY=1\nSTATUS=serving %s", cfg->source);
+		strcpy(msg + k + 1, cfg->mountpoint);
+		if (pthread_create(&t, NULL, ready_main, msg))
+			free(msg);
+		else
+			pthread_detach(t);
+	}
 }
 
 /* Mounts and runs the FUSE session. 0 or -errno. */
@@ -241,12 +303,16 @@ static int serve(struct objfs_mount *m)
 		strcat(fopts, ",allow_other");
 	if (cfg->opts->default_permissions)
 		strcat(fopts, ",default_permissions");
+	if (cfg->opts->fuse_opts && strlen(fopts) + strlen(cfg->opts->fuse_opts) + 2 < sizeof(fopts)) {
+		strcat(fopts, ",");
+		strcat(fopts, cfg->opts->fuse_opts);
+	}
 	fargv[fargc++] = (char *)cfg->argv0;
 	fargv[fargc++] = "-o";
 	fargv[fargc++] = fopts;
 	if (cfg->debug)
 		fargv[fargc++] = "-d";
-	return objfs_fs_run(&m->fs, fargc, fargv, cfg->mountpoint, cfg->ready, cfg->ready_arg);
+	return objfs_fs_run(&m->fs, fargc, fargv, cfg->mountpoint, mounted, m);
 }
 
 int objfs_mount_run(const struct objfs_mount_cfg *cfg)
@@ -256,26 +322,12 @@ int objfs_mount_run(const struct objfs_mount_cfg *cfg)
 
 	if (!ret) {
 		ret = serve(&m);
+		objfs_notify("STOPPING=1");
 		if (cfg->opts->stats)
 			log_stats(&m);
 	}
 	teardown(&m);
 	return ret ? 1 : 0;
-}
-
-/* Appends to buf like snprintf; *len counts what the whole text needs. */
-static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-static void put(char *buf, size_t cap, size_t *len, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(*len < cap ? buf + *len : NULL, *len < cap ? cap - *len : 0, fmt, ap);
-	va_end(ap);
-	if (n > 0)
-		*len += (size_t)n;
 }
 
 size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
@@ -287,17 +339,17 @@ size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
 
 	if (cap)
 		buf[0] = '\0';
-	put(buf, cap, &len, "requests %llu\nrequest_errors %llu\nretries %llu\nbytes %llu\n",
+	objfs_appendf(buf, cap, &len, "requests %llu\nrequest_errors %llu\nretries %llu\nbytes %llu\n",
 	    (unsigned long long)s->requests, (unsigned long long)s->errors,
 	    (unsigned long long)s->retries, (unsigned long long)s->bytes);
-	put(buf, cap, &len, "requests_direct %llu\ndirect_fallbacks %llu\n",
+	objfs_appendf(buf, cap, &len, "requests_direct %llu\ndirect_fallbacks %llu\n",
 	    (unsigned long long)s->direct, (unsigned long long)s->direct_fallbacks);
-	put(buf, cap, &len, "ttfb_p50_us %llu\nttfb_p90_us %llu\nttfb_p99_us %llu\n",
+	objfs_appendf(buf, cap, &len, "ttfb_p50_us %llu\nttfb_p90_us %llu\nttfb_p99_us %llu\n",
 	    (unsigned long long)objfs_stats_percentile(s->ttfb, 50),
 	    (unsigned long long)objfs_stats_percentile(s->ttfb, 90),
 	    (unsigned long long)objfs_stats_percentile(s->ttfb, 99));
 	if (c)
-		put(buf, cap, &len,
+		objfs_appendf(buf, cap, &len,
 		    "cache_hits %llu\ncache_misses %llu\ncache_waits %llu\ncache_fetches %llu\n"
 		    "cache_fetch_bytes %llu\ncache_fetch_errors %llu\nprefetched_blocks %llu\n"
 		    "prefetch_unused_blocks %llu\ncache_evictions %llu\ncache_direct_bytes %llu\n"
@@ -309,7 +361,7 @@ size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
 		    (unsigned long long)c->evictions, (unsigned long long)c->direct_bytes,
 		    c->bytes, c->cap);
 	if (d)
-		put(buf, cap, &len,
+		objfs_appendf(buf, cap, &len,
 		    "disk_cache_state %s\ndisk_cache_hits %llu\ndisk_cache_misses %llu\n"
 		    "disk_cache_bad %llu\ndisk_cache_read_errors %llu\ndisk_cache_writes %llu\n"
 		    "disk_cache_write_bytes %llu\ndisk_cache_writes_dropped %llu\n"
@@ -322,7 +374,7 @@ size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
 		    (unsigned long long)d->evictions, (unsigned long long)d->files,
 		    (unsigned long long)d->bytes, (unsigned long long)d->cap);
 	if (sd)
-		put(buf, cap, &len,
+		objfs_appendf(buf, cap, &len,
 		    "side_sessions_open %llu\nside_sessions_total %llu\nside_fills %llu\n"
 		    "side_fill_bytes %llu\nside_fill_errors %llu\nside_ring_wait_us %llu\n"
 		    "side_sessions_refused %llu\nside_ring_bytes %llu\nside_replies_deferred %llu\n",

@@ -17,7 +17,11 @@
 #include "log.h"
 #include "options.h"
 
-enum opt_kind { K_SIZE, K_UINT, K_TIME, K_FLAG, K_STR, K_ID, K_MODE, K_LOG, K_ONOFF };
+enum opt_kind {
+	K_SIZE, K_UINT, K_TIME, K_FLAG, K_STR, K_ID, K_MODE, K_LOG, K_ONOFF,
+	K_FUSE,   /* a generic mount option libfuse applies: kept in fuse_opts */
+	K_MOUNT,  /* a generic option that is mount(8)'s business: accepted, dropped */
+};
 
 struct opt_def {
 	const char *name;
@@ -62,8 +66,35 @@ static const struct opt_def defs[] = {
 	{ "path_style", K_FLAG, F(path_style), 0, 0, 0 },
 	{ "virtual_host", K_FLAG, F(virtual_host), 0, 0, 0 },
 	{ "no_sign", K_FLAG, F(no_sign), 0, 0, 0 },
-	/* Accepted for fstab compatibility; the mount is always read-only. */
-	{ "ro", K_FLAG, 0, 0, 0, 0 },
+	{ "credentials_file", K_STR, F(credentials_file), 0, 0, 0 },
+	{ "config_file", K_STR, F(config_file), 0, 0, 0 },
+	{ "proxy", K_STR, F(proxy), 0, 0, 0 },
+	{ "log_file", K_STR, F(log_file), 0, 0, 0 },
+	{ "metrics", K_STR, F(metrics), 0, 0, 0 },
+	/* Generic mount options (options.h): the mount is always read-only. */
+	{ "rw", K_FLAG, F(saw_rw), 0, 0, 0 },
+	{ "ro", K_MOUNT, 0, 0, 0, 0 },
+	{ "defaults", K_MOUNT, 0, 0, 0, 0 },
+	{ "auto", K_MOUNT, 0, 0, 0, 0 },
+	{ "noauto", K_MOUNT, 0, 0, 0, 0 },
+	{ "user", K_MOUNT, 0, 0, 0, 0 },
+	{ "users", K_MOUNT, 0, 0, 0, 0 },
+	{ "nouser", K_MOUNT, 0, 0, 0, 0 },
+	{ "_netdev", K_MOUNT, 0, 0, 0, 0 },
+	{ "nofail", K_MOUNT, 0, 0, 0, 0 },
+	{ "atime", K_MOUNT, 0, 0, 0, 0 },
+	{ "relatime", K_MOUNT, 0, 0, 0, 0 },
+	{ "dev", K_FUSE, 0, 0, 0, 0 },
+	{ "nodev", K_FUSE, 0, 0, 0, 0 },
+	{ "suid", K_FUSE, 0, 0, 0, 0 },
+	{ "nosuid", K_FUSE, 0, 0, 0, 0 },
+	{ "exec", K_FUSE, 0, 0, 0, 0 },
+	{ "noexec", K_FUSE, 0, 0, 0, 0 },
+	{ "noatime", K_FUSE, 0, 0, 0, 0 },
+	{ "nodiratime", K_FUSE, 0, 0, 0, 0 },
+	{ "sync", K_FUSE, 0, 0, 0, 0 },
+	{ "async", K_FUSE, 0, 0, 0, 0 },
+	{ "dirsync", K_FUSE, 0, 0, 0, 0 },
 };
 #undef F
 
@@ -96,7 +127,15 @@ void objfs_opts_clear(struct objfs_opts *o)
 	free(o->region);
 	free(o->profile);
 	free(o->cache_dir);
+	free(o->credentials_file);
+	free(o->config_file);
+	free(o->proxy);
+	free(o->log_file);
+	free(o->metrics);
+	free(o->fuse_opts);
 	o->ca_file = o->endpoint = o->region = o->profile = o->cache_dir = NULL;
+	o->credentials_file = o->config_file = o->proxy = o->log_file = o->metrics = NULL;
+	o->fuse_opts = NULL;
 }
 
 int objfs_parse_size(const char *s, size_t *out)
@@ -126,6 +165,23 @@ int objfs_parse_size(const char *s, size_t *out)
 	return 0;
 }
 
+/* Appends @name to o->fuse_opts. 0 or -ENOMEM. */
+static int fuse_opt_add(struct objfs_opts *o, const char *name, char *err, size_t errlen)
+{
+	size_t n = o->fuse_opts ? strlen(o->fuse_opts) : 0;
+	char *p = realloc(o->fuse_opts, n + strlen(name) + 2);
+
+	if (!p) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	if (n)
+		p[n++] = ',';
+	strcpy(p + n, name);
+	o->fuse_opts = p;
+	return 0;
+}
+
 static int parse_one(struct objfs_opts *o, const struct opt_def *d, const char *val,
 		     char *err, size_t errlen)
 {
@@ -134,13 +190,15 @@ static int parse_one(struct objfs_opts *o, const struct opt_def *d, const char *
 	size_t sz;
 	unsigned long long uv;
 
-	if (d->kind == K_FLAG) {
+	if (d->kind == K_FLAG || d->kind == K_FUSE || d->kind == K_MOUNT) {
 		if (val) {
 			snprintf(err, errlen, "option '%s' takes no value", d->name);
 			return -EINVAL;
 		}
-		if (d->off || strcmp(d->name, "ro") != 0)
+		if (d->kind == K_FLAG)
 			*(int *)(base + d->off) = 1;
+		else if (d->kind == K_FUSE)
+			return fuse_opt_add(o, d->name, err, errlen);
 		return 0;
 	}
 	if (!val || !*val) {
@@ -225,9 +283,17 @@ static int parse_one(struct objfs_opts *o, const struct opt_def *d, const char *
 		*(int *)(base + d->off) = strcmp(val, "on") == 0;
 		return 0;
 	case K_FLAG:
+	case K_FUSE:
+	case K_MOUNT:
 		break;
 	}
 	return -EINVAL;
+}
+
+/* Whether @tok is one of mount(8)'s own options that no table can list. */
+static int mount_own(const char *tok)
+{
+	return strncmp(tok, "x-", 2) == 0 || strncmp(tok, "comment=", 8) == 0;
 }
 
 int objfs_opts_parse(struct objfs_opts *o, const char *list, char *err, size_t errlen)
@@ -244,6 +310,8 @@ int objfs_opts_parse(struct objfs_opts *o, const char *list, char *err, size_t e
 		char *eq = strchr(tok, '=');
 		const struct opt_def *d = NULL;
 
+		if (mount_own(tok))
+			continue;
 		if (eq)
 			*eq = '\0';
 		for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
@@ -263,4 +331,71 @@ int objfs_opts_parse(struct objfs_opts *o, const char *list, char *err, size_t e
 	}
 	free(copy);
 	return ret;
+}
+
+size_t objfs_opts_describe(const struct objfs_opts *o, char *buf, size_t cap)
+{
+	struct objfs_opts def;
+	size_t len = 0;
+
+	objfs_opts_init(&def);
+	if (cap)
+		buf[0] = '\0';
+	for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
+		const struct opt_def *d = &defs[i];
+		const char *a = (const char *)o + d->off, *b = (const char *)&def + d->off;
+		char val[320] = "";
+		int differs = 0;
+
+		switch (d->kind) {
+		case K_SIZE:
+			differs = *(const size_t *)a != *(const size_t *)b;
+			snprintf(val, sizeof(val), "=%zu", *(const size_t *)a);
+			break;
+		case K_UINT:
+			differs = *(const unsigned *)a != *(const unsigned *)b;
+			snprintf(val, sizeof(val), "=%u", *(const unsigned *)a);
+			break;
+		case K_TIME:
+			differs = *(const double *)a != *(const double *)b;
+			snprintf(val, sizeof(val), "=%g", *(const double *)a);
+			break;
+		case K_FLAG:
+		case K_ONOFF:
+			differs = *(const int *)a != *(const int *)b;
+			if (d->kind == K_ONOFF)
+				snprintf(val, sizeof(val), "=%s", *(const int *)a ? "on" : "off");
+			break;
+		case K_STR:
+			differs = *(char *const *)a != NULL;
+			if (differs)
+				snprintf(val, sizeof(val), "=%s", *(char *const *)a);
+			break;
+		case K_ID:
+		case K_MODE:
+			differs = *(const int *)((const char *)o + d->have_off);
+			snprintf(val, sizeof(val), d->kind == K_ID ? "=%u" : "=%03o",
+				 d->kind == K_ID ? (unsigned)*(const uid_t *)a :
+				 (unsigned)*(const mode_t *)a);
+			break;
+		case K_LOG: {
+			static const char *const names[] = { "error", "warn", "info", "debug" };
+
+			differs = o->log_level != def.log_level;
+			snprintf(val, sizeof(val), "=%s", o->log_level >= 0 && o->log_level < 4 ?
+				 names[o->log_level] : "?");
+			break;
+		}
+		case K_FUSE:
+		case K_MOUNT:
+			break;
+		}
+		if (differs && len < cap)
+			len += (size_t)snprintf(buf + len, cap - len, "%s%s%s", len ? "," : "",
+						d->name, val);
+	}
+	if (o->fuse_opts && len < cap)
+		len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? "," : "", o->fuse_opts);
+	objfs_opts_clear(&def);
+	return len;
 }

@@ -47,6 +47,14 @@ struct objfs_opts {
 	int path_style;
 	int virtual_host;
 	int no_sign;
+	char *credentials_file;   /* owned; AWS_SHARED_CREDENTIALS_FILE as an option */
+	char *config_file;        /* owned; AWS_CONFIG_FILE as an option */
+	/* Running as a system mount (fstab, systemd, containers) */
+	char *proxy;              /* owned; http_proxy/https_proxy as an option */
+	char *log_file;           /* owned; NULL: stderr, then syslog once daemonized */
+	char *metrics;            /* owned; [ADDR:]PORT of the Prometheus endpoint */
+	char *fuse_opts;          /* owned; generic mount options passed to libfuse */
+	int saw_rw;               /* "rw" was given (mount(8) adds it): noted, mount stays ro */
 };
 
 void objfs_opts_init(struct objfs_opts *o);
@@ -54,10 +62,23 @@ void objfs_opts_init(struct objfs_opts *o);
 void objfs_opts_clear(struct objfs_opts *o);
 
 /*
+ * Generic mount options, so that mount(8), mount.fuse3, fstab and systemd
+ * work: dev, nodev, suid, nosuid, exec, noexec, noatime, nodiratime, sync,
+ * async and dirsync go to libfuse (objfs_opts.fuse_opts); rw is accepted
+ * (the mount stays read-only; main prints one notice); ro, defaults, auto,
+ * noauto, user, users, nouser, _netdev, nofail, atime, relatime and every
+ * x-* and comment= option belong to mount(8) and are dropped.
+ *
  * Parse one comma-separated -o list into @o. Returns 0, or -EINVAL with an
  * error message in @err (always NUL-terminated, at most @errlen bytes).
  */
 int objfs_opts_parse(struct objfs_opts *o, const char *list, char *err, size_t errlen);
+
+/*
+ * Writes the options of @o that differ from the defaults as one "-o" list
+ * (for the summary at mount; no option holds a secret). Returns its length.
+ */
+size_t objfs_opts_describe(const struct objfs_opts *o, char *buf, size_t cap);
 
 /* Parse "123", "4K", "8M", "1G" into bytes; -EINVAL on junk or overflow. */
 int objfs_parse_size(const char *s, size_t *out);

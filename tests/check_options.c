@@ -22,6 +22,8 @@ static const char *const bad[] = {
 	/* found by tests/fuzz/fuzz_options: strtoull() skips blanks and takes a sign */
 	"chunk_size= 8M", "chunk_size=\t8M", "threads= 4", "uid= -1", "gid=+5", "umask= 022",
 	"cache_size= -1",
+	/* generic mount options take no value; log_file and metrics need one */
+	"nodev=1", "rw=0", "_netdev=yes", "log_file=", "metrics=",
 };
 
 START_TEST(test_bad)
@@ -125,6 +127,41 @@ START_TEST(test_cache_dir)
 }
 END_TEST
 
+/* What mount(8), mount.fuse3 and fstab pass (issue 16). */
+START_TEST(test_mount_options)
+{
+	struct objfs_opts o;
+	char err[256], desc[1024];
+
+	objfs_opts_init(&o);
+	ck_assert_int_eq(objfs_opts_parse(&o, "rw,nodev,nosuid,noexec,noatime,_netdev,nofail,auto,"
+					  "noauto,user,users,defaults,relatime,"
+					  "x-systemd.automount,x-systemd.requires=a.service,"
+					  "x-gvfs-hide,comment=x,dev,sync", err, sizeof(err)), 0);
+	ck_assert_int_eq(o.saw_rw, 1);
+	ck_assert_str_eq(o.fuse_opts, "nodev,nosuid,noexec,noatime,dev,sync");
+	ck_assert_int_eq(objfs_opts_parse(&o, "log_file=/var/log/o.log,metrics=127.0.0.1:9464,"
+					  "proxy=http://p:3128,credentials_file=/c,"
+					  "config_file=/f,chunk_size=8M", err, sizeof(err)), 0);
+	ck_assert_str_eq(o.log_file, "/var/log/o.log");
+	ck_assert_str_eq(o.metrics, "127.0.0.1:9464");
+	ck_assert_str_eq(o.proxy, "http://p:3128");
+	ck_assert_str_eq(o.credentials_file, "/c");
+	ck_assert_str_eq(o.config_file, "/f");
+	/* the summary names what differs from the defaults, nothing else */
+	objfs_opts_describe(&o, desc, sizeof(desc));
+	ck_assert_msg(strstr(desc, "chunk_size=8388608") && strstr(desc, "log_file=/var/log/o.log") &&
+		      strstr(desc, "rw") && strstr(desc, "nodev,nosuid") &&
+		      !strstr(desc, "max_connections") && !strstr(desc, "cache_size"), "%s", desc);
+	objfs_opts_clear(&o);
+	ck_assert(o.fuse_opts == NULL && o.log_file == NULL && o.metrics == NULL);
+	objfs_opts_init(&o);
+	objfs_opts_describe(&o, desc, sizeof(desc));
+	ck_assert_str_eq(desc, "");
+	objfs_opts_clear(&o);
+}
+END_TEST
+
 static Suite *options_suite(void)
 {
 	Suite *s = suite_create("options");
@@ -135,6 +172,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_sizes);
 	tcase_add_test(tc, test_side);
 	tcase_add_test(tc, test_cache_dir);
+	tcase_add_test(tc, test_mount_options);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "metrics.h"
 #include "mount.h"
 #include "stats.h"
 
@@ -126,6 +127,38 @@ START_TEST(test_format_disk)
 }
 END_TEST
 
+/* The Prometheus exposition of the stats text (src/metrics.c). */
+START_TEST(test_metrics_render)
+{
+	struct objfs_stats s = { 0 };
+	char buf[16384];
+	size_t n;
+
+	s.ttfb[0] = 1;    /* <= 1 us */
+	s.ttfb[10] = 3;   /* 1024-2047 us */
+	s.ttfb[31] = 1;   /* beyond every finite bucket */
+	s.ttfb_sum_us = 9000000;
+	n = objfs_metrics_render(buf, sizeof(buf), "requests 12\ncache_bytes 4096\n"
+				 "disk_cache_state off\nbad line\n", &s, "mount=\"/m\"");
+	ck_assert_uint_eq(n, strlen(buf));
+	ck_assert_ptr_nonnull(strstr(buf, "# TYPE objfs_requests_total counter\n"
+					  "objfs_requests_total{mount=\"/m\"} 12\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "# TYPE objfs_cache_bytes gauge\n"
+					  "objfs_cache_bytes{mount=\"/m\"} 4096\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "objfs_disk_cache_state{mount=\"/m\"} 0\n"));
+	ck_assert_ptr_null(strstr(buf, "bad"));
+	ck_assert_ptr_nonnull(strstr(buf, "objfs_ttfb_seconds_bucket{mount=\"/m\",le=\"0.000001\"} 1\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "objfs_ttfb_seconds_bucket{mount=\"/m\",le=\"0.002047\"} 4\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "objfs_ttfb_seconds_bucket{mount=\"/m\",le=\"+Inf\"} 5\n"));
+	ck_assert_ptr_nonnull(strstr(buf, "objfs_ttfb_seconds_sum{mount=\"/m\"} 9.000000\n"
+					  "objfs_ttfb_seconds_count{mount=\"/m\"} 5\n"));
+	/* a short buffer: the length needed, nothing past the end */
+	ck_assert_uint_eq(objfs_metrics_render(buf, 10, "requests 12\n", &s, "a=\"b\""),
+			  objfs_metrics_render(NULL, 0, "requests 12\n", &s, "a=\"b\""));
+	ck_assert_uint_eq(strlen(buf), 9);
+}
+END_TEST
+
 static Suite *stats_suite(void)
 {
 	Suite *s = suite_create("stats");
@@ -135,6 +168,7 @@ static Suite *stats_suite(void)
 	tcase_add_test(tc, test_percentiles);
 	tcase_add_test(tc, test_format);
 	tcase_add_test(tc, test_format_disk);
+	tcase_add_test(tc, test_metrics_render);
 	suite_add_tcase(s, tc);
 	return s;
 }

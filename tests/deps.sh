@@ -13,6 +13,8 @@ need=(build-essential autoconf automake libtool pkg-config
       clang libclang-rt-14-dev
       # hardening tests: certificates (perms.sh), memcheck (valgrind.sh, leaks.sh)
       openssl valgrind
+      # system mounts (fstab.sh): mount(8), setpriv, a Prometheus text parser
+      mount util-linux python3-prometheus-client
       "$@")
 missing=()
 for p in "${need[@]}"; do

@@ -8,6 +8,8 @@
 #define OBJFS_BUF_H
 
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /*
@@ -29,6 +31,25 @@ static inline int objfs_buf_reserve(char **p, size_t *cap, size_t need, size_t f
 	*p = np;
 	*cap = nc;
 	return 0;
+}
+
+/*
+ * Appends to the fixed buffer @buf (@cap bytes) like snprintf at *@len;
+ * *@len counts what the whole text needs, so a caller learns the size it
+ * would have taken (the stats and metrics texts).
+ */
+static inline void objfs_appendf(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+static inline void objfs_appendf(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(*len < cap ? buf + *len : NULL, *len < cap ? cap - *len : 0, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		*len += (size_t)n;
 }
 
 #endif

@@ -23,9 +23,20 @@ void objfs_log_set_level(enum objfs_log_level lvl);
 enum objfs_log_level objfs_log_get_level(void);
 /* After daemonising, send messages to syslog instead of stderr. */
 void objfs_log_use_syslog(int on);
+/*
+ * Sends every message to the file at @path (absolute), timestamped, from
+ * now on and ahead of syslog; SIGHUP reopens it (log.c). 0 or -errno.
+ */
+int objfs_log_open_file(const char *path);
+int objfs_log_to_file(void);
 
 void objfs_log(enum objfs_log_level lvl, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/*
+ * A line for operators (the summary at mount): always written to a log
+ * file or syslog, to stderr only from log_level=info on.
+ */
+void objfs_log_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 #define objfs_err(...)   objfs_log(OBJFS_LOG_ERR, __VA_ARGS__)
 #define objfs_warn(...)  objfs_log(OBJFS_LOG_WARN, __VA_ARGS__)

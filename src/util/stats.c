@@ -12,7 +12,7 @@
 
 static struct {
 	atomic_uint_fast64_t requests, errors, retries, bytes, direct, direct_fallbacks;
-	atomic_uint_fast64_t ttfb[OBJFS_STATS_BUCKETS];
+	atomic_uint_fast64_t ttfb[OBJFS_STATS_BUCKETS], ttfb_sum_us;
 } g;
 
 static unsigned bucket_of(uint64_t us)
@@ -34,9 +34,11 @@ void objfs_stats_request(unsigned attempts, size_t bytes, int err, int64_t ttfb_
 	if (attempts > 1)
 		atomic_fetch_add_explicit(&g.retries, attempts - 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&g.bytes, bytes, memory_order_relaxed);
-	if (ttfb_us >= 0)
+	if (ttfb_us >= 0) {
 		atomic_fetch_add_explicit(&g.ttfb[bucket_of((uint64_t)ttfb_us)], 1,
 					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&g.ttfb_sum_us, (uint64_t)ttfb_us, memory_order_relaxed);
+	}
 }
 
 void objfs_stats_direct(int fallback)
@@ -55,6 +57,7 @@ void objfs_stats_get(struct objfs_stats *out)
 	out->direct_fallbacks = atomic_load_explicit(&g.direct_fallbacks, memory_order_relaxed);
 	for (unsigned i = 0; i < OBJFS_STATS_BUCKETS; i++)
 		out->ttfb[i] = atomic_load_explicit(&g.ttfb[i], memory_order_relaxed);
+	out->ttfb_sum_us = atomic_load_explicit(&g.ttfb_sum_us, memory_order_relaxed);
 }
 
 void objfs_stats_reset(void)
@@ -67,6 +70,7 @@ void objfs_stats_reset(void)
 	atomic_store(&g.direct_fallbacks, 0);
 	for (unsigned i = 0; i < OBJFS_STATS_BUCKETS; i++)
 		atomic_store(&g.ttfb[i], 0);
+	atomic_store(&g.ttfb_sum_us, 0);
 }
 
 uint64_t objfs_stats_percentile(const uint64_t h[OBJFS_STATS_BUCKETS], double p)

@@ -31,7 +31,8 @@ struct objfs_stats {
 	uint64_t direct;        /* ranged GETs received by the engine's direct
 				   path (engine_direct.c), not through libcurl */
 	uint64_t direct_fallbacks; /* direct attempts handed over to libcurl */
-	uint64_t ttfb[OBJFS_STATS_BUCKETS];
+	uint64_t ttfb[OBJFS_STATS_BUCKETS]; /* bucket i: [2^i, 2^(i+1)) us (0 and 1 in 0) */
+	uint64_t ttfb_sum_us;   /* of every time counted in ttfb */
 };
 
 /* Records one finished request: attempts made, bytes, error, time to first

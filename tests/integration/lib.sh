@@ -508,8 +508,14 @@ nginx_restart_same_port() {
 
 # ---------------------------------------------------------------- cleanup
 
+# at_cleanup CMD...: run CMD (one shell word list) at exit, after unmounting.
+_CLEANUP_CMDS=()
+at_cleanup() {
+	_CLEANUP_CMDS+=("$*")
+}
+
 cleanup() {
-	local rc=$? mnt m left pid
+	local rc=$? mnt m left pid c
 	trap - EXIT INT TERM
 	set +e
 	for mnt in "${!_MOUNT_PID[@]}"; do
@@ -527,6 +533,9 @@ cleanup() {
 		timeout 10 fusermount3 -u "$m" 2>/dev/null || timeout 10 umount -l "$m" 2>/dev/null
 	done < <(_mounts_under_tmp)
 	nginx_stop >/dev/null 2>&1
+	for c in "${_CLEANUP_CMDS[@]}"; do
+		eval "$c"
+	done
 	# stray background jobs of ours (readers etc.)
 	for pid in $(jobs -p); do
 		kill -TERM "$pid" 2>/dev/null
