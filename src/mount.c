@@ -269,9 +269,10 @@ static void mounted(void *arg)
 	pthread_t t;
 
 	objfs_opts_describe(cfg->opts, desc, sizeof(desc));
-	objfs_log_notice("mounted %s on %s (pid %d%s%s)", cfg->source, cfg->mountpoint,
-			 (int)getpid(), desc[0] ? "; options differing from the defaults: " : "",
-			 desc);
+	objfs_log_notice("mounted %s on %s (pid %d%s%s%s%s)", cfg->source, cfg->mountpoint,
+			 (int)getpid(), m->store->auth ? "; credentials: " : "",
+			 m->store->auth ? m->store->auth : "",
+			 desc[0] ? "; options differing from the defaults: " : "", desc);
 	if (cfg->ready)
 		cfg->ready(cfg->ready_arg);
 	if (getenv("NOTIFY_SOCKET")) { /* the thread owns its copy: it may outlive the mount */

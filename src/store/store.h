@@ -52,6 +52,7 @@ struct objfs_store {
 	struct objfs_engine *engine; /* borrowed; set before use */
 	size_t chunk_size;           /* largest single ranged GET */
 	struct objfs_store_stale *stale; /* owned; NULL: no stale notes kept */
+	const char *auth;            /* static: where credentials came from, never a value */
 };
 
 /*

@@ -803,6 +803,15 @@ int objfs_store_s3_new(const char *src, const struct objfs_s3_cfg *o,
 			snprintf(msg, msglen, "credentials: %s", strerror(-err));
 		goto out;
 	}
+	s->base.auth = "anonymous (no_sign)";
+	if (s->creds) {
+		struct objfs_creds cr;
+
+		if (!objfs_creds_get(s->creds, &cr)) {
+			s->base.auth = cr.source; /* static */
+			objfs_creds_clear(&cr);
+		}
+	}
 	err = s3_probe(s, w.vhost, msg, msglen);
 out:
 	objfs_aws_profile_clear(&prof);

@@ -345,6 +345,11 @@ t_secrets() {
 	fi
 	timeout "$SHORT_TO" cat "$MNT/.objfs-stats" "$MNT/gone.bin" >/dev/null 2>&1
 	check_unmount "secrets (S3 stub, log_level=debug)" "$MNT"
+	if grep -q "mounted s3://bkt on $MNT (pid [0-9]*; credentials: environment; " "$log"; then
+		pass "secrets: the summary at mount names the credential source (environment), no value"
+	else
+		fail "secrets: expected the summary line at mount to name the credential source 'environment'"
+	fi
 	sleep 0.2 # nginx writes its access log line after the response
 	# every signature objfs sent, as the server saw it
 	sigs=$(grep -o 'Signature=[0-9a-f]*' "$STUB/access.log" | cut -d= -f2 | sort -u)
