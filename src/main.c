@@ -25,6 +25,7 @@
 #include "log.h"
 #include "mount.h"
 #include "options.h"
+#include "secret.h"
 
 struct cli {
 	struct objfs_opts opts;
@@ -78,6 +79,8 @@ static void usage(FILE *f, const char *prog)
 "  ring_slot_size=SIZE    GPU side API ring slot size (default 8M)\n"
 "  cache_dir=PATH         persistent chunk cache on local disk (default: none)\n"
 "  cache_dir_size=SIZE    disk cache cap, LRU evicted (default 10G)\n"
+"  debug_dumpable         allow core dumps (default: the daemon is not dumpable;\n"
+"                         secret buffers are left out of dumps either way)\n"
 "\n"
 "S3 options:\n"
 "  endpoint=URL           S3-compatible server (default: AWS, or AWS_ENDPOINT_URL)\n"
@@ -200,6 +203,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	objfs_log_set_level((enum objfs_log_level)c.opts.log_level);
+	/* Before any secret is read (the environment's already is: not
+	 * dumpable also closes /proc/PID/environ to other users). Inherited by
+	 * the daemon child across fork. */
+	if (objfs_secret_nodump_process(c.opts.debug_dumpable))
+		objfs_warn("could not turn core dumps off: %s", strerror(errno));
 	objfs_listing_global_init();
 	if (stat(c.mountpoint, &st) || !S_ISDIR(st.st_mode)) {
 		fprintf(stderr, "objfs: mount point '%s' does not exist or is not a "

@@ -61,6 +61,7 @@ static const struct opt_def defs[] = {
 	{ "path_style", K_FLAG, F(path_style), 0, 0, 0 },
 	{ "virtual_host", K_FLAG, F(virtual_host), 0, 0, 0 },
 	{ "no_sign", K_FLAG, F(no_sign), 0, 0, 0 },
+	{ "debug_dumpable", K_FLAG, F(debug_dumpable), 0, 0, 0 },
 	/* Accepted for fstab compatibility; the mount is always read-only. */
 	{ "ro", K_FLAG, 0, 0, 0, 0 },
 };

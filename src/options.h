@@ -46,6 +46,8 @@ struct objfs_opts {
 	int path_style;
 	int virtual_host;
 	int no_sign;
+	/* Hardening (issue 19) */
+	int debug_dumpable;       /* keep core dumps possible (default: not dumpable) */
 };
 
 void objfs_opts_init(struct objfs_opts *o);
