@@ -160,6 +160,7 @@ static int build(struct objfs_mount *m)
 		.timeout = o->timeout,
 		.retries = o->retries,
 		.direct = o->direct_recv,
+		.redirects = o->allow_redirects, /* same order as enum objfs_redirects */
 	};
 	char err[1024] = "";
 	int ret;

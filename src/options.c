@@ -17,7 +17,7 @@
 #include "log.h"
 #include "options.h"
 
-enum opt_kind { K_SIZE, K_UINT, K_TIME, K_FLAG, K_STR, K_ID, K_MODE, K_LOG, K_ONOFF };
+enum opt_kind { K_SIZE, K_UINT, K_TIME, K_FLAG, K_STR, K_ID, K_MODE, K_LOG, K_ONOFF, K_CHOICE };
 
 struct opt_def {
 	const char *name;
@@ -25,7 +25,10 @@ struct opt_def {
 	size_t off;
 	size_t have_off; /* for K_ID / K_MODE: the "have" flag, else 0 */
 	double min, max;
+	const char *const *choices; /* K_CHOICE: NULL-terminated; the int is the index */
 };
+
+static const char *const redirect_choices[] = { "origin", "any", "none", NULL };
 
 #define F(f) offsetof(struct objfs_opts, f)
 static const struct opt_def defs[] = {
@@ -62,6 +65,7 @@ static const struct opt_def defs[] = {
 	{ "virtual_host", K_FLAG, F(virtual_host), 0, 0, 0 },
 	{ "no_sign", K_FLAG, F(no_sign), 0, 0, 0 },
 	{ "debug_dumpable", K_FLAG, F(debug_dumpable), 0, 0, 0 },
+	{ "allow_redirects", K_CHOICE, F(allow_redirects), 0, 0, 0, redirect_choices },
 	/* Accepted for fstab compatibility; the mount is always read-only. */
 	{ "ro", K_FLAG, 0, 0, 0, 0 },
 };
@@ -224,6 +228,21 @@ static int parse_one(struct objfs_opts *o, const struct opt_def *d, const char *
 		}
 		*(int *)(base + d->off) = strcmp(val, "on") == 0;
 		return 0;
+	case K_CHOICE: {
+		char list[128] = "";
+
+		for (int i = 0; d->choices[i]; i++) {
+			if (strcmp(val, d->choices[i]) == 0) {
+				*(int *)(base + d->off) = i;
+				return 0;
+			}
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+				 i ? ", " : "", d->choices[i]);
+		}
+		snprintf(err, errlen, "option '%s': expected one of %s, got '%s'", d->name, list,
+			 val);
+		return -EINVAL;
+	}
 	case K_FLAG:
 		break;
 	}

@@ -48,6 +48,7 @@ struct objfs_opts {
 	int no_sign;
 	/* Hardening (issue 19) */
 	int debug_dumpable;       /* keep core dumps possible (default: not dumpable) */
+	int allow_redirects;      /* 0 origin (default), 1 any, 2 none: enum objfs_redirects */
 };
 
 void objfs_opts_init(struct objfs_opts *o);
