@@ -66,6 +66,9 @@ static const struct opt_def defs[] = {
 	{ "no_sign", K_FLAG, F(no_sign), 0, 0, 0 },
 	{ "debug_dumpable", K_FLAG, F(debug_dumpable), 0, 0, 0 },
 	{ "allow_redirects", K_CHOICE, F(allow_redirects), 0, 0, 0, redirect_choices },
+	{ "max_dir_entries", K_UINT, F(max_dir_entries), 0, 1, 4000000000.0 },
+	{ "max_list_pages", K_UINT, F(max_list_pages), 0, 1, 100000000 },
+	{ "list_timeout", K_TIME, F(list_timeout), 0, 1, 86400 * 7 },
 	/* Accepted for fstab compatibility; the mount is always read-only. */
 	{ "ro", K_FLAG, 0, 0, 0, 0 },
 };
@@ -91,6 +94,10 @@ void objfs_opts_init(struct objfs_opts *o)
 	o->ring_slot_size = 8u << 20;
 	o->cache_dir_size = 10ull << 30;
 	o->log_level = OBJFS_LOG_WARN;
+	/* the store's defaults (store.h: OBJFS_LIST_*), repeated for --help */
+	o->max_dir_entries = 10000000;
+	o->max_list_pages = 20000;
+	o->list_timeout = 1800;
 }
 
 void objfs_opts_clear(struct objfs_opts *o)

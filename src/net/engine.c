@@ -38,7 +38,10 @@
  * timeout. curl's low-speed check stays as a backstop at twice the timeout:
  * at the timeout itself it fired on bodies that were slow to start but never
  * silent that long (its rate is sampled once a second and counts body bytes
- * only; tests/check_engine's trickle under ASan).
+ * only; tests/check_engine's trickle under ASan). A request may also carry
+ * a deadline (listings do: list_timeout): the watchdog cuts an attempt
+ * still in flight past it and the request is not retried, so a body
+ * trickling one byte a second, never silent, still ends.
  */
 #include "config.h"
 
@@ -435,7 +438,8 @@ static void inflight_remove(struct engine_thread *th, struct objfs_req *r)
 static void conclude(struct engine_thread *th, struct objfs_req *r, int err, int retry,
 		     int64_t ttfb)
 {
-	if (err && retry && r->attempts <= th->e->cfg.retries) {
+	if (err && retry && r->attempts <= th->e->cfg.retries &&
+	    (!r->deadline_ns || objfs_now_ns() < r->deadline_ns)) {
 		schedule_retry(th, r);
 		return;
 	}
@@ -554,6 +558,13 @@ static void watch_stalls(struct engine_thread *th, int64_t now)
 	th->watched_ns = now;
 	for (r = TAILQ_FIRST(&th->inflight); r; r = next) {
 		next = TAILQ_NEXT(r, link);
+		if (r->deadline_ns && now > r->deadline_ns) {
+			objfs_info("%s: not done by its deadline (attempt %u)", r->url,
+				   r->attempts);
+			inflight_remove(th, r);
+			conclude(th, r, -ETIMEDOUT, 0, -1);
+			continue;
+		}
 		if (!r->progress_ns || now - r->progress_ns <= limit)
 			continue;
 		objfs_info("%s: nothing received for %.1f s (attempt %u)", r->url,

@@ -79,6 +79,11 @@ struct objfs_req {
 	int no_redirect;            /* do not follow 3xx; HEAD and whole-body
 				       GETs then succeed with the 3xx status */
 	size_t body_max;            /* whole-body GET: cap, bytes */
+	int64_t deadline_ns;        /* 0, or a monotonic time (objfs_now_ns) by
+				       which the request, retries included, has
+				       ended: past it an attempt is cut and the
+				       request fails with -ETIMEDOUT (a listing
+				       trickling at 1 byte/s is never a stall) */
 	void (*done)(struct objfs_req *r); /* runs on an engine thread */
 	void *priv;
 
