@@ -27,6 +27,7 @@
 #include "log.h"
 #include "mount.h"
 #include "options.h"
+#include "secret.h"
 
 struct cli {
 	struct objfs_opts opts;
@@ -89,6 +90,12 @@ static void usage(FILE *f, const char *prog)
 "  rw, ro, dev, suid, exec, noatime, _netdev, nofail, x-systemd.*, ...\n"
 "                         generic mount options from mount(8) and fstab are\n"
 "                         accepted (the mount is always read-only)\n"
+"  max_dir_entries=N      entries of one directory, at most (default 10000000)\n"
+"  max_list_pages=N       requests (S3 pages) of one listing (default 20000)\n"
+"  list_timeout=SECS      time one directory listing may take (default 1800)\n"
+"  allow_redirects=WHICH  origin (default), any or none; never https to http\n"
+"  debug_dumpable         allow core dumps (default: the daemon is not dumpable;\n"
+"                         secret buffers are left out of dumps either way)\n"
 "\n"
 "S3 options:\n"
 "  endpoint=URL           S3-compatible server (default: AWS, or AWS_ENDPOINT_URL)\n"
@@ -293,6 +300,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	objfs_log_set_level((enum objfs_log_level)c.opts.log_level);
+	/* Before any secret is read (the environment's already is: not
+	 * dumpable also closes /proc/PID/environ to other users). Inherited by
+	 * the daemon child across fork. */
+	if (objfs_secret_nodump_process(c.opts.debug_dumpable))
+		objfs_warn("could not turn core dumps off: %s", strerror(errno));
 	objfs_listing_global_init();
 	if (fuse_fd_mountpoint(c.mountpoint, &ret)) {
 		if (ret < 0) {

@@ -106,11 +106,17 @@ static int store_new(struct objfs_mount *m, char *err, size_t errlen)
 		.no_sign = o->no_sign,
 	};
 
+	const struct objfs_list_limits lim = {
+		.max_entries = o->max_dir_entries,
+		.max_pages = o->max_list_pages,
+		.timeout = o->list_timeout,
+	};
+
 	if (strncasecmp(m->cfg->source, "s3://", 5) == 0)
-		return objfs_store_s3_new(m->cfg->source, &s3, m->engine, o->chunk_size,
+		return objfs_store_s3_new(m->cfg->source, &s3, m->engine, o->chunk_size, &lim,
 					  &m->store, err, errlen);
-	return objfs_store_http_new(m->cfg->source, m->engine, o->chunk_size, &m->store, err,
-				    errlen);
+	return objfs_store_http_new(m->cfg->source, m->engine, o->chunk_size, &lim, &m->store,
+				    err, errlen);
 }
 
 /* The disk cache in cache_dir, under the block cache. 0 or -errno, @err set. */
@@ -169,6 +175,7 @@ static int build(struct objfs_mount *m)
 		.timeout = o->timeout,
 		.retries = o->retries,
 		.direct = o->direct_recv,
+		.redirects = o->allow_redirects, /* same order as enum objfs_redirects */
 	};
 	char err[1024] = "";
 	int ret;

@@ -18,7 +18,7 @@
 #include "options.h"
 
 enum opt_kind {
-	K_SIZE, K_UINT, K_TIME, K_FLAG, K_STR, K_ID, K_MODE, K_LOG, K_ONOFF,
+	K_SIZE, K_UINT, K_TIME, K_FLAG, K_STR, K_ID, K_MODE, K_LOG, K_ONOFF, K_CHOICE,
 	K_FUSE,   /* a generic mount option libfuse applies: kept in fuse_opts */
 	K_MOUNT,  /* a generic option that is mount(8)'s business: accepted, dropped */
 };
@@ -29,7 +29,10 @@ struct opt_def {
 	size_t off;
 	size_t have_off; /* for K_ID / K_MODE: the "have" flag, else 0 */
 	double min, max;
+	const char *const *choices; /* K_CHOICE: NULL-terminated; the int is the index */
 };
+
+static const char *const redirect_choices[] = { "origin", "any", "none", NULL };
 
 #define F(f) offsetof(struct objfs_opts, f)
 static const struct opt_def defs[] = {
@@ -66,6 +69,11 @@ static const struct opt_def defs[] = {
 	{ "path_style", K_FLAG, F(path_style), 0, 0, 0 },
 	{ "virtual_host", K_FLAG, F(virtual_host), 0, 0, 0 },
 	{ "no_sign", K_FLAG, F(no_sign), 0, 0, 0 },
+	{ "debug_dumpable", K_FLAG, F(debug_dumpable), 0, 0, 0 },
+	{ "allow_redirects", K_CHOICE, F(allow_redirects), 0, 0, 0, redirect_choices },
+	{ "max_dir_entries", K_UINT, F(max_dir_entries), 0, 1, 4000000000.0 },
+	{ "max_list_pages", K_UINT, F(max_list_pages), 0, 1, 100000000 },
+	{ "list_timeout", K_TIME, F(list_timeout), 0, 1, 86400 * 7 },
 	{ "credentials_file", K_STR, F(credentials_file), 0, 0, 0 },
 	{ "config_file", K_STR, F(config_file), 0, 0, 0 },
 	{ "proxy", K_STR, F(proxy), 0, 0, 0 },
@@ -118,6 +126,10 @@ void objfs_opts_init(struct objfs_opts *o)
 	o->ring_slot_size = 8u << 20;
 	o->cache_dir_size = 10ull << 30;
 	o->log_level = OBJFS_LOG_WARN;
+	/* the store's defaults (store.h: OBJFS_LIST_*), repeated for --help */
+	o->max_dir_entries = 10000000;
+	o->max_list_pages = 20000;
+	o->list_timeout = 1800;
 }
 
 void objfs_opts_clear(struct objfs_opts *o)
@@ -282,6 +294,21 @@ static int parse_one(struct objfs_opts *o, const struct opt_def *d, const char *
 		}
 		*(int *)(base + d->off) = strcmp(val, "on") == 0;
 		return 0;
+	case K_CHOICE: {
+		char list[128] = "";
+
+		for (int i = 0; d->choices[i]; i++) {
+			if (strcmp(val, d->choices[i]) == 0) {
+				*(int *)(base + d->off) = i;
+				return 0;
+			}
+			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+				 i ? ", " : "", d->choices[i]);
+		}
+		snprintf(err, errlen, "option '%s': expected one of %s, got '%s'", d->name, list,
+			 val);
+		return -EINVAL;
+	}
 	case K_FLAG:
 	case K_FUSE:
 	case K_MOUNT:
@@ -386,6 +413,10 @@ size_t objfs_opts_describe(const struct objfs_opts *o, char *buf, size_t cap)
 				 names[o->log_level] : "?");
 			break;
 		}
+		case K_CHOICE:
+			differs = *(const int *)a != *(const int *)b;
+			snprintf(val, sizeof(val), "=%s", d->choices[*(const int *)a]);
+			break;
 		case K_FUSE:
 		case K_MOUNT:
 			break;

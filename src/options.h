@@ -55,6 +55,12 @@ struct objfs_opts {
 	char *metrics;            /* owned; [ADDR:]PORT of the Prometheus endpoint */
 	char *fuse_opts;          /* owned; generic mount options passed to libfuse */
 	int saw_rw;               /* "rw" was given (mount(8) adds it): noted, mount stays ro */
+	/* Hardening (issue 19) */
+	int debug_dumpable;       /* keep core dumps possible (default: not dumpable) */
+	int allow_redirects;      /* 0 origin (default), 1 any, 2 none: enum objfs_redirects */
+	unsigned max_dir_entries; /* entries of one directory listing, at most */
+	unsigned max_list_pages;  /* requests (S3 pages) of one listing, at most */
+	double list_timeout;      /* seconds one listing may take, all pages */
 };
 
 void objfs_opts_init(struct objfs_opts *o);

@@ -4,7 +4,9 @@
  * metadata through a loopback stand-in), profile settings, refresh of
  * expiring credentials, and that no secret ever reaches the log; which
  * profile is read (argument, AWS_PROFILE, "default"), table-driven.
- * Every test runs with its own HOME and AWS_* environment.
+ * Every test runs with its own HOME and AWS_* environment. Secrets live in
+ * buffers left out of core dumps (VmFlags "dd" in /proc/self/smaps), and
+ * the daemon switch makes the process not dumpable (issue 19, finding 10).
  */
 #include "config.h"
 
@@ -22,6 +24,13 @@
 
 #include "creds.h"
 #include "log.h"
+#include "sigv4.h"
+#ifdef OBJFS_BEFORE_FIX
+#define objfs_secret_dumpable() 1
+#define objfs_secret_nodump_process(k) 0
+#else
+#include "secret.h"
+#endif
 
 static char home[256];
 
@@ -470,6 +479,77 @@ START_TEST(test_anonymous)
 }
 END_TEST
 
+/* Whether the mapping holding @addr is marked MADV_DONTDUMP ("dd" among
+ * its VmFlags in /proc/self/smaps). */
+static int not_dumped(const void *addr)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	int in = 0, dd = -1;
+
+	ck_assert_ptr_nonnull(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+
+		if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+			in = (unsigned long)addr >= lo && (unsigned long)addr < hi;
+		} else if (in && strncmp(line, "VmFlags:", 8) == 0) {
+			dd = strstr(line, " dd") != NULL;
+			break;
+		}
+	}
+	fclose(f);
+	ck_assert_msg(dd >= 0, "no mapping found for %p", addr);
+	return dd;
+}
+
+/* Secret key, session token and the SigV4 signing-key cache are kept out
+ * of core dumps; plain heap memory is not (the check can fail). */
+START_TEST(test_secrets_not_dumped)
+{
+	struct objfs_creds c;
+	struct objfs_sigv4 *sv;
+	char err[512] = "", *plain;
+
+	setenv("AWS_ACCESS_KEY_ID", "AKENV", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "secretEnv", 1);
+	setenv("AWS_SESSION_TOKEN", "tokEnv", 1);
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), 0);
+	ck_assert_msg(not_dumped(c.secret_key), "the secret key would be in a core dump");
+	ck_assert_msg(not_dumped(c.session_token), "the session token would be in a core dump");
+	ck_assert_int_eq(objfs_sigv4_new(&sv), 0);
+	ck_assert_msg(not_dumped(sv), "the signing-key cache would be in a core dump");
+	plain = calloc(1, 64);
+	ck_assert_ptr_nonnull(plain);
+	ck_assert_msg(!not_dumped(plain), "the smaps check cannot tell");
+	free(plain);
+	objfs_sigv4_free(sv);
+	objfs_creds_clear(&c);
+}
+END_TEST
+
+/* objfs_secret_nodump_process: not dumpable, unless asked to keep dumps. */
+START_TEST(test_process_not_dumpable)
+{
+	for (int keep = 0; keep < 2; keep++) {
+		int st;
+		pid_t pid = fork();
+
+		ck_assert_int_ge(pid, 0);
+		if (pid == 0) {
+			if (objfs_secret_dumpable() != 1)
+				_exit(2);
+			if (objfs_secret_nodump_process(keep))
+				_exit(3);
+			_exit(objfs_secret_dumpable() == keep ? 0 : 1);
+		}
+		ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+		ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+			      "keep_dumps=%d: child status %d", keep, st);
+	}
+}
+END_TEST
+
 static Suite *creds_suite(void)
 {
 	Suite *s = suite_create("creds");
@@ -489,6 +569,8 @@ static Suite *creds_suite(void)
 	tcase_add_test(tc, test_imds);
 	tcase_add_test(tc, test_imds_unreachable_fast);
 	tcase_add_test(tc, test_anonymous);
+	tcase_add_test(tc, test_secrets_not_dumped);
+	tcase_add_test(tc, test_process_not_dumpable);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -38,7 +38,10 @@
  * timeout. curl's low-speed check stays as a backstop at twice the timeout:
  * at the timeout itself it fired on bodies that were slow to start but never
  * silent that long (its rate is sampled once a second and counts body bytes
- * only; tests/check_engine's trickle under ASan).
+ * only; tests/check_engine's trickle under ASan). A request may also carry
+ * a deadline (listings do: list_timeout): the watchdog cuts an attempt
+ * still in flight past it and the request is not retried, so a body
+ * trickling one byte a second, never silent, still ends.
  */
 #include "config.h"
 
@@ -51,6 +54,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "buf.h"
 #include "clock.h"
@@ -141,17 +145,41 @@ static void req_reset_attempt(struct objfs_req *r)
 	r->cr_first = r->cr_last = r->cr_total = -1;
 	r->checked = 0;
 	r->full_early = 0;
+	r->head_bytes = 0;
+	r->refused = 0;
 }
 
-/* libcurl's header callback: every line goes to the judge (http_resp.c). */
+/*
+ * libcurl's header callback: every line goes to the judge (http_resp.c),
+ * which refuses an oversized head; at the end of a 3xx head, whether the
+ * redirect may be followed (allow_redirects) is decided here, before
+ * libcurl follows it. A refusal ends the transfer (returning 0 makes
+ * libcurl stop with CURLE_WRITE_ERROR) with -EIO, not retried.
+ */
 static size_t on_header(char *line, size_t sz, size_t nmemb, void *ud)
 {
 	struct objfs_req *r = ud;
 	size_t n = sz * nmemb;
 
 	r->progress_ns = objfs_now_ns();
-	objfs_http_header_line(r, line, n);
+	if (objfs_http_header_line(r, line, n))
+		goto refuse;
+	if ((n == 2 && line[0] == '\r') || (n == 1 && line[0] == '\n')) {
+		char *cur = NULL;
+
+		if (r->no_redirect || r->status < 300 || r->status >= 400 || !r->location[0])
+			return n;
+		if (r->easy)
+			curl_easy_getinfo(r->easy, CURLINFO_EFFECTIVE_URL, &cur);
+		if (objfs_http_redirect_check(r->url, cur ? cur : r->url, r->location,
+					      r->redirects))
+			goto refuse;
+	}
 	return n;
+refuse:
+	r->err = -EIO;
+	r->refused = 1;
+	return 0;
 }
 
 static int body_append(struct objfs_req *r, const char *p, size_t n, size_t cap)
@@ -327,7 +355,10 @@ static int start(struct engine_thread *th, struct objfs_req *r)
 	curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, NULL);
 	curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L); /* keys may hold "//" */
 	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+	/* never https -> http; on_header also enforces allow_redirects */
+	curl_easy_setopt(h, CURLOPT_REDIR_PROTOCOLS_STR,
+			 strncasecmp(r->url, "https:", 6) == 0 ? "https" : "http,https");
+	r->redirects = e->cfg.redirects;
 	if (!r->no_redirect) {
 		curl_easy_setopt(h, CURLOPT_FOLLOWLOCATION, 1L);
 		curl_easy_setopt(h, CURLOPT_MAXREDIRS, 5L);
@@ -407,7 +438,8 @@ static void inflight_remove(struct engine_thread *th, struct objfs_req *r)
 static void conclude(struct engine_thread *th, struct objfs_req *r, int err, int retry,
 		     int64_t ttfb)
 {
-	if (err && retry && r->attempts <= th->e->cfg.retries) {
+	if (err && retry && r->attempts <= th->e->cfg.retries &&
+	    (!r->deadline_ns || objfs_now_ns() < r->deadline_ns)) {
 		schedule_retry(th, r);
 		return;
 	}
@@ -466,8 +498,16 @@ static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
 
 	err = r->err;
 	if (err) {
-		/* Set by a callback: a response that failed validation. */
-		retry = err == -EIO;
+		/* Set by a callback: a response that failed validation (retried),
+		 * or a head refused (too large, a forbidden redirect: not). */
+		retry = err == -EIO && !r->refused;
+	} else if (rc == CURLE_OUT_OF_MEMORY && r->head_bytes) {
+		/* libcurl refuses a header line over its 100 KiB buffer with
+		 * "out of memory": a wrong answer of the server, not ENOMEM
+		 * (which made open() fail with "Cannot allocate memory"). */
+		objfs_warn("%s: response header line too large (libcurl refused it: %s): EIO",
+			   r->url, curl_easy_strerror(rc));
+		err = -EIO;
 	} else if (rc == CURLE_WRITE_ERROR && r->full_early) {
 		err = 0;
 	} else if (rc != CURLE_OK) {
@@ -518,6 +558,13 @@ static void watch_stalls(struct engine_thread *th, int64_t now)
 	th->watched_ns = now;
 	for (r = TAILQ_FIRST(&th->inflight); r; r = next) {
 		next = TAILQ_NEXT(r, link);
+		if (r->deadline_ns && now > r->deadline_ns) {
+			objfs_info("%s: not done by its deadline (attempt %u)", r->url,
+				   r->attempts);
+			inflight_remove(th, r);
+			conclude(th, r, -ETIMEDOUT, 0, -1);
+			continue;
+		}
 		if (!r->progress_ns || now - r->progress_ns <= limit)
 			continue;
 		objfs_info("%s: nothing received for %.1f s (attempt %u)", r->url,
@@ -614,6 +661,7 @@ int objfs_engine_new(const struct objfs_engine_cfg *cfg, struct objfs_engine **o
 	e->nthreads = cfg->threads ? cfg->threads : 1;
 	e->direct = cfg->direct && objfs_direct_usable();
 	pthread_mutex_init(&e->origin_lock, NULL);
+	e->direct_rest_ns = DIRECT_REST_NS;
 	if (cfg->ca_file) {
 		e->ca_file = strdup(cfg->ca_file);
 		if (!e->ca_file)

@@ -48,6 +48,20 @@ struct objfs_engine_cfg {
 	int direct;              /* plain-HTTP ranged GETs received straight
 				    into dst, not through libcurl's buffer
 				    (engine_direct.c) */
+	int redirects;           /* enum objfs_redirects: which 3xx are followed */
+};
+
+/*
+ * Which redirects the engine follows (-o allow_redirects=). Whatever the
+ * policy, https never redirects to http (a downgrade hands the bytes, and
+ * S3's signed headers, to anyone on the path). The default keeps a source
+ * within its origin (scheme, host and port of the request's URL), so a
+ * listing or a data GET cannot be sent to a host the user never named.
+ */
+enum objfs_redirects {
+	OBJFS_REDIR_ORIGIN = 0, /* within the request's origin only (default) */
+	OBJFS_REDIR_ANY,        /* to any host, https -> http still refused */
+	OBJFS_REDIR_NONE,       /* none: a 3xx to follow fails with -EIO */
 };
 
 enum objfs_method { OBJFS_GET, OBJFS_HEAD };
@@ -65,6 +79,11 @@ struct objfs_req {
 	int no_redirect;            /* do not follow 3xx; HEAD and whole-body
 				       GETs then succeed with the 3xx status */
 	size_t body_max;            /* whole-body GET: cap, bytes */
+	int64_t deadline_ns;        /* 0, or a monotonic time (objfs_now_ns) by
+				       which the request, retries included, has
+				       ended: past it an attempt is cut and the
+				       request fails with -ETIMEDOUT (a listing
+				       trickling at 1 byte/s is never a stall) */
 	void (*done)(struct objfs_req *r); /* runs on an engine thread */
 	void *priv;
 
@@ -99,6 +118,10 @@ struct objfs_req {
 	void *dconn;            /* in flight on the direct path: its connection */
 	int no_direct;          /* this request goes through libcurl only */
 	int64_t sent_ns;        /* direct path: request written (for ttfb) */
+	size_t head_bytes;      /* bytes of the current response head so far */
+	int refused;            /* the head was refused (too large, a redirect
+				   the policy forbids): -EIO, not retried */
+	int redirects;          /* enum objfs_redirects, from the engine's cfg */
 	/* On one engine list at a time (engine_i.h): the submit queue, the
 	 * retry list, the direct path's wait queue or the in-flight list. */
 	TAILQ_ENTRY(objfs_req) link;

@@ -20,7 +20,9 @@
  * What says something about the server rather than the moment also turns
  * the path off for that origin: a 2xx that is not "206 with
  * Content-Length", a redirect, a head that is not strict HTTP/1.x with CRLF
- * line ends (libcurl is more tolerant). So error handling and messages are
+ * line ends (libcurl is more tolerant); for a rest, not for good: 30 s,
+ * doubling with each such answer up to an hour, then direct is tried again
+ * (struct direct_origin). So error handling and messages are
  * libcurl's, in one place (engine.c), and this file is only the fast path.
  *
  * Hand-back: this file calls nothing of engine.c. engine.c starts an
@@ -264,7 +266,7 @@ static int origin_find(struct objfs_engine *e, const char *auth, struct sockaddr
 
 	pthread_mutex_lock(&e->origin_lock);
 	o = origin_lookup(e, auth);
-	if (o && !o->off && o->salen) {
+	if (o && objfs_now_ns() >= o->off_until_ns && o->salen) {
 		*sa = o->sa;
 		*salen = o->salen;
 		found = 1;
@@ -273,7 +275,8 @@ static int origin_find(struct objfs_engine *e, const char *auth, struct sockaddr
 	return found;
 }
 
-/* Forgets the address (@off 0: connect failed) or turns the origin off. */
+/* Forgets the address (@off 0: connect failed) or turns the origin off
+ * for a rest that doubles each time (see struct direct_origin). */
 static void origin_drop(struct objfs_engine *e, const char *auth, int off)
 {
 	struct direct_origin *o;
@@ -281,10 +284,19 @@ static void origin_drop(struct objfs_engine *e, const char *auth, int off)
 	pthread_mutex_lock(&e->origin_lock);
 	o = origin_lookup(e, auth);
 	if (o) {
-		if (off && !o->off)
-			objfs_info("http://%s: ranges not answered with 206 and a "
-				   "length; reading it through libcurl only", auth);
-		o->off |= off;
+		int64_t now = objfs_now_ns(), rest = e->direct_rest_ns;
+
+		if (off && now >= o->off_until_ns) {
+			for (unsigned i = 0; i < o->offs && rest < DIRECT_REST_MAX_NS; i++)
+				rest *= 2;
+			if (rest > DIRECT_REST_MAX_NS)
+				rest = DIRECT_REST_MAX_NS;
+			o->offs++;
+			o->off_until_ns = now + rest;
+			objfs_info("http://%s: a range not answered with 206 and a length, or "
+				   "a redirect; reading it through libcurl for %.0f s, then "
+				   "directly again", auth, (double)rest / 1e9);
+		}
 		o->salen = 0;
 	}
 	pthread_mutex_unlock(&e->origin_lock);
@@ -324,7 +336,8 @@ void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url)
 	if (!o && e->norigins < DIRECT_ORIGINS) {
 		o = &e->origins[e->norigins++];
 		memcpy(o->authority, auth, alen + 1);
-		o->off = 0;
+		o->off_until_ns = 0;
+		o->offs = 0;
 		objfs_debug("direct: http://%s is at %s port %ld", auth, ip, port);
 	}
 	if (o) {
@@ -584,7 +597,7 @@ int objfs_direct_parse_head(struct objfs_req *r, const char *head, size_t end, i
 				if (strncasecmp(v, "close", 5) == 0)
 					*keep = 0;
 		}
-		objfs_http_header_line(r, p, n);
+		(void)objfs_http_header_line(r, p, n); /* the head is under HEAD_MAX here */
 		p += n;
 	}
 	return first ? -EPROTO : 0;

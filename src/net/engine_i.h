@@ -72,8 +72,18 @@ struct direct_origin {
 	char authority[256];
 	struct sockaddr_storage sa;
 	socklen_t salen;
-	int off; /* answered a range without 206 + Content-Length: curl only */
+	/* Answered a range without 206 + Content-Length, or redirected: curl
+	 * only until off_until_ns (monotonic), then direct is tried again. The
+	 * rest doubles with each such answer (offs of them so far), from
+	 * e->direct_rest_ns up to DIRECT_REST_MAX_NS: one odd answer (a proxy
+	 * hiccup, a redirect during a deploy) no longer costs the fast path
+	 * for the rest of the mount. */
+	int64_t off_until_ns;
+	unsigned offs;
 };
+
+#define DIRECT_REST_NS (30 * 1000000000LL)       /* first rest of an origin */
+#define DIRECT_REST_MAX_NS (3600 * 1000000000LL) /* longest rest */
 
 struct objfs_engine {
 	struct objfs_engine_cfg cfg;
@@ -87,6 +97,7 @@ struct objfs_engine {
 	pthread_mutex_t origin_lock;
 	struct direct_origin origins[DIRECT_ORIGINS]; /* guarded by origin_lock */
 	unsigned norigins;                            /* guarded by origin_lock */
+	int64_t direct_rest_ns; /* first rest of an origin turned off (tests set it) */
 };
 
 /* engine_direct.c, called by engine.c on the engine thread that owns @th. */

@@ -145,11 +145,23 @@ static int header_is(const char *line, size_t n, const char *name, const char **
 	return 1;
 }
 
-void objfs_http_header_line(struct objfs_req *r, const char *line, size_t n)
+int objfs_http_header_line(struct objfs_req *r, const char *line, size_t n)
 {
 	const char *v;
 	char tmp[256];
 
+	if (n >= 5 && strncmp(line, "HTTP/", 5) == 0)
+		r->head_bytes = 0; /* a new response: its own head counts */
+	if (r->head_bytes > OBJFS_HTTP_HEAD_MAX)
+		return -EIO; /* refused already */
+	if (n > OBJFS_HTTP_HEAD_MAX - r->head_bytes) {
+		if (r->head_bytes <= OBJFS_HTTP_HEAD_MAX)
+			objfs_warn("%s: response head larger than %u KiB: refused (EIO)", r->url,
+				   OBJFS_HTTP_HEAD_MAX >> 10);
+		r->head_bytes = OBJFS_HTTP_HEAD_MAX + 1; /* warn once */
+		return -EIO;
+	}
+	r->head_bytes += n;
 	if (n >= 5 && strncmp(line, "HTTP/", 5) == 0) {
 		/* A new response (redirect hop or interim): its status, and
 		 * forget the last one's headers. */
@@ -164,7 +176,7 @@ void objfs_http_header_line(struct objfs_req *r, const char *line, size_t n)
 		r->clen = -1;
 		r->cr_first = r->cr_last = r->cr_total = -1;
 		r->mtime = -1;
-		return;
+		return 0;
 	}
 	if (header_is(line, n, "etag", &v)) {
 		copy_value(r->etag_out, sizeof(r->etag_out), v, n - (size_t)(v - line));
@@ -191,6 +203,60 @@ void objfs_http_header_line(struct objfs_req *r, const char *line, size_t n)
 		time_t t = curl_getdate(tmp, NULL);
 		r->mtime = t < 0 ? -1 : (int64_t)t;
 	}
+	return 0;
+}
+
+/* Scheme, host and port (the scheme's default when none is written) of
+ * @u, into @s, @h, @p (curl_free them). 0 or -1. */
+static int url_origin(CURLU *u, char **s, char **h, char **p)
+{
+	*s = *h = *p = NULL;
+	if (curl_url_get(u, CURLUPART_SCHEME, s, 0) || curl_url_get(u, CURLUPART_HOST, h, 0) ||
+	    curl_url_get(u, CURLUPART_PORT, p, CURLU_DEFAULT_PORT))
+		return -1;
+	return 0;
+}
+
+int objfs_http_redirect_check(const char *first, const char *cur, const char *location,
+			      int policy)
+{
+	static const char *const opt[] = { "origin", "any", "none" };
+	CURLU *a = curl_url(), *b = curl_url();
+	char *as, *ah, *ap, *bs, *bh, *bp, *to = NULL;
+	const char *why = NULL;
+	int from_https = strncasecmp(first, "https:", 6) == 0 || strncasecmp(cur, "https:", 6) == 0;
+
+	as = ah = ap = bs = bh = bp = NULL;
+	if (!a || !b || curl_url_set(a, CURLUPART_URL, first, 0) ||
+	    curl_url_set(b, CURLUPART_URL, cur, 0) ||
+	    curl_url_set(b, CURLUPART_URL, location, 0) || /* resolved against cur */
+	    curl_url_get(b, CURLUPART_URL, &to, 0) || url_origin(a, &as, &ah, &ap) ||
+	    url_origin(b, &bs, &bh, &bp))
+		why = "the Location cannot be parsed";
+	else if (strcasecmp(bs, "http") != 0 && strcasecmp(bs, "https") != 0)
+		why = "only http and https are followed";
+	else if (from_https && strcasecmp(bs, "https") != 0)
+		why = "https must not redirect to another scheme (never allowed)";
+	else if (policy == OBJFS_REDIR_NONE)
+		why = "redirects are off (allow_redirects=none)";
+	else if (policy == OBJFS_REDIR_ORIGIN && (strcasecmp(as, bs) != 0 ||
+		 strcasecmp(ah, bh) != 0 || strcmp(ap, bp) != 0))
+		why = "it leaves the source's origin (allow_redirects=any allows it)";
+	if (why)
+		objfs_warn("%s: redirect to %.300s refused: %s", first, to ? to : location, why);
+	else
+		objfs_debug("%s: redirect to %s followed (allow_redirects=%s)", first, to,
+			    policy >= 0 && policy <= 2 ? opt[policy] : "?");
+	curl_free(as);
+	curl_free(ah);
+	curl_free(ap);
+	curl_free(bs);
+	curl_free(bh);
+	curl_free(bp);
+	curl_free(to);
+	curl_url_cleanup(a);
+	curl_url_cleanup(b);
+	return why ? -EIO : 0;
 }
 
 int objfs_http_check_range(struct objfs_req *r)

@@ -33,8 +33,28 @@
  * interim 1xx); ETag, Content-Type, Location, x-amz-bucket-region,
  * Content-Length, Content-Range and Last-Modified set their fields (-1 or
  * "" when absent or malformed). Other lines are ignored. @line is only read.
+ * Returns 0, or -EIO (logged with the URL) once the response head has grown
+ * past OBJFS_HTTP_HEAD_MAX: a hostile or broken server's 200 KB head is a
+ * wrong answer (EIO), never an allocation failure (ENOMEM).
  */
-void objfs_http_header_line(struct objfs_req *r, const char *line, size_t n);
+int objfs_http_header_line(struct objfs_req *r, const char *line, size_t n);
+
+/* The largest response head accepted, status line included (all lines of
+ * one response; libcurl itself refuses a single line over 100 KiB). */
+#define OBJFS_HTTP_HEAD_MAX (64u << 10)
+
+/*
+ * Whether a redirect may be followed: @first is the URL the request was
+ * made for, @cur the URL that answered with the 3xx (the same, or a hop
+ * already followed), @location its Location (absolute or relative to
+ * @cur), @policy an enum objfs_redirects. Refuses, whatever the policy, a
+ * move from https to http; under OBJFS_REDIR_ORIGIN any target whose
+ * scheme, host or port differs from @first's; under OBJFS_REDIR_NONE
+ * everything. Returns 0, or -EIO after one warning naming both URLs and
+ * the option that would allow it.
+ */
+int objfs_http_redirect_check(const char *first, const char *cur, const char *location,
+			      int policy);
 
 /*
  * Validates the 2xx response to ranged GET @r (r->off, r->len) from the

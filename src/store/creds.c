@@ -26,6 +26,7 @@
 
 #include "creds.h"
 #include "log.h"
+#include "secret.h"
 
 #define INI_LINE_MAX (64u << 10)
 #define FILE_MAX (1u << 20)
@@ -334,14 +335,9 @@ void objfs_creds_clear(struct objfs_creds *c)
 		return;
 	if (c->access_key)
 		free(c->access_key);
-	if (c->secret_key) {
-		explicit_bzero(c->secret_key, strlen(c->secret_key));
-		free(c->secret_key);
-	}
-	if (c->session_token) {
-		explicit_bzero(c->session_token, strlen(c->session_token));
-		free(c->session_token);
-	}
+	/* secret buffers: wiped whole and unmapped (secret.h) */
+	objfs_secret_free(c->secret_key);
+	objfs_secret_free(c->session_token);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -358,8 +354,8 @@ static int set_creds(struct objfs_creds *c, const char *ak, const char *sk, cons
 		     int64_t expires, const char *source)
 {
 	c->access_key = strdup(ak);
-	c->secret_key = strdup(sk);
-	c->session_token = tok && *tok ? strdup(tok) : NULL;
+	c->secret_key = objfs_secret_strdup(sk);
+	c->session_token = tok && *tok ? objfs_secret_strdup(tok) : NULL;
 	c->expires = expires;
 	c->source = source;
 	if (!c->access_key || !c->secret_key || (tok && *tok && !c->session_token)) {

@@ -44,9 +44,15 @@
  * the link. Servers percent-encode non-ASCII bytes; a raw byte that is not
  * UTF-8 reaches us only as libxml2's Latin-1 guess. An empty body is an empty
  * listing. The document tree is walked iteratively so hostile nesting cannot
- * exhaust the stack.
+ * exhaust the stack. JSON is read one array element at a time, so no tree
+ * of the whole body is built (a 1M-entry nginx index built one of over
+ * 1 GB); HTML still builds libxml2's tree (its SAX interface guesses the
+ * encoding of raw bytes otherwise), bounded by the body cap.
  *
- * Errors: on any failure (-EPROTO, -ENOMEM) both parsers leave the listing
+ * Cap: a listing holds at most l->max entries (max_dir_entries); one more
+ * stops the parse with -E2BIG and an empty listing.
+ *
+ * Errors: on any failure (-EPROTO, -E2BIG, -ENOMEM) both parsers leave the listing
  * empty, so a caller never sees half a directory.
  *
  * Thread safety: functions touch only the listing passed in. libxml2 wants
@@ -161,6 +167,8 @@ static int append(struct objfs_listing *l, const char *name, size_t len,
 		log_skip("invalid name", name ? name : "", name ? len : 0);
 		return -EINVAL;
 	}
+	if (l->max && l->n >= l->max)
+		return -E2BIG;
 	rc = grow(l);
 	if (rc)
 		return rc;
@@ -324,16 +332,27 @@ static int json_entry(struct json_object *o, struct objfs_listing *out)
 	}
 
 	rc = append(out, name, namelen, is_dir, size, mtime);
-	return rc == -ENOMEM ? rc : 0;
+	return rc == -ENOMEM || rc == -E2BIG ? rc : 0;
 }
 
+static size_t skip_ws(const char *buf, size_t len, size_t i)
+{
+	while (i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\r' || buf[i] == '\n'))
+		i++;
+	return i;
+}
+
+/*
+ * The array is read one element at a time: '[' and the separators here,
+ * each element by json-c's tokener, turned into an entry and freed. A
+ * document tree of the whole body cost about ten times the body (a
+ * 1M-entry index: over 1 GB); now a listing costs its entries.
+ */
 int objfs_listing_parse_json(const char *buf, size_t len, struct objfs_listing *out)
 {
 	struct json_tokener *tok;
-	struct json_object *root;
-	enum json_tokener_error jerr;
 	locale_t c_loc, old_loc = (locale_t)0;
-	size_t end, n;
+	size_t pos;
 	int rc = 0;
 
 	if (!buf || len == 0 || len > INT_MAX) {
@@ -341,49 +360,70 @@ int objfs_listing_parse_json(const char *buf, size_t len, struct objfs_listing *
 		objfs_listing_clear(out);
 		return -EPROTO;
 	}
+	pos = skip_ws(buf, len, 0);
+	if (pos >= len || buf[pos] != '[') {
+		objfs_debug("listing: JSON listing is not an array");
+		objfs_listing_clear(out);
+		return -EPROTO;
+	}
+	pos = skip_ws(buf, len, pos + 1);
 	tok = json_tokener_new();
 	if (!tok) {
 		objfs_listing_clear(out);
 		return -ENOMEM;
-	}
-	root = json_tokener_parse_ex(tok, buf, (int)len);
-	jerr = json_tokener_get_error(tok);
-	end = json_tokener_get_parse_end(tok);
-	json_tokener_free(tok);
-	if (!root || jerr != json_tokener_success) {
-		objfs_debug("listing: malformed JSON listing: %s",
-			    json_tokener_error_desc(jerr));
-		rc = -EPROTO;
-		goto out_put;
-	}
-	for (; end < len; end++) {
-		if (!strchr(" \t\r\n", buf[end]) || buf[end] == '\0') {
-			objfs_debug("listing: trailing bytes after JSON listing");
-			rc = -EPROTO;
-			goto out_put;
-		}
-	}
-	if (!json_object_is_type(root, json_type_array)) {
-		objfs_debug("listing: JSON listing is not an array");
-		rc = -EPROTO;
-		goto out_put;
 	}
 	/* Month and day names in dates are English whatever the process
 	 * locale is: run strptime() in the C locale (this thread only). */
 	c_loc = newlocale(LC_ALL_MASK, "C", (locale_t)0);
 	if (c_loc)
 		old_loc = uselocale(c_loc);
-	n = json_object_array_length(root);
-	for (size_t i = 0; i < n && !rc; i++)
-		rc = json_entry(json_object_array_get_idx(root, i), out);
+	if (pos < len && buf[pos] == ']') {
+		pos++;
+	} else {
+		for (;;) {
+			struct json_object *el;
+			enum json_tokener_error jerr;
+
+			json_tokener_reset(tok);
+			el = json_tokener_parse_ex(tok, buf + pos, (int)(len - pos));
+			jerr = json_tokener_get_error(tok);
+			if (jerr != json_tokener_success) {
+				objfs_debug("listing: malformed JSON listing: %s",
+					    json_tokener_error_desc(jerr));
+				json_object_put(el);
+				rc = -EPROTO;
+				break;
+			}
+			pos += json_tokener_get_parse_end(tok);
+			rc = json_entry(el, out);
+			json_object_put(el);
+			if (rc)
+				break;
+			pos = skip_ws(buf, len, pos);
+			if (pos < len && buf[pos] == ',') {
+				pos = skip_ws(buf, len, pos + 1);
+				continue;
+			}
+			if (pos < len && buf[pos] == ']') {
+				pos++;
+				break;
+			}
+			objfs_debug("listing: malformed JSON listing: no ',' or ']' after an element");
+			rc = -EPROTO;
+			break;
+		}
+	}
 	if (c_loc) {
 		uselocale(old_loc);
 		freelocale(c_loc);
 	}
+	json_tokener_free(tok);
+	if (!rc && skip_ws(buf, len, pos) != len) {
+		objfs_debug("listing: trailing bytes after JSON listing");
+		rc = -EPROTO;
+	}
 	if (!rc)
 		rc = objfs_listing_dedupe(out);
-out_put:
-	json_object_put(root);
 	if (rc)
 		objfs_listing_clear(out);
 	return rc;
@@ -456,7 +496,7 @@ static int html_href(const char *href, const char *dir_path, size_t dlen,
 				rc = append(out, comp, nlen, is_dir, -1, -1);
 		}
 		free(dec);
-		return rc == -ENOMEM ? rc : 0;
+		return rc == -ENOMEM || rc == -E2BIG ? rc : 0;
 	}
 	comp = child_component(href, len, &nlen, &is_dir);
 	if (!comp)
@@ -468,7 +508,7 @@ static int html_href(const char *href, const char *dir_path, size_t dlen,
 	}
 	rc = append(out, name, strlen(name), is_dir, -1, -1);
 	free(name);
-	return rc == -ENOMEM ? rc : 0;
+	return rc == -ENOMEM || rc == -E2BIG ? rc : 0;
 }
 
 int objfs_listing_parse_html(const char *buf, size_t len, const char *dir_path,

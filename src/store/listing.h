@@ -26,15 +26,19 @@ struct objfs_listent {
 struct objfs_listing {
 	struct objfs_listent *ents; /* owned */
 	size_t n, cap;
+	size_t max; /* entries at most (0: no cap); beyond it appends fail with
+		       -E2BIG, and the parsers stop with -E2BIG (a hostile or
+		       runaway listing, issue 19: max_dir_entries) */
 };
 
-/* Frees all entries; the listing is empty and reusable afterwards. */
+/* Frees all entries; the listing is empty and reusable afterwards (max kept). */
 void objfs_listing_clear(struct objfs_listing *l);
 
 /*
  * Append an entry (name copied). Returns 0, -EINVAL when @name is not a valid
  * path component (the entry is skipped), -EEXIST when the name is already
- * present (skipped), or -ENOMEM.
+ * present (skipped), -E2BIG when the listing holds l->max entries already,
+ * or -ENOMEM.
  */
 int objfs_listing_add(struct objfs_listing *l, const char *name, size_t namelen,
 		      int is_dir, int64_t size, int64_t mtime);
@@ -56,8 +60,10 @@ int objfs_name_valid(const char *name, size_t len);
 
 /*
  * Parse an nginx JSON listing: an array of {"name","type","mtime","size"}.
- * Returns 0 with entries appended to @out, or -EPROTO for a body that is not
- * such an array (the listing is then left empty).
+ * Returns 0 with entries appended to @out, -EPROTO for a body that is not
+ * such an array, -E2BIG past out->max entries, or -ENOMEM (the listing is
+ * then left empty). Element by element: memory is the entries, not a
+ * document tree of the whole body.
  */
 int objfs_listing_parse_json(const char *buf, size_t len, struct objfs_listing *out);
 
@@ -68,7 +74,8 @@ int objfs_listing_parse_json(const char *buf, size_t len, struct objfs_listing *
  * absolute-path hrefs under @dir_path. Parent links, query links (Apache's
  * "?C=N;O=D"), fragments, other hosts and deeper paths are ignored. A
  * trailing '/' marks a directory. Sizes and times are left unknown (-1).
- * Returns 0, or -EPROTO when the page cannot be parsed at all.
+ * Returns 0, -EPROTO when the page cannot be parsed at all, -E2BIG past
+ * out->max entries, or -ENOMEM (the listing is then left empty).
  */
 int objfs_listing_parse_html(const char *buf, size_t len, const char *dir_path,
 			     struct objfs_listing *out);

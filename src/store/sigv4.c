@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "buf.h"
+#include "secret.h"
 #include "sigv4.h"
 
 #define CANON_MAX (1u << 20)
@@ -415,7 +416,8 @@ struct objfs_sigv4 {
 
 int objfs_sigv4_new(struct objfs_sigv4 **out)
 {
-	struct objfs_sigv4 *s = calloc(1, sizeof(*s));
+	/* the cache holds signing keys: out of core dumps, wiped when freed */
+	struct objfs_sigv4 *s = objfs_secret_alloc(sizeof(*s));
 
 	if (!s)
 		return -ENOMEM;
@@ -429,15 +431,14 @@ void objfs_sigv4_free(struct objfs_sigv4 *s)
 	if (!s)
 		return;
 	pthread_mutex_destroy(&s->lock);
-	explicit_bzero(s, sizeof(*s));
-	free(s);
+	objfs_secret_free(s); /* wipes */
 }
 
 static void derive(const char *secret, const char *date, const char *region,
 		   const char *service, unsigned char out[32])
 {
 	size_t sl = strlen(secret);
-	char *k = malloc(sl + 5);
+	char *k = objfs_secret_alloc(sl + 5);
 	unsigned char a[32], b[32];
 
 	if (!k) {
@@ -450,10 +451,9 @@ static void derive(const char *secret, const char *date, const char *region,
 	hmac(a, 32, region, strlen(region), b);
 	hmac(b, 32, service, strlen(service), a);
 	hmac(a, 32, "aws4_request", 12, out);
-	explicit_bzero(k, sl + 4);
 	explicit_bzero(a, sizeof(a));
 	explicit_bzero(b, sizeof(b));
-	free(k);
+	objfs_secret_free(k); /* wipes */
 }
 
 static void signing_key(struct objfs_sigv4 *s, const char *secret, const char *date8,

@@ -14,7 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "clock.h"
 #include "hash.h"
+#include "log.h"
 #include "store.h"
 
 /*
@@ -80,9 +82,48 @@ int objfs_store_init(struct objfs_store *s, const struct objfs_store_ops *ops,
 	if (!s->stale)
 		return -ENOMEM;
 	pthread_mutex_init(&s->stale->lock, NULL);
+	objfs_store_set_limits(s, NULL);
 	return 0;
 }
 
+void objfs_store_set_limits(struct objfs_store *s, const struct objfs_list_limits *lim)
+{
+	s->lim.max_entries = lim && lim->max_entries ? lim->max_entries : OBJFS_LIST_MAX_ENTRIES;
+	s->lim.max_pages = lim && lim->max_pages ? lim->max_pages : OBJFS_LIST_MAX_PAGES;
+	s->lim.timeout = lim && lim->timeout > 0 ? lim->timeout : OBJFS_LIST_TIMEOUT;
+}
+
+int64_t objfs_store_list_deadline(const struct objfs_store *s)
+{
+	double t = s->lim.timeout > 0 ? s->lim.timeout : OBJFS_LIST_TIMEOUT;
+
+	return objfs_now_ns() + (int64_t)(t * 1e9);
+}
+
+int objfs_store_list_refused(const struct objfs_store *s, const char *path, int err)
+{
+	switch (err) {
+	case -E2BIG:
+		objfs_warn("listing '/%s' refused: more than %zu entries (max_dir_entries)", path,
+			   s->lim.max_entries);
+		break;
+	case -EMLINK:
+		objfs_warn("listing '/%s' refused: more than %u pages (max_list_pages)", path,
+			   s->lim.max_pages);
+		break;
+	case -ELOOP:
+		objfs_warn("listing '/%s' refused: the server repeated a continuation token "
+			   "(a listing that never ends)", path);
+		break;
+	case -ETIMEDOUT:
+		objfs_warn("listing '/%s' refused: not done within %.0f s (list_timeout)", path,
+			   s->lim.timeout);
+		break;
+	default:
+		break;
+	}
+	return err;
+}
 /* Sets up @r as a ranged GET of [off, off+len) into @dst, pinned to @etag. */
 static int prep_get(struct objfs_store *s, const char *path, const char *etag, int64_t size,
 		    int64_t off, size_t len, char *dst, struct objfs_req *r, void **cookie)

@@ -44,6 +44,24 @@ struct objfs_store_ops {
 	void (*free)(struct objfs_store *s);
 };
 
+/*
+ * What one directory listing may cost (issue 19: an S3 endpoint answering
+ * IsTruncated=true forever grew the daemon to 3.5 GB; a listing trickling
+ * at 1 byte/s held its threads for good). Past any of them the listing
+ * fails (EIO to the caller) with one warning naming the directory and the
+ * option. 0 in a field: its default.
+ */
+struct objfs_list_limits {
+	size_t max_entries; /* entries of one directory (max_dir_entries) */
+	unsigned max_pages; /* requests of one listing: S3 pages (max_list_pages) */
+	double timeout;     /* seconds for the whole listing, every page and
+			       retry included (list_timeout) */
+};
+
+#define OBJFS_LIST_MAX_ENTRIES 10000000u /* a 10M-key prefix lists */
+#define OBJFS_LIST_MAX_PAGES 20000u      /* 10M keys at 500 a page */
+#define OBJFS_LIST_TIMEOUT 1800.0        /* 10,000 pages at 180 ms */
+
 struct objfs_store_stale; /* store.c's */
 
 /* The part of every backend's store (its first member); objfs_store_init sets it. */
@@ -53,6 +71,7 @@ struct objfs_store {
 	size_t chunk_size;           /* largest single ranged GET */
 	struct objfs_store_stale *stale; /* owned; NULL: no stale notes kept */
 	const char *auth;            /* static: where credentials came from, never a value */
+	struct objfs_list_limits lim;    /* set by objfs_store_init, defaults filled */
 };
 
 /*
@@ -64,6 +83,19 @@ struct objfs_store {
  */
 int objfs_store_init(struct objfs_store *s, const struct objfs_store_ops *ops,
 		     struct objfs_engine *engine, size_t chunk_size);
+
+/* Sets @s's listing limits from @lim (NULL or 0 fields: the defaults). */
+void objfs_store_set_limits(struct objfs_store *s, const struct objfs_list_limits *lim);
+
+/* The deadline (objfs_now_ns() time) of a listing starting now. */
+int64_t objfs_store_list_deadline(const struct objfs_store *s);
+
+/*
+ * The one warning of a listing of @path that went past a limit: @err is
+ * -E2BIG (entries), -EMLINK (pages), -ELOOP (a repeated S3 continuation
+ * token) or -ETIMEDOUT (list_timeout). Returns @err.
+ */
+int objfs_store_list_refused(const struct objfs_store *s, const char *path, int err);
 
 /* One open object version, the context of objfs_store_fetch(). */
 struct objfs_store_obj {
@@ -109,13 +141,15 @@ void objfs_store_free(struct objfs_store *s);
 int objfs_store_take_stale(struct objfs_store *s, const char *path);
 
 /*
- * HTTP(S) backend for @url (http:// or https://). Probes the source with the
+ * HTTP(S) backend for @url (http:// or https://), listings bounded by @lim
+ * (NULL: defaults). Probes the source with the
  * engine: a directory (nginx JSON or HTML index) or a single file, which is
  * then shown as a directory holding that file. On failure returns -errno and
  * writes a one-line reason to @err.
  */
 int objfs_store_http_new(const char *url, struct objfs_engine *engine, size_t chunk_size,
-			 struct objfs_store **out, char *err, size_t errlen);
+			 const struct objfs_list_limits *lim, struct objfs_store **out, char *err,
+			 size_t errlen);
 
 /* What the mount's options say about S3; NULL / 0: not given. Borrowed. */
 struct objfs_s3_cfg {
@@ -135,6 +169,7 @@ struct objfs_s3_cfg {
  */
 int objfs_store_s3_new(const char *url, const struct objfs_s3_cfg *o,
 		       struct objfs_engine *engine, size_t chunk_size,
-		       struct objfs_store **out, char *err, size_t errlen);
+		       const struct objfs_list_limits *lim, struct objfs_store **out, char *err,
+		       size_t errlen);
 
 #endif

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "log.h"
 #include "store.h"
 #include "url.h"
@@ -139,8 +140,17 @@ static int http_list(struct objfs_store *s, const char *path, struct objfs_listi
 	objfs_req_init(&r);
 	r.url = url;
 	r.method = OBJFS_GET;
-	r.body_max = LISTING_MAX;
+	/* an index page holds well under 1 KiB an entry */
+	r.body_max = s->lim.max_entries < LISTING_MAX / 1024 ? s->lim.max_entries * 1024 :
+		     LISTING_MAX;
+	r.deadline_ns = objfs_store_list_deadline(s);
+	out->max = s->lim.max_entries;
 	err = objfs_engine_run(s->engine, &rp, 1);
+	if (err == -ETIMEDOUT && objfs_now_ns() >= r.deadline_ns)
+		err = objfs_store_list_refused(s, path, -ETIMEDOUT);
+	else if (err == -EFBIG)
+		objfs_warn("listing '/%s' refused: index page larger than %zu bytes", path,
+			   r.body_max);
 	if (!err) {
 		const char *body = r.body ? r.body : "";
 
@@ -155,6 +165,8 @@ static int http_list(struct objfs_store *s, const char *path, struct objfs_listi
 		if (err == -EPROTO)
 			objfs_warn("%s: not a directory listing this server's index format "
 				   "objfs understands", url);
+		else if (err == -E2BIG)
+			objfs_store_list_refused(s, path, err);
 	}
 	free(dir);
 	objfs_req_clear(&r);
@@ -227,7 +239,8 @@ static const char *errno_reason(int err)
 }
 
 int objfs_store_http_new(const char *src, struct objfs_engine *engine, size_t chunk_size,
-			 struct objfs_store **out, char *err, size_t errlen)
+			 const struct objfs_list_limits *lim, struct objfs_store **out, char *err,
+			 size_t errlen)
 {
 	struct http_store *h = calloc(1, sizeof(*h));
 	struct objfs_listing probe = { 0 };
@@ -240,6 +253,7 @@ int objfs_store_http_new(const char *src, struct objfs_engine *engine, size_t ch
 	ret = objfs_store_init(&h->base, &http_ops, engine, chunk_size);
 	if (ret)
 		goto err_free;
+	objfs_store_set_limits(&h->base, lim);
 	ret = objfs_url_parse(src, &h->url, &why);
 	if (ret) {
 		snprintf(err, errlen, "bad URL '%s': %s", src, why);

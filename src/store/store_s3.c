@@ -35,7 +35,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "creds.h"
+#include "hash.h"
 #include "log.h"
 #include "sigv4.h"
 #include "store.h"
@@ -390,7 +392,7 @@ static int run_one(struct s3_store *s, struct s3_cookie *c, enum objfs_method m,
 
 /* Lists one page of @prefix into @files/@dirs; @r keeps the response. */
 static int list_page(struct s3_store *s, const char *prefix, const char *token,
-		     unsigned max_keys, struct objfs_listing *files,
+		     unsigned max_keys, int64_t deadline, struct objfs_listing *files,
 		     struct objfs_listing *dirs, struct objfs_s3_page *page,
 		     struct objfs_req *r)
 {
@@ -416,6 +418,7 @@ static int list_page(struct s3_store *s, const char *prefix, const char *token,
 	err = s3_build(s, "GET", *s->path_base ? s->path_base : "/", query, &c);
 	if (err)
 		goto out;
+	r->deadline_ns = deadline;
 	err = run_one(s, c, OBJFS_GET, r);
 	if (!err && r->status >= 300)
 		err = -EINVAL; /* a redirect: the bucket lives in another region */
@@ -430,11 +433,55 @@ out:
 	return err;
 }
 
+/*
+ * The continuation tokens one listing has seen, as 64-bit hashes in an
+ * open-addressing set: a token that comes back means the server loops
+ * (A, B, A, ... never ends), and the listing fails at once instead of at
+ * max_list_pages.
+ */
+struct token_set {
+	uint64_t *v; /* 0: empty slot */
+	size_t n, cap;
+};
+
+/* Adds @tok: 0, -ELOOP when it was seen before, or -ENOMEM. */
+static int token_add(struct token_set *t, const char *tok)
+{
+	uint64_t h = objfs_fnv1a(OBJFS_FNV_OFFSET, tok) | 1;
+	size_t i;
+
+	if (2 * (t->n + 1) > t->cap) {
+		size_t nc = t->cap ? 2 * t->cap : 64;
+		uint64_t *nv = calloc(nc, sizeof(*nv));
+
+		if (!nv)
+			return -ENOMEM;
+		for (size_t j = 0; j < t->cap; j++) {
+			if (!t->v[j])
+				continue;
+			for (i = t->v[j] & (nc - 1); nv[i]; i = (i + 1) & (nc - 1))
+				;
+			nv[i] = t->v[j];
+		}
+		free(t->v);
+		t->v = nv;
+		t->cap = nc;
+	}
+	for (i = h & (t->cap - 1); t->v[i]; i = (i + 1) & (t->cap - 1))
+		if (t->v[i] == h)
+			return -ELOOP;
+	t->v[i] = h;
+	t->n++;
+	return 0;
+}
+
 static int s3_list(struct objfs_store *st, const char *path, struct objfs_listing *out)
 {
 	struct s3_store *s = (struct s3_store *)st;
 	struct objfs_listing files = { 0 }, dirs = { 0 };
 	struct objfs_s3_page page = { 0 };
+	struct token_set seen = { 0 };
+	int64_t deadline = objfs_store_list_deadline(st);
 	char *prefix, *token = NULL;
 	unsigned pages = 0;
 	size_t hidden = 0;
@@ -442,17 +489,31 @@ static int s3_list(struct objfs_store *st, const char *path, struct objfs_listin
 
 	if (asprintf(&prefix, "%s%s%s", s->prefix, path, *path ? "/" : "") < 0)
 		return -ENOMEM;
+	/* Bounded (issue 19): entries, pages, repeated tokens, total time. */
+	files.max = dirs.max = st->lim.max_entries;
 	do {
 		struct objfs_req r;
 
-		err = list_page(s, prefix, token, 1000, &files, &dirs, &page, &r);
+		if (pages >= st->lim.max_pages) {
+			err = -EMLINK;
+			break;
+		}
+		if (token && (err = token_add(&seen, token)))
+			break;
+		err = list_page(s, prefix, token, 1000, deadline, &files, &dirs, &page, &r);
 		objfs_req_clear(&r);
 		free(token);
 		token = page.next_token;
 		page.next_token = NULL;
 		pages++;
+		if (!err && files.n + dirs.n > st->lim.max_entries)
+			err = -E2BIG;
 	} while (!err && page.truncated && token);
 	free(token);
+	free(seen.v);
+	if (err == -E2BIG || err == -EMLINK || err == -ELOOP ||
+	    (err == -ETIMEDOUT && objfs_now_ns() >= deadline))
+		objfs_store_list_refused(st, path, err);
 	/* Directories first, so dedupe keeps a directory over a same-named object. */
 	for (size_t i = 0; !err && i < dirs.n; i++)
 		err = objfs_listing_add(out, dirs.ents[i].name, strlen(dirs.ents[i].name), 1,
@@ -470,6 +531,10 @@ static int s3_list(struct objfs_store *st, const char *path, struct objfs_listin
 		else if (!rc && e->etag)
 			err = objfs_listing_set_etag(&out->ents[out->n - 1], e->etag,
 						     strlen(e->etag));
+		/* copied: the names are not held twice while the copy grows */
+		free(e->name);
+		free(e->etag);
+		e->name = e->etag = NULL;
 	}
 	if (!err) {
 		size_t before = out->n;
@@ -749,7 +814,8 @@ static int s3_probe(struct s3_store *s, int vhost, char *msg, size_t msglen)
 	struct objfs_listing f = { 0 }, d = { 0 };
 	struct objfs_s3_page page = { 0 };
 	struct objfs_req r;
-	int err = list_page(s, s->prefix, NULL, 1, &f, &d, &page, &r);
+	int err = list_page(s, s->prefix, NULL, 1, objfs_store_list_deadline(&s->base), &f, &d,
+			    &page, &r);
 
 	if (err) {
 		probe_message(s, &r, err, msg, msglen);
@@ -772,7 +838,8 @@ out:
 
 int objfs_store_s3_new(const char *src, const struct objfs_s3_cfg *o,
 		       struct objfs_engine *engine, size_t chunk_size,
-		       struct objfs_store **out, char *msg, size_t msglen)
+		       const struct objfs_list_limits *lim, struct objfs_store **out, char *msg,
+		       size_t msglen)
 {
 	struct s3_store *s = calloc(1, sizeof(*s));
 	struct objfs_aws_profile prof = { 0 };
@@ -782,6 +849,8 @@ int objfs_store_s3_new(const char *src, const struct objfs_s3_cfg *o,
 	if (!s)
 		return -ENOMEM;
 	err = objfs_store_init(&s->base, &s3_ops, engine, chunk_size);
+	if (!err)
+		objfs_store_set_limits(&s->base, lim);
 	if (!err)
 		err = s3_source(s, src, msg, msglen);
 	if (!err)
