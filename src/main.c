@@ -58,9 +58,9 @@ static void usage(FILE *f, const char *prog)
 "  chunk_size=SIZE        cache block and largest ranged GET (default 4M)\n"
 "  cache_size=SIZE        memory block cache cap (default 1G)\n"
 "  prefetch_max=SIZE      largest readahead window of one file (default 64M)\n"
-"  max_connections=N      connections per host (default 16)\n"
-"  threads=N              FUSE worker threads (default 16)\n"
-"  engine_threads=N       fetch engine threads (default 2)\n"
+"  max_connections=N      connections per host (default 2 per core, 16-64)\n"
+"  threads=N              FUSE worker threads (default 2 per core, 16-64)\n"
+"  engine_threads=N       fetch engine threads (default 1 per 2 cores, 2-16)\n"
 "  stats                  log the counters at unmount (also: MOUNT/.objfs-stats)\n"
 "  attr_timeout=SECS      attribute cache time, kernel and objfs (default 60)\n"
 "  entry_timeout=SECS     name cache time in the kernel (default 60)\n"
@@ -300,6 +300,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	objfs_log_set_level((enum objfs_log_level)c.opts.log_level);
+	objfs_opts_machine(&c.opts, sysconf(_SC_NPROCESSORS_ONLN));
 	/* Before any secret is read (the environment's already is: not
 	 * dumpable also closes /proc/PID/environ to other users). Inherited by
 	 * the daemon child across fork. */

@@ -110,7 +110,7 @@ void objfs_opts_init(struct objfs_opts *o)
 {
 	memset(o, 0, sizeof(*o));
 	o->chunk_size = 4u << 20;
-	o->max_connections = 16;
+	o->max_connections = 0; /* 0: from the core count (objfs_opts_machine) */
 	o->attr_timeout = 60;
 	o->entry_timeout = 60;
 	o->list_ttl = 60;
@@ -118,8 +118,8 @@ void objfs_opts_init(struct objfs_opts *o)
 	o->timeout = 30;
 	o->cache_size = 1ull << 30;
 	o->prefetch_max = 64u << 20;
-	o->threads = 16;
-	o->engine_threads = 2;
+	o->threads = 0;
+	o->engine_threads = 0;
 	o->side = 1;
 	o->direct_recv = 1;
 	o->ring_slots = 16;
@@ -429,4 +429,21 @@ size_t objfs_opts_describe(const struct objfs_opts *o, char *buf, size_t cap)
 		len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? "," : "", o->fuse_opts);
 	objfs_opts_clear(&def);
 	return len;
+}
+
+static unsigned clampu(long v, unsigned lo, unsigned hi)
+{
+	return v < (long)lo ? lo : v > (long)hi ? hi : (unsigned)v;
+}
+
+void objfs_opts_machine(struct objfs_opts *o, long ncpu)
+{
+	if (ncpu < 1)
+		ncpu = 1;
+	if (!o->threads)
+		o->threads = clampu(2 * ncpu, 16, 64);
+	if (!o->engine_threads)
+		o->engine_threads = clampu(ncpu / 2, 2, 16);
+	if (!o->max_connections)
+		o->max_connections = clampu(2 * ncpu, 16, 64);
 }

@@ -86,6 +86,15 @@ int objfs_opts_parse(struct objfs_opts *o, const char *list, char *err, size_t e
  */
 size_t objfs_opts_describe(const struct objfs_opts *o, char *buf, size_t cap);
 
+/*
+ * Fills the options left at 0 ("from the machine") for @ncpu cores: FUSE
+ * workers 2 per core (16 to 64), engine threads 1 per 2 cores (2 to 16),
+ * connections per host 2 per core (16 to 64). On the 2-core VM these are
+ * the fixed defaults of before (16, 2, 16); on the 16-core GPU host 32, 8
+ * and 32 (issue 13: 16 readers held by 2 engine threads and 16 workers).
+ */
+void objfs_opts_machine(struct objfs_opts *o, long ncpu);
+
 /* Parse "123", "4K", "8M", "1G" into bytes; -EINVAL on junk or overflow. */
 int objfs_parse_size(const char *s, size_t *out);
 

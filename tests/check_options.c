@@ -46,7 +46,7 @@ START_TEST(test_defaults_and_values)
 	objfs_opts_init(&o);
 	ck_assert_uint_eq(o.chunk_size, 4u << 20);
 	ck_assert_uint_eq(o.cache_size, 1u << 30);
-	ck_assert_uint_eq(o.max_connections, 16);
+	ck_assert_uint_eq(o.max_connections, 0); /* from the machine */
 	ck_assert(!o.have_uid && !o.allow_other && !o.insecure);
 	ck_assert_int_eq(objfs_opts_parse(&o, "chunk_size=4M,max_connections=8,"
 					  "attr_timeout=1.5,entry_timeout=0,list_ttl=10,"
@@ -162,6 +162,38 @@ START_TEST(test_mount_options)
 }
 END_TEST
 
+/* Thread and connection counts from the core count unless given (issue 13). */
+START_TEST(test_machine_defaults)
+{
+	struct objfs_opts o;
+	char err[256];
+
+	objfs_opts_init(&o);
+	objfs_opts_machine(&o, 2); /* the 2-core VM: the fixed defaults of before */
+	ck_assert_uint_eq(o.threads, 16);
+	ck_assert_uint_eq(o.engine_threads, 2);
+	ck_assert_uint_eq(o.max_connections, 16);
+	objfs_opts_init(&o);
+	objfs_opts_machine(&o, 16);
+	ck_assert_uint_eq(o.threads, 32);
+	ck_assert_uint_eq(o.engine_threads, 8);
+	ck_assert_uint_eq(o.max_connections, 32);
+	objfs_opts_init(&o);
+	objfs_opts_machine(&o, 200);
+	ck_assert_uint_eq(o.threads, 64);
+	ck_assert_uint_eq(o.engine_threads, 16);
+	ck_assert_uint_eq(o.max_connections, 64);
+	objfs_opts_init(&o);
+	ck_assert_int_eq(objfs_opts_parse(&o, "threads=4,engine_threads=3,max_connections=5",
+					  err, sizeof(err)), 0);
+	objfs_opts_machine(&o, 16); /* given values stay */
+	ck_assert_uint_eq(o.threads, 4);
+	ck_assert_uint_eq(o.engine_threads, 3);
+	ck_assert_uint_eq(o.max_connections, 5);
+	objfs_opts_clear(&o);
+}
+END_TEST
+
 static Suite *options_suite(void)
 {
 	Suite *s = suite_create("options");
@@ -173,6 +205,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_side);
 	tcase_add_test(tc, test_cache_dir);
 	tcase_add_test(tc, test_mount_options);
+	tcase_add_test(tc, test_machine_defaults);
 	suite_add_tcase(s, tc);
 	return s;
 }

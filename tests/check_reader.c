@@ -342,6 +342,84 @@ static struct objfs_diskcache *disk_open(const char *dir)
  * (objfs_diskcache_put_range) are read from disk, a whole chunk or a
  * partial one.
  */
+/*
+ * Many sequential streams over a small cache (issue 13): their prefetch
+ * windows share half the cache, so prefetched blocks are not evicted before
+ * they are read and nothing is fetched twice: 16 readers, cache_size=256M,
+ * the default prefetch_max (64 MiB) and fs.c's drop lag (8 MiB), the
+ * issue's example.
+ */
+struct stream_arg {
+	struct objfs_cache *c;
+	struct fake_store *f;
+	int idx;
+	size_t window_max;
+	int64_t size;
+	int bad;
+};
+
+static void *stream_main(void *a)
+{
+	struct stream_arg *sa = a;
+	const struct objfs_reader_cfg cfg = { /* as fs.c sets it, with the default prefetch_max */
+		.window_min = (size_t)MiB, .window_max = sa->window_max, .drop_lag = 8 * (size_t)MiB,
+	};
+	struct objfs_object *obj;
+	struct objfs_reader *r;
+	char path[32];
+
+	snprintf(path, sizeof(path), "dir/stream%d", sa->idx);
+	ck_assert_int_eq(objfs_object_new(NULL, path, "\"v1\"", sa->size, fake_store_fetch, sa->f,
+					  &obj), 0);
+	ck_assert_int_eq(objfs_reader_new(sa->c, obj, &cfg, &r), 0);
+	for (int64_t off = 0; off < sa->size; off += 128 << 10) {
+		struct objfs_reader_buf b;
+		size_t got = 0;
+
+		if (objfs_reader_read(r, off, 128 << 10, &b)) {
+			sa->bad++;
+			break;
+		}
+		for (size_t i = 0; i < b.niov; i++) {
+			if (fake_store_check(sa->f, b.iov[i].iov_base, off + (int64_t)got,
+					     b.iov[i].iov_len) != b.iov[i].iov_len)
+				sa->bad++;
+			got += b.iov[i].iov_len;
+		}
+		objfs_reader_release(r, &b);
+	}
+	objfs_reader_free(r);
+	objfs_object_put(obj);
+	return NULL;
+}
+
+START_TEST(test_streams_share_prefetch)
+{
+	enum { N = 16 };
+	struct fake_store f = { .salt = 3, .delay_us = 300 };
+	struct stream_arg sa[N];
+	pthread_t t[N];
+	struct objfs_cache *c;
+	int64_t size = 48 * MiB, read_total = N * size;
+	long long fetched;
+
+	ck_assert_int_eq(objfs_cache_new(256 * (size_t)MiB, BS, &c), 0);
+	for (int i = 0; i < N; i++) {
+		sa[i] = (struct stream_arg){ c, &f, i, 64 * (size_t)MiB, size, 0 };
+		pthread_create(&t[i], NULL, stream_main, &sa[i]);
+	}
+	for (int i = 0; i < N; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_int_eq(sa[i].bad, 0);
+	}
+	objfs_cache_free(c);
+	fetched = atomic_load(&f.bytes);
+	ck_assert_msg(fetched <= read_total + read_total / 50,
+		      "%d streams fetched %lld bytes for %lld read (%.3fx)", N, fetched,
+		      (long long)read_total, (double)fetched / (double)read_total);
+}
+END_TEST
+
 START_TEST(test_disk_reopen)
 {
 	static const struct {
@@ -412,6 +490,7 @@ static Suite *reader_suite(void)
 	tcase_add_test(tc, test_odd_inputs);
 	tcase_add_test(tc, test_failure_then_retry);
 	tcase_add_test(tc, test_concurrent);
+	tcase_add_test(tc, test_streams_share_prefetch);
 	suite_add_tcase(s, tc);
 	/*
 	 * The disk cache's io_uring thread starves every other thread under

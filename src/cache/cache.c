@@ -51,6 +51,7 @@ struct objfs_cache {
 	size_t nbuckets, nblocks;
 	TAILQ_HEAD(lru_list, objfs_block) lru; /* head: most recently used */
 	unsigned inflight;
+	unsigned streams;          /* atomic: sequential streams sharing the prefetch room */
 	struct objfs_cache_stats st;
 	void *spare[8];            /* full-size block buffers kept for reuse */
 	unsigned nspare;
@@ -136,6 +137,24 @@ size_t objfs_cache_block_size(const struct objfs_cache *c)
 size_t objfs_cache_cap(const struct objfs_cache *c)
 {
 	return c->cap;
+}
+
+void objfs_cache_stream_join(struct objfs_cache *c)
+{
+	__atomic_add_fetch(&c->streams, 1, __ATOMIC_RELAXED);
+}
+
+void objfs_cache_stream_leave(struct objfs_cache *c)
+{
+	__atomic_sub_fetch(&c->streams, 1, __ATOMIC_RELAXED);
+}
+
+size_t objfs_cache_stream_window(const struct objfs_cache *c, size_t reserve)
+{
+	unsigned n = __atomic_load_n(&c->streams, __ATOMIC_RELAXED);
+	size_t share = c->cap / 4 * 3 / (n ? n : 1);
+
+	return share > reserve ? share - reserve : 0;
 }
 
 static void unhash(struct objfs_cache *c, struct objfs_block *b)

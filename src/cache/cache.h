@@ -68,6 +68,22 @@ size_t objfs_cache_block_size(const struct objfs_cache *c);
 /* The memory cap given to objfs_cache_new(), bytes. */
 size_t objfs_cache_cap(const struct objfs_cache *c);
 
+/*
+ * The prefetch budget shared by every sequential stream of the cache:
+ * three quarters of the cache hold the streams, split evenly between those
+ * running; each stream's share holds @reserve bytes besides its window
+ * (the blocks it reads and those it keeps behind, drop_lag), and the rest
+ * is its window (the reader still gives it its minimum window). A reader
+ * joins when its handle starts a stream and leaves when the stream ends
+ * or the handle closes; objfs_cache_stream_window says its window now.
+ * Why: with 16 readers each allowed 64 MiB, windows summed to the whole
+ * 1 GiB cache, streams evicted each other's prefetched blocks before they
+ * were read, and objfs fetched 1.44x the bytes it served (issue 13).
+ */
+void objfs_cache_stream_join(struct objfs_cache *c);
+void objfs_cache_stream_leave(struct objfs_cache *c);
+size_t objfs_cache_stream_window(const struct objfs_cache *c, size_t reserve);
+
 /* Writes the identity string of (path, etag, size) into a malloc'd string. */
 char *objfs_cache_obj_id(const char *path, const char *etag, int64_t size);
 

@@ -39,6 +39,13 @@ void objfs_prefetch_set_proof(struct objfs_prefetch *p, size_t bytes)
 	p->proof = bytes;
 }
 
+void objfs_prefetch_set_max(struct objfs_prefetch *p, size_t max)
+{
+	p->max_window = max < p->min_window ? p->min_window : max;
+	if (p->window > p->max_window)
+		p->window = p->max_window;
+}
+
 /* Starts (or restarts) a stream at the read ending at @end. */
 static void stream_start(struct objfs_prefetch *p, int64_t end)
 {

@@ -54,6 +54,12 @@ void objfs_prefetch_init(struct objfs_prefetch *p, size_t min_window, size_t max
  */
 void objfs_prefetch_set_proof(struct objfs_prefetch *p, size_t bytes);
 
+/*
+ * Caps the window at @max (never below min_window): the reader's share of
+ * the cache's prefetch room, which shrinks as streams are added.
+ */
+void objfs_prefetch_set_max(struct objfs_prefetch *p, size_t max);
+
 /* Feeds one read of @len bytes at @off of a @size-byte object. */
 void objfs_prefetch_on_read(struct objfs_prefetch *p, int64_t off, size_t len, int64_t size,
 			    struct objfs_prefetch_plan *plan);

@@ -27,8 +27,9 @@ struct objfs_reader {
 	struct objfs_cache *cache;   /* borrowed */
 	struct objfs_object *obj;    /* one reference */
 	struct objfs_reader_cfg cfg;
-	pthread_mutex_t lock;        /* guards pf */
+	pthread_mutex_t lock;        /* guards pf and joined */
 	struct objfs_prefetch pf;
+	int joined;                  /* counted in the cache's streams */
 };
 
 int objfs_reader_new(struct objfs_cache *cache, struct objfs_object *obj,
@@ -52,6 +53,8 @@ void objfs_reader_free(struct objfs_reader *r)
 {
 	if (!r)
 		return;
+	if (r->joined)
+		objfs_cache_stream_leave(r->cache);
 	objfs_object_put(r->obj);
 	pthread_mutex_destroy(&r->lock);
 	free(r);
@@ -124,7 +127,20 @@ int objfs_reader_read(struct objfs_reader *r, int64_t off, size_t len,
 	if (n == 0)
 		return 0;
 	pthread_mutex_lock(&r->lock);
+	{
+		size_t share = objfs_cache_stream_window(r->cache, r->cfg.drop_lag +
+							 objfs_cache_block_size(r->cache));
+
+		objfs_prefetch_set_max(&r->pf, share < r->cfg.window_max ? share : r->cfg.window_max);
+	}
 	objfs_prefetch_on_read(&r->pf, off, n, r->obj->size, &plan);
+	if (r->pf.stream != r->joined) { /* the stream began or ended: the shares change */
+		r->joined = r->pf.stream;
+		if (r->joined)
+			objfs_cache_stream_join(r->cache);
+		else
+			objfs_cache_stream_leave(r->cache);
+	}
 	pthread_mutex_unlock(&r->lock);
 	if (plan.sequential || (uint64_t)r->obj->size <= objfs_cache_cap(r->cache) / 4 ||
 	    all_cached(r, off, n))

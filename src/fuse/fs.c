@@ -580,14 +580,32 @@ static void op_erofs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 	fuse_reply_err(req, EROFS);
 }
 
+/*
+ * The kernel's side of the read path (issue 13). Its defaults held 16
+ * readers to a third of the network: at most 12 background requests
+ * (readahead is background) for the whole mount, and 128 KiB per request.
+ *   max_write  libfuse derives max_pages from it (FUSE_MAX_PAGES): read
+ *              and readahead requests of up to MAX_READ (1 MiB) instead of
+ *              32 pages; read-only, so nothing else uses it.
+ *   max_background, congestion_threshold
+ *              four readahead requests of each worker thread may be queued
+ *              (READAHEAD_KB / MAX_READ), at least 64, at most 1024; the
+ *              kernel marks the mount congested at three quarters.
+ */
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct objfs_fs *fs = userdata;
+	unsigned bg = fs->threads * (READAHEAD_KB / (MAX_READ >> 10));
+
 	conn->want |= FUSE_CAP_ASYNC_READ;
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO;
 	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
 	conn->max_readahead = READAHEAD_KB << 10;
+	conn->max_write = MAX_READ;
+	bg = bg < 64 ? 64 : bg > 1024 ? 1024 : bg;
+	conn->max_background = bg;
+	conn->congestion_threshold = bg * 3 / 4;
 }
 
 /*
@@ -773,7 +791,8 @@ int objfs_fs_run(struct objfs_fs *fs, int fuse_argc, char **fuse_argv, const cha
 		ret = -ENOMEM;
 		goto out_unmount;
 	}
-	fuse_loop_cfg_set_clone_fd(cfg, 0);
+	/* a /dev/fuse clone per worker: each waits on its own queue, not all on one */
+	fuse_loop_cfg_set_clone_fd(cfg, 1);
 	fuse_loop_cfg_set_max_threads(cfg, fs->threads);
 	ret = fuse_session_loop_mt(se, cfg) ? -EIO : 0;
 	fuse_loop_cfg_destroy(cfg);
