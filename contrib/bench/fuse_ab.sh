@@ -27,6 +27,8 @@ set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../../tests/integration/lib.sh
 . "$here/../../tests/integration/lib.sh"
+# shellcheck source=bench_lib.sh
+. "$here/bench_lib.sh"
 
 : "${OBJFS_A:?OBJFS_A: the first objfs binary}" "${OBJFS_B:?OBJFS_B: the second objfs binary}"
 OUT=${OUT:-$PWD/device-out}
@@ -43,38 +45,11 @@ say() { printf '%s\n' "$*" | tee -a "$res.txt"; }
 max=0
 for n in $READERS; do [ "$n" -gt "$max" ] && max=$n; done
 DATA=${AB_DATA:-$TEST_TMP/www}
-mkdir -p "$DATA"
-for ((i = 0; i < max; i++)); do
-	f=$DATA/obj$i.bin
-	[ "$(stat -c %s "$f" 2>/dev/null)" = "$SIZE" ] && continue
-	python3 - "$f" "$SIZE" <<'EOF' &
-import os, sys
-with open(sys.argv[1], "wb") as f:
-    left = int(sys.argv[2])
-    while left:
-        k = min(left, 16 << 20)
-        f.write(os.urandom(k))
-        left -= k
-EOF
-	if [ $(((i + 1) % NCPU)) = 0 ]; then wait; fi
-done
-wait
-cat "$DATA"/obj*.bin >/dev/null
-
-NGINX_DATA=$DATA
-NGINX_PREFIX=$TEST_TMP/nginx
-NGINX_PORT=$(free_port)
-export NGINX_PREFIX NGINX_PORT
-_nginx_write_conf "$NGINX_PREFIX" "$NGINX_PORT" "$NGINX_DATA" || exit 99
-sed -i "s/^worker_processes .*/worker_processes $NCPU;/; s|access_log .*;|access_log off;|" \
-	"$NGINX_PREFIX/nginx.conf"
-_nginx_launch || { echo "nginx did not start" >&2; exit 99; }
-URL=http://127.0.0.1:$NGINX_PORT/data/
+bench_objects "$DATA" "$max" "$SIZE"
+bench_nginx "$DATA" || exit 99
 say "# $(date -u +%FT%TZ) $(uname -n) $(nproc) cores; A=$OBJFS_A B=$OBJFS_B"
 say "# objects: $max x $SIZE bytes; readers: $READERS; reps: $REPS; opts: ${AB_OPTS:-(defaults)}"
 
-now() { date +%s.%N; }
-gbps() { awk -v b="$1" -v a="$2" -v c="$3" 'BEGIN { printf "%.3f", b / (c - a) / 1e9 }'; }
 
 # one_run N MODE: appends "N MODE GB/s" to $res.runs ("fail" on any error).
 # Not inside $(...): the mounts it starts belong to this shell (lib.sh).

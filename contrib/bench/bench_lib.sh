@@ -1,0 +1,49 @@
+#!/bin/bash
+# bench_lib.sh: what the FUSE benchmarks share (sourced, after
+# tests/integration/lib.sh): objects made once, nginx on the page cache,
+# the clock and GB/s. fuse_ab.sh and fuse_scale.sh use it.
+
+# bench_objects DIR COUNT SIZE [LINKED]: DIR/obj0.bin ... of SIZE random
+# bytes each, kept when already there. LINKED=1: one random object and
+# hard links to it (distinct names for the client, one inode and one copy
+# in the page cache for nginx: 64 x 256 MiB costs 256 MiB of memory).
+bench_objects() {
+	local dir=$1 count=$2 size=$3 linked=${4:-0} i f ncpu
+	ncpu=$(nproc)
+	mkdir -p "$dir"
+	for ((i = 0; i < count; i++)); do
+		f=$dir/obj$i.bin
+		[ "$(stat -c %s "$f" 2>/dev/null)" = "$size" ] && continue
+		if [ "$linked" = 1 ] && [ "$i" -gt 0 ]; then
+			ln -f "$dir/obj0.bin" "$f"
+			continue
+		fi
+		python3 - "$f" "$size" <<'PY' &
+import os, sys
+with open(sys.argv[1], "wb") as f:
+    left = int(sys.argv[2])
+    while left:
+        k = min(left, 16 << 20)
+        f.write(os.urandom(k))
+        left -= k
+PY
+		if [ "$linked" = 1 ] || [ $(((i + 1) % ncpu)) = 0 ]; then wait; fi
+	done
+	wait
+	cat "$dir"/obj*.bin >/dev/null
+}
+
+# bench_nginx DIR: nginx with one worker per core serving DIR at $URL
+bench_nginx() {
+	NGINX_PREFIX=$TEST_TMP/nginx
+	NGINX_PORT=$(free_port)
+	export NGINX_PREFIX NGINX_PORT
+	_nginx_write_conf "$NGINX_PREFIX" "$NGINX_PORT" "$1" || return 1
+	sed -i "s/^worker_processes .*/worker_processes $(nproc);/; s|access_log .*;|access_log off;|" \
+		"$NGINX_PREFIX/nginx.conf"
+	_nginx_launch || { echo "nginx did not start" >&2; return 1; }
+	URL=http://127.0.0.1:$NGINX_PORT/data/
+}
+
+now() { date +%s.%N; }
+gbps() { awk -v b="$1" -v a="$2" -v c="$3" 'BEGIN { printf "%.3f", b / (c - a) / 1e9 }'; }
