@@ -47,3 +47,14 @@ bench_nginx() {
 
 now() { date +%s.%N; }
 gbps() { awk -v b="$1" -v a="$2" -v c="$3" 'BEGIN { printf "%.3f", b / (c - a) / 1e9 }'; }
+
+# bench_record OK FILE WHAT VALUE [EXTRA]: appends "WHAT VALUE [EXTRA]" to
+# FILE when OK is 1, else "WHAT fail"; prints the line.
+bench_record() {
+	if [ "$1" = 1 ]; then
+		echo "$3 $4${5:+ $5}" >>"$2"
+	else
+		echo "$3 fail" >>"$2"
+	fi
+	tail -n 1 "$2"
+}

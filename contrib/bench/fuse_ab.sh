@@ -87,14 +87,9 @@ for _ in range(int(sys.argv[2])):
 	for p in "${pids[@]}"; do wait "$p" || bad=1; done
 	t1=$(now)
 	[ "$mode" = curl ] || unmount_objfs "$mnt" >/dev/null
-	if [ "$bad" = 0 ]; then
-		local bytes=$((n * SIZE))
-		[ -z "${AB_RANDOM:-}" ] || bytes=$((n * AB_RANDOM * ${AB_BS:-262144}))
-		echo "$n $mode $(gbps "$bytes" "$t0" "$t1")" >>"$res.runs"
-	else
-		echo "$n $mode fail" >>"$res.runs"
-	fi
-	tail -n 1 "$res.runs"
+	local bytes=$((n * SIZE))
+	[ -z "${AB_RANDOM:-}" ] || bytes=$((n * AB_RANDOM * ${AB_BS:-262144}))
+	bench_record "$((1 - bad))" "$res.runs" "$n $mode" "$(gbps "$bytes" "$t0" "$t1")"
 }
 
 for ((r = 0; r < REPS; r++)); do

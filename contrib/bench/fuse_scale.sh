@@ -122,7 +122,7 @@ rclone_umount() {
 # run SHAPE N TOOL: one run, appended to $res.runs as
 # "SHAPE N TOOL VALUE [fetched/read cpu_s_per_GB hwm_MiB]" (VALUE "fail")
 run() {
-	local shape=$1 n=$2 tool=$3 t0 t1 ok=0 bytes pid c0 c1 f0 f1 extra=""
+	local shape=$1 n=$2 tool=$3 t0=0 t1=1 ok=0 bytes pid c0 c1 f0 f1 v extra=""
 	if [ "$shape" = small ]; then bytes=$((NFILES * 102400)); else bytes=$((n * SIZE)); fi
 	case $tool in
 	objfs)
@@ -162,16 +162,12 @@ run() {
 		rclone_umount
 		;;
 	esac
-	if [ "$ok" = 1 ]; then
-		if [ "$shape" = small ]; then
-			echo "$shape $n $tool $(awk -v k="$NFILES" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", k / (b - a) }') $extra" >>"$res.runs"
-		else
-			echo "$shape $n $tool $(gbps "$bytes" "$t0" "$t1") $extra" >>"$res.runs"
-		fi
+	if [ "$shape" = small ]; then
+		v=$(awk -v k="$NFILES" -v a="$t0" -v b="$t1" 'BEGIN { printf "%.0f", k / (b - a) }')
 	else
-		echo "$shape $n $tool fail" >>"$res.runs"
+		v=$(gbps "$bytes" "$t0" "$t1")
 	fi
-	tail -n 1 "$res.runs"
+	bench_record "$ok" "$res.runs" "$shape $n $tool" "$v" "$extra"
 }
 
 for ((r = 0; r < REPS; r++)); do
