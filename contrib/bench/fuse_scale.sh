@@ -23,7 +23,8 @@
 # Environment: OBJFS, NGINX, OUT (default ./device-out), SCALE_READERS
 # ("1 4 16 64"), SCALE_SIZE (bytes per object, default 256 MiB), SCALE_REPS
 # (3), SCALE_FILES (20000), SCALE_OPTS (mount options; default: none, the
-# defaults are what is measured), RCLONE.
+# defaults are what is measured), RCLONE, SCALE_PROFILE (1: CPU seconds by
+# thread name and the cache counters of each objfs run, into the results).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../../tests/integration/lib.sh
@@ -68,6 +69,19 @@ mkdir -p "$MNT"
 # stat_of KEY: a counter of the mount's .objfs-stats
 stat_of() { awk -v k="$1" '$1 == k { print $2 }' "$MNT/.objfs-stats"; }
 cpu_of() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# threads_cpu PID: "name ticks" per thread (FUSE workers are the unnamed "objfs")
+threads_cpu() {
+	local t
+	for t in /proc/"$1"/task/*; do
+		printf '%s %s\n' "$(cat "$t/comm" 2>/dev/null)" \
+			"$(awk '{ print $14 + $15 }' "$t/stat" 2>/dev/null)"
+	done
+}
+# threads_delta BEFORE AFTER: CPU seconds by thread name between two samples
+threads_delta() {
+	awk -v hz="$(getconf CLK_TCK)" 'NR == FNR { b[$1] += $2; next } { a[$1] += $2; n[$1]++ }
+		END { for (k in a) printf "%s=%.2fs/%d ", k, (a[k] - b[k]) / hz, n[k] }' "$1" "$2"
+}
 hwm_of() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
 
 # readers N WHERE: N dd readers of distinct objects under WHERE; 0 if all ok
@@ -130,10 +144,17 @@ run() {
 		pid=$OBJFS_PID
 		c0=$(cpu_of "$pid")
 		f0=$(stat_of bytes)
+		[ -z "${SCALE_PROFILE:-}" ] || threads_cpu "$pid" >"$TEST_TMP/th0"
 		t0=$(now)
 		if [ "$shape" = small ]; then small_workers "$MNT" && ok=1; else readers "$n" "$MNT" && ok=1; fi
 		t1=$(now)
 		c1=$(cpu_of "$pid")
+		if [ -n "${SCALE_PROFILE:-}" ]; then
+			threads_cpu "$pid" >"$TEST_TMP/th1"
+			echo "# threads $shape $n: $(threads_delta "$TEST_TMP/th0" "$TEST_TMP/th1")" | tee -a "$res.txt"
+			grep -E '^(cache_|prefetch|requests |bytes )' "$MNT/.objfs-stats" | tr '\n' ' ' | sed 's/^/# stats: /' | tee -a "$res.txt"
+			echo | tee -a "$res.txt"
+		fi
 		f1=$(stat_of bytes)
 		extra=$(awk -v f=$((f1 - f0)) -v b="$bytes" -v c=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" \
 			-v h="$(hwm_of "$pid")" 'BEGIN { printf "%.3f %.2f %d", f / b, c / hz / (b / 1e9), h / 1024 }')
