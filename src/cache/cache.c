@@ -43,9 +43,18 @@ struct objfs_block {
 	struct objfs_cache *cache;
 };
 
+#define WAITQ 64
+
 struct objfs_cache {
 	pthread_mutex_t lock;
-	pthread_cond_t cond;       /* a block left LOADING, or a fetch ended */
+	pthread_cond_t cond;       /* the last fetch in flight ended (inflight 0) */
+	/*
+	 * A block left LOADING: its waiters sleep on waitq[hash % WAITQ], not
+	 * on one condition of the whole cache. With one, each finished block
+	 * woke every reader waiting for any block: 64 readers spent 34 CPU
+	 * seconds in FUSE workers per 17 GB on the H100 machine, 2.5 at 16.
+	 */
+	pthread_cond_t waitq[WAITQ];
 	size_t cap, bsize, bytes;
 	struct objfs_block **hash;
 	size_t nbuckets, nblocks;
@@ -124,6 +133,8 @@ int objfs_cache_new(size_t cap, size_t block_size, struct objfs_cache **out)
 	}
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_cond_init(&c->cond, NULL);
+	for (unsigned i = 0; i < WAITQ; i++)
+		pthread_cond_init(&c->waitq[i], NULL);
 	TAILQ_INIT(&c->lru);
 	*out = c;
 	return 0;
@@ -294,8 +305,10 @@ static void fetch_done(void *arg, int err)
 		c->st.fetch_bytes += b->len;
 	}
 	c->inflight--;
+	pthread_cond_broadcast(&c->waitq[b->hash % WAITQ]);
 	unref(c, b);
-	pthread_cond_broadcast(&c->cond);
+	if (!c->inflight)
+		pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -409,7 +422,7 @@ static int pin_once(struct objfs_cache *c, const struct objfs_cache_obj *o, int6
 		struct objfs_block *b = bl[i];
 
 		while (b->state == B_LOADING)
-			pthread_cond_wait(&c->cond, &c->lock);
+			pthread_cond_wait(&c->waitq[b->hash % WAITQ], &c->lock);
 		if (b->state == B_FAILED && !err)
 			err = b->err;
 	}
@@ -652,8 +665,8 @@ static void fill_part_done(void *arg, int err)
 		fill_write_behind(c, p);
 	if (!p->from_disk) {
 		pthread_mutex_lock(&c->lock);
-		c->inflight--;
-		pthread_cond_broadcast(&c->cond);
+		if (!--c->inflight)
+			pthread_cond_broadcast(&c->cond);
 		pthread_mutex_unlock(&c->lock);
 	}
 	free(p);
@@ -817,5 +830,7 @@ void objfs_cache_free(struct objfs_cache *c)
 	free(c->hash);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cond);
+	for (unsigned i = 0; i < WAITQ; i++)
+		pthread_cond_destroy(&c->waitq[i]);
 	free(c);
 }
