@@ -35,6 +35,12 @@
 #include "objfs.h"
 #include "side.h"
 #include "side_i.h"
+
+#if __has_include(<valgrind/valgrind.h>)
+#include <valgrind/valgrind.h>
+#else
+#define RUNNING_ON_VALGRIND 0
+#endif
 #include "objfs/side_proto.h"
 
 int objfs_gpu_open_cap(const struct objfs_side_cap *cap, struct objfs_gpu **h);
@@ -997,6 +1003,11 @@ START_TEST(test_accept_emfile)
 	char b[OBJFS_MSG_MAX];
 	struct pollfd p = { c, POLLIN, 0 };
 
+	/* valgrind keeps descriptors of its own and emulates RLIMIT_NOFILE */
+	if (RUNNING_ON_VALGRIND) {
+		close(c);
+		return;
+	}
 	ck_assert_int_ge(c, 0);
 	memcpy(sa.sun_path, cap.sock, n);
 	sa.sun_path[0] = '\0';
@@ -1029,6 +1040,11 @@ START_TEST(test_sigbus_guard)
 	char *map;
 	pid_t pid;
 
+	/* valgrind emulates signals: a fault its handler repaired is not resumed */
+	if (RUNNING_ON_VALGRIND) {
+		close(fd);
+		return;
+	}
 	ck_assert_int_ge(fd, 0);
 	ck_assert_int_eq(ftruncate(fd, (off_t)len), 0);
 	map = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
