@@ -22,6 +22,10 @@ static const char *const bad[] = {
 	/* found by tests/fuzz/fuzz_options: strtoull() skips blanks and takes a sign */
 	"chunk_size= 8M", "chunk_size=\t8M", "threads= 4", "uid= -1", "gid=+5", "umask= 022",
 	"cache_size= -1",
+	/* issue 19 */
+	"allow_redirects", "allow_redirects=", "allow_redirects=all", "max_dir_entries=0",
+	"max_dir_entries=x", "max_list_pages=0", "list_timeout=0", "list_timeout=-1",
+	"debug_dumpable=1",
 };
 
 START_TEST(test_bad)
@@ -93,6 +97,32 @@ START_TEST(test_sizes)
 }
 END_TEST
 
+/* Hardening options (issue 19): defaults and values. */
+START_TEST(test_hardening)
+{
+	struct objfs_opts o;
+	char err[256];
+
+	objfs_opts_init(&o);
+	ck_assert(o.allow_redirects == 0 && !o.debug_dumpable);
+	ck_assert_uint_eq(o.max_dir_entries, 10000000);
+	ck_assert_uint_eq(o.max_list_pages, 20000);
+	ck_assert(o.list_timeout == 1800);
+	ck_assert_int_eq(objfs_opts_parse(&o, "allow_redirects=any,max_dir_entries=5,"
+					  "max_list_pages=7,list_timeout=2.5,debug_dumpable",
+					  err, sizeof(err)), 0);
+	ck_assert(o.allow_redirects == 1 && o.debug_dumpable);
+	ck_assert(o.max_dir_entries == 5 && o.max_list_pages == 7 && o.list_timeout == 2.5);
+	ck_assert_int_eq(objfs_opts_parse(&o, "allow_redirects=none", err, sizeof(err)), 0);
+	ck_assert_int_eq(o.allow_redirects, 2);
+	ck_assert_int_eq(objfs_opts_parse(&o, "allow_redirects=origin", err, sizeof(err)), 0);
+	ck_assert_int_eq(o.allow_redirects, 0);
+	ck_assert_int_eq(objfs_opts_parse(&o, "allow_redirects=all", err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "origin, any, none"));
+	objfs_opts_clear(&o);
+}
+END_TEST
+
 START_TEST(test_side)
 {
 	struct objfs_opts o;
@@ -134,6 +164,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_defaults_and_values);
 	tcase_add_test(tc, test_sizes);
 	tcase_add_test(tc, test_side);
+	tcase_add_test(tc, test_hardening);
 	tcase_add_test(tc, test_cache_dir);
 	suite_add_tcase(s, tc);
 	return s;
