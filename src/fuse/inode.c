@@ -404,15 +404,22 @@ static int dir_get(struct objfs_inodes *t, uint64_t ino, struct objfs_node **d)
 	return (*d)->is_dir ? 0 : -ENOTDIR;
 }
 
-int objfs_inode_lookup_async(struct objfs_inodes *t, uint64_t parent, const char *name,
-			     struct objfs_attr *a, objfs_parked_fn done, void *arg)
+/*
+ * A lookup of @name (into @a) or, @name NULL, an opendir (into @snap) in
+ * directory @ino: parked when another thread is listing it and @done is
+ * set (-EINPROGRESS), else listed when stale and answered; the requests
+ * parked meanwhile are completed after.
+ */
+static int dir_request(struct objfs_inodes *t, uint64_t ino, const char *name,
+		       struct objfs_attr *a, struct objfs_dirsnap **snap, objfs_parked_fn done,
+		       void *arg)
 {
 	struct parked *p = NULL;
 	struct objfs_node *d;
 	int err, lerr = 0;
 
 	pthread_mutex_lock(&t->lock);
-	err = dir_get(t, parent, &d);
+	err = dir_get(t, ino, &d);
 	if (!err && d->listing && done) {
 		err = park(d, name, done, arg);
 		pthread_mutex_unlock(&t->lock);
@@ -421,11 +428,17 @@ int objfs_inode_lookup_async(struct objfs_inodes *t, uint64_t parent, const char
 	if (!err)
 		err = lerr = ensure_listed(t, d, &p);
 	if (!err)
-		err = lookup_in(t, d, name, a);
+		err = name ? lookup_in(t, d, name, a) : snapshot(d, snap);
 	pthread_mutex_unlock(&t->lock);
 	if (p)
 		complete_parked(t, d, p, lerr);
 	return err;
+}
+
+int objfs_inode_lookup_async(struct objfs_inodes *t, uint64_t parent, const char *name,
+			     struct objfs_attr *a, objfs_parked_fn done, void *arg)
+{
+	return dir_request(t, parent, name, a, NULL, done, arg);
 }
 
 int objfs_inode_lookup(struct objfs_inodes *t, uint64_t parent, const char *name,
@@ -535,25 +548,7 @@ static int snapshot(struct objfs_node *n, struct objfs_dirsnap **out)
 int objfs_inode_opendir_async(struct objfs_inodes *t, uint64_t ino, struct objfs_dirsnap **out,
 			      objfs_parked_fn done, void *arg)
 {
-	struct parked *p = NULL;
-	struct objfs_node *n;
-	int err, lerr = 0;
-
-	pthread_mutex_lock(&t->lock);
-	err = dir_get(t, ino, &n);
-	if (!err && n->listing && done) {
-		err = park(n, NULL, done, arg);
-		pthread_mutex_unlock(&t->lock);
-		return err;
-	}
-	if (!err)
-		err = lerr = ensure_listed(t, n, &p);
-	if (!err)
-		err = snapshot(n, out);
-	pthread_mutex_unlock(&t->lock);
-	if (p)
-		complete_parked(t, n, p, lerr);
-	return err;
+	return dir_request(t, ino, NULL, NULL, out, done, arg);
 }
 
 int objfs_inode_opendir(struct objfs_inodes *t, uint64_t ino, struct objfs_dirsnap **out)
