@@ -24,6 +24,10 @@ static const char *const bad[] = {
 	"cache_size= -1",
 	/* generic mount options take no value; log_file and metrics need one */
 	"nodev=1", "rw=0", "_netdev=yes", "log_file=", "metrics=",
+	/* issue 19 */
+	"allow_redirects", "allow_redirects=", "allow_redirects=all", "max_dir_entries=0",
+	"max_dir_entries=x", "max_list_pages=0", "list_timeout=0", "list_timeout=-1",
+	"debug_dumpable=1",
 };
 
 START_TEST(test_bad)
@@ -92,6 +96,32 @@ START_TEST(test_sizes)
 		ck_assert_msg(v[i].ok ? rc == 0 && out == v[i].out : rc == -EINVAL,
 			      "size '%s'", v[i].in);
 	}
+}
+END_TEST
+
+/* Hardening options (issue 19): defaults and values. */
+START_TEST(test_hardening)
+{
+	struct objfs_opts o;
+	char err[256];
+
+	objfs_opts_init(&o);
+	ck_assert(o.allow_redirects == 0 && !o.debug_dumpable);
+	ck_assert_uint_eq(o.max_dir_entries, 10000000);
+	ck_assert_uint_eq(o.max_list_pages, 20000);
+	ck_assert(o.list_timeout == 1800);
+	ck_assert_int_eq(objfs_opts_parse(&o, "allow_redirects=any,max_dir_entries=5,"
+					  "max_list_pages=7,list_timeout=2.5,debug_dumpable",
+					  err, sizeof(err)), 0);
+	ck_assert(o.allow_redirects == 1 && o.debug_dumpable);
+	ck_assert(o.max_dir_entries == 5 && o.max_list_pages == 7 && o.list_timeout == 2.5);
+	ck_assert_int_eq(objfs_opts_parse(&o, "allow_redirects=none", err, sizeof(err)), 0);
+	ck_assert_int_eq(o.allow_redirects, 2);
+	ck_assert_int_eq(objfs_opts_parse(&o, "allow_redirects=origin", err, sizeof(err)), 0);
+	ck_assert_int_eq(o.allow_redirects, 0);
+	ck_assert_int_eq(objfs_opts_parse(&o, "allow_redirects=all", err, sizeof(err)), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(err, "origin, any, none"));
+	objfs_opts_clear(&o);
 }
 END_TEST
 
@@ -203,6 +233,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_defaults_and_values);
 	tcase_add_test(tc, test_sizes);
 	tcase_add_test(tc, test_side);
+	tcase_add_test(tc, test_hardening);
 	tcase_add_test(tc, test_cache_dir);
 	tcase_add_test(tc, test_mount_options);
 	tcase_add_test(tc, test_machine_defaults);

@@ -218,6 +218,34 @@ static void stats_entry(const struct objfs_fs *fs, struct fuse_entry_param *e)
 	e->attr_timeout = 0;
 }
 
+/* The one reply of a lookup: now, or from the thread that listed. */
+static void reply_lookup(fuse_req_t req, int err, const struct objfs_attr *a)
+{
+	struct objfs_fs *fs = fs_of(req);
+	struct fuse_entry_param e;
+
+	if (err == -ENOENT) {
+		/* Negative entry: the kernel caches the miss for entry_timeout. */
+		memset(&e, 0, sizeof(e));
+		e.entry_timeout = fs->entry_timeout;
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	if (err) {
+		fuse_reply_err(req, -err);
+		return;
+	}
+	fill_entry(fs, a, &e);
+	fuse_reply_entry(req, &e);
+}
+
+static void lookup_parked(void *arg, int err, const struct objfs_attr *a,
+			  struct objfs_dirsnap *snap)
+{
+	(void)snap;
+	reply_lookup(arg, err, a);
+}
+
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct objfs_fs *fs = fs_of(req);
@@ -236,21 +264,11 @@ static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_entry(req, &e);
 		return;
 	}
-	err = objfs_inode_lookup(fs->inodes, parent, name, &a);
-
-	if (err == -ENOENT) {
-		/* Negative entry: the kernel caches the miss for entry_timeout. */
-		memset(&e, 0, sizeof(e));
-		e.entry_timeout = fs->entry_timeout;
-		fuse_reply_entry(req, &e);
-		return;
-	}
-	if (err) {
-		fuse_reply_err(req, -err);
-		return;
-	}
-	fill_entry(fs, &a, &e);
-	fuse_reply_entry(req, &e);
+	/* A directory being listed by another worker: parked, this worker
+	 * is free at once (inode.h). */
+	err = objfs_inode_lookup_async(fs->inodes, parent, name, &a, lookup_parked, req);
+	if (err != -EINPROGRESS)
+		reply_lookup(req, err, &a);
 }
 
 static void op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
@@ -423,12 +441,10 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fuse_reply_err(req, 0);
 }
 
-static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+/* The one reply of an opendir: now, or from the thread that listed. */
+static void reply_opendir(fuse_req_t req, struct fuse_file_info *fi, int err,
+			  struct objfs_dirsnap *d)
 {
-	struct objfs_fs *fs = fs_of(req);
-	struct objfs_dirsnap *d;
-	int err = objfs_inode_opendir(fs->inodes, ino, &d);
-
 	if (err) {
 		fuse_reply_err(req, -err);
 		return;
@@ -441,6 +457,43 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	fi->cache_readdir = 0;
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		hnd_release(fi->fh);
+}
+
+/* A parked opendir: its request and a copy of its file info (libfuse's
+ * lives on the worker's stack, gone once op_opendir returns). */
+struct opendir_wait {
+	fuse_req_t req;
+	struct fuse_file_info fi;
+};
+
+static void opendir_parked(void *arg, int err, const struct objfs_attr *a,
+			   struct objfs_dirsnap *snap)
+{
+	struct opendir_wait *w = arg;
+
+	(void)a;
+	reply_opendir(w->req, &w->fi, err, snap);
+	free(w);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct objfs_fs *fs = fs_of(req);
+	struct objfs_dirsnap *d = NULL;
+	struct opendir_wait *w = malloc(sizeof(*w));
+	int err;
+
+	if (!w) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	w->req = req;
+	w->fi = *fi;
+	err = objfs_inode_opendir_async(fs->inodes, ino, &d, opendir_parked, w);
+	if (err == -EINPROGRESS)
+		return; /* parked: w is the callback's */
+	free(w);
+	reply_opendir(req, fi, err, d);
 }
 
 /* Offsets: 1 is ".", 2 is "..", 3 + i is snapshot entry i. */

@@ -22,6 +22,16 @@
 #include "hash.h"
 #include "log.h"
 
+/* A lookup (name) or opendir (no name) waiting, without a thread, for its
+ * directory's listing in progress (see inode.h). */
+struct parked {
+	struct parked *next;
+	objfs_parked_fn done;
+	void *arg;
+	int opendir;
+	char name[]; /* lookup: the name asked for */
+};
+
 struct objfs_node {
 	uint64_t ino;
 	uint64_t nlookup;
@@ -42,6 +52,8 @@ struct objfs_node {
 	int listing;            /* a thread is listing it now */
 	unsigned list_gen;      /* listings ended; with list_err, the last one's */
 	int list_err;           /* result, for threads that waited for it */
+	struct parked *parked;  /* waiting for the listing in progress; taken
+				   by the thread that listed, when it ends */
 	struct objfs_node *hnext;
 };
 
@@ -173,6 +185,12 @@ void objfs_inodes_free(struct objfs_inodes *t)
 		free(n->name);
 		free(n->path);
 		free(n->kids);
+		while (n->parked) { /* unmounted mid-listing: nobody to answer */
+			struct parked *p = n->parked;
+
+			n->parked = p->next;
+			free(p);
+		}
 		free(n);
 	}
 	free(t->by_ino);
@@ -247,8 +265,10 @@ static int merge_listing(struct objfs_inodes *t, struct objfs_node *d,
 	return 0;
 }
 
-/* Makes sure @d's listing is fresh. Lock held on entry and exit. */
-static int ensure_listed(struct objfs_inodes *t, struct objfs_node *d)
+/* Makes sure @d's listing is fresh. Lock held on entry and exit. When
+ * this thread listed, the requests parked meanwhile are moved to *@done
+ * (NULL: none), for complete_parked() once the lock is dropped. */
+static int ensure_listed(struct objfs_inodes *t, struct objfs_node *d, struct parked **done)
 {
 	struct objfs_listing l = { 0 };
 	char *path;
@@ -278,6 +298,8 @@ static int ensure_listed(struct objfs_inodes *t, struct objfs_node *d)
 	d->list_err = err;
 	d->list_gen++;
 	pthread_cond_broadcast(&t->listed);
+	*done = d->parked;
+	d->parked = NULL;
 	objfs_listing_clear(&l);
 	if (err)
 		objfs_info("listing '/%s' failed: %s", d->path, strerror(-err));
@@ -310,38 +332,119 @@ static int revalidate(struct objfs_inodes *t, struct objfs_node *n, int force)
 	return 0;
 }
 
+/* The lookup of @name in listed directory @d. Lock held (revalidate may
+ * drop it for a while). */
+static int lookup_in(struct objfs_inodes *t, struct objfs_node *d, const char *name,
+		     struct objfs_attr *a)
+{
+	struct objfs_node *n = hash_find(t, d->ino, name);
+	int err;
+
+	if (!n || !n->present)
+		return -ENOENT;
+	err = revalidate(t, n, 0);
+	if (err)
+		return err;
+	n->nlookup++;
+	attr_fill(n, a);
+	return 0;
+}
+
+static int snapshot(struct objfs_node *n, struct objfs_dirsnap **out);
+
+/*
+ * Completes the requests parked on @d while this thread listed it, one by
+ * one, each under the lock and reported without it. @lerr: the listing's
+ * result. Lock not held.
+ */
+static void complete_parked(struct objfs_inodes *t, struct objfs_node *d, struct parked *p,
+			    int lerr)
+{
+	while (p) {
+		struct parked *next = p->next;
+		struct objfs_dirsnap *snap = NULL;
+		struct objfs_attr a;
+		int err = lerr;
+
+		memset(&a, 0, sizeof(a));
+		if (!err) {
+			pthread_mutex_lock(&t->lock);
+			err = p->opendir ? snapshot(d, &snap) : lookup_in(t, d, p->name, &a);
+			pthread_mutex_unlock(&t->lock);
+		}
+		p->done(p->arg, err, err ? NULL : &a, snap);
+		free(p);
+		p = next;
+	}
+}
+
+/* Parks a request on @d, whose listing is in progress. Lock held. */
+static int park(struct objfs_node *d, const char *name, objfs_parked_fn done, void *arg)
+{
+	size_t len = name ? strlen(name) : 0;
+	struct parked *p = malloc(sizeof(*p) + len + 1);
+
+	if (!p)
+		return -ENOMEM;
+	p->done = done;
+	p->arg = arg;
+	p->opendir = name == NULL;
+	memcpy(p->name, name ? name : "", len + 1);
+	p->next = d->parked;
+	d->parked = p;
+	return -EINPROGRESS;
+}
+
+/* The directory @ino names, or an error. Lock held. */
+static int dir_get(struct objfs_inodes *t, uint64_t ino, struct objfs_node **d)
+{
+	*d = node_get(t, ino);
+	if (!*d)
+		return -ENOENT;
+	return (*d)->is_dir ? 0 : -ENOTDIR;
+}
+
+/*
+ * A lookup of @name (into @a) or, @name NULL, an opendir (into @snap) in
+ * directory @ino: parked when another thread is listing it and @done is
+ * set (-EINPROGRESS), else listed when stale and answered; the requests
+ * parked meanwhile are completed after.
+ */
+static int dir_request(struct objfs_inodes *t, uint64_t ino, const char *name,
+		       struct objfs_attr *a, struct objfs_dirsnap **snap, objfs_parked_fn done,
+		       void *arg)
+{
+	struct parked *p = NULL;
+	struct objfs_node *d;
+	int err, lerr = 0;
+
+	pthread_mutex_lock(&t->lock);
+	err = dir_get(t, ino, &d);
+	if (!err && d->listing && done) {
+		err = park(d, name, done, arg);
+		pthread_mutex_unlock(&t->lock);
+		return err;
+	}
+	if (!err)
+		err = lerr = ensure_listed(t, d, &p);
+	if (!err)
+		err = name ? lookup_in(t, d, name, a) : snapshot(d, snap);
+	pthread_mutex_unlock(&t->lock);
+	if (p)
+		complete_parked(t, d, p, lerr);
+	return err;
+}
+
+int objfs_inode_lookup_async(struct objfs_inodes *t, uint64_t parent, const char *name,
+			     struct objfs_attr *a, objfs_parked_fn done, void *arg)
+{
+	return dir_request(t, parent, name, a, NULL, done, arg);
+}
+
 int objfs_inode_lookup(struct objfs_inodes *t, uint64_t parent, const char *name,
 		       struct objfs_attr *a)
 {
-	struct objfs_node *d, *n;
-	int err;
-
-	pthread_mutex_lock(&t->lock);
-	d = node_get(t, parent);
-	if (!d) {
-		err = -ENOENT;
-		goto out;
-	}
-	if (!d->is_dir) {
-		err = -ENOTDIR;
-		goto out;
-	}
-	err = ensure_listed(t, d);
-	if (err)
-		goto out;
-	n = hash_find(t, d->ino, name);
-	if (!n || !n->present) {
-		err = -ENOENT;
-		goto out;
-	}
-	err = revalidate(t, n, 0);
-	if (err)
-		goto out;
-	n->nlookup++;
-	attr_fill(n, a);
-out:
-	pthread_mutex_unlock(&t->lock);
-	return err;
+	return objfs_inode_lookup_async(t, parent, name, a, NULL, NULL);
 }
 
 void objfs_inode_forget(struct objfs_inodes *t, uint64_t ino, uint64_t nlookup)
@@ -425,39 +528,32 @@ out:
 	return err;
 }
 
-int objfs_inode_opendir(struct objfs_inodes *t, uint64_t ino, struct objfs_dirsnap **out)
+/* A snapshot of listed directory @n's entries. Lock held. */
+static int snapshot(struct objfs_node *n, struct objfs_dirsnap **out)
 {
-	struct objfs_dirsnap *d = NULL;
-	struct objfs_node *n;
-	int err;
+	struct objfs_dirsnap *d = calloc(1, sizeof(*d));
 
-	pthread_mutex_lock(&t->lock);
-	n = node_get(t, ino);
-	if (!n) {
-		err = -ENOENT;
-		goto out;
-	}
-	if (!n->is_dir) {
-		err = -ENOTDIR;
-		goto out;
-	}
-	err = ensure_listed(t, n);
-	if (err)
-		goto out;
-	d = calloc(1, sizeof(*d));
 	if (!d || !(d->ents = malloc((n->nkids ? n->nkids : 1) * sizeof(*d->ents)))) {
 		free(d);
-		err = -ENOMEM;
-		goto out;
+		return -ENOMEM;
 	}
 	memcpy(d->ents, n->kids, n->nkids * sizeof(*d->ents));
 	d->n = n->nkids;
 	d->self = n->ino;
 	d->parent = n->parent ? n->parent->ino : n->ino;
 	*out = d;
-out:
-	pthread_mutex_unlock(&t->lock);
-	return err;
+	return 0;
+}
+
+int objfs_inode_opendir_async(struct objfs_inodes *t, uint64_t ino, struct objfs_dirsnap **out,
+			      objfs_parked_fn done, void *arg)
+{
+	return dir_request(t, ino, NULL, NULL, out, done, arg);
+}
+
+int objfs_inode_opendir(struct objfs_inodes *t, uint64_t ino, struct objfs_dirsnap **out)
+{
+	return objfs_inode_opendir_async(t, ino, out, NULL, NULL);
 }
 
 void objfs_dirsnap_free(struct objfs_dirsnap *d)

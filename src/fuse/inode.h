@@ -11,7 +11,12 @@
  *
  * Locking: one mutex guards the table and every node's mutable fields;
  * network calls are made without it. A directory is listed by one thread at
- * a time (single flight); others wait for that listing.
+ * a time (single flight); others wait for that listing. The _async calls
+ * wait without a thread: a lookup or opendir of a directory another thread
+ * is listing is parked on the directory and completed, through its
+ * callback, by the thread that listed it, once the listing ends. So one
+ * slow listing holds one FUSE worker, not all of them (issue 19: a listing
+ * trickling at 1 byte/s held all 16 and reads of cached files hung).
  */
 #ifndef OBJFS_INODE_H
 #define OBJFS_INODE_H
@@ -47,6 +52,24 @@ void objfs_inodes_free(struct objfs_inodes *t);
  */
 int objfs_inode_lookup(struct objfs_inodes *t, uint64_t parent, const char *name,
 		       struct objfs_attr *a);
+/*
+ * Completion of a parked lookup or opendir: @err and, on success, @a
+ * (lookup) or @snap (opendir, owned by the callee: objfs_dirsnap_free).
+ * Called once, without the table's lock, on the thread that listed.
+ */
+struct objfs_dirsnap;
+typedef void (*objfs_parked_fn)(void *arg, int err, const struct objfs_attr *a,
+				struct objfs_dirsnap *snap);
+
+/*
+ * objfs_inode_lookup, but when another thread is listing @parent now the
+ * lookup is parked (@name copied) and -EINPROGRESS returned: @done(@arg,
+ * ...) reports the result later. Any other return is the result itself
+ * (@done is not called).
+ */
+int objfs_inode_lookup_async(struct objfs_inodes *t, uint64_t parent, const char *name,
+			     struct objfs_attr *a, objfs_parked_fn done, void *arg);
+
 /* Drops @n lookup references of @ino. */
 void objfs_inode_forget(struct objfs_inodes *t, uint64_t ino, uint64_t n);
 /* Adds one lookup reference (readdirplus entries). */
@@ -75,6 +98,9 @@ struct objfs_dirsnap {
 /* Lists @ino (when stale) and snapshots its entries. Caller frees with
  * objfs_dirsnap_free. 0, -ENOTDIR or -errno. */
 int objfs_inode_opendir(struct objfs_inodes *t, uint64_t ino, struct objfs_dirsnap **out);
+/* objfs_inode_opendir, parked like objfs_inode_lookup_async. */
+int objfs_inode_opendir_async(struct objfs_inodes *t, uint64_t ino, struct objfs_dirsnap **out,
+			      objfs_parked_fn done, void *arg);
 void objfs_dirsnap_free(struct objfs_dirsnap *d);
 /* Name and current attributes of snapshot entry @i. */
 const char *objfs_dirsnap_entry(struct objfs_inodes *t, struct objfs_dirsnap *d, size_t i,
