@@ -9,7 +9,9 @@
 
 #include <check.h>
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -96,6 +98,71 @@ START_TEST(test_waiters_share_the_listing)
 }
 END_TEST
 
+/*
+ * A deep tree (security audit, finding 9): every directory holds "d" and,
+ * at the bottom, "f.bin". Each node used to keep its full path, so a walk
+ * to depth N cost O(N^2) bytes (825 MiB at 20,000); with names and parent
+ * pointers it is linear. The store sees the right path at every depth.
+ */
+static atomic_int deep_bad;
+
+static int deep_list(struct objfs_store *s, const char *path, struct objfs_listing *out)
+{
+	size_t depth = strlen(path) ? (strlen(path) + 1) / 2 : 0; /* "d/d/d" */
+
+	(void)s;
+	for (size_t i = 0; i < depth; i++)
+		if (path[2 * i] != 'd' || (i + 1 < depth && path[2 * i + 1] != '/'))
+			atomic_fetch_add(&deep_bad, 1);
+	if (depth == 2000)
+		return objfs_listing_add(out, "f.bin", 5, 0, 7, 1);
+	return objfs_listing_add(out, "d", 1, 1, -1, -1);
+}
+
+static int deep_stat(struct objfs_store *s, const char *path, struct objfs_stat *st)
+{
+	(void)s;
+	if (strlen(path) != 2000 * 2 + 5 || strcmp(path + 4000, "f.bin") != 0)
+		atomic_fetch_add(&deep_bad, 1);
+	memset(st, 0, sizeof(*st));
+	st->size = 7;
+	st->mtime = 1;
+	snprintf(st->etag, sizeof(st->etag), "\"e\"");
+	return 0;
+}
+
+static const struct objfs_store_ops deep_ops = { .name = "deep", .list = deep_list,
+						 .stat = deep_stat };
+
+START_TEST(test_deep_tree_linear)
+{
+	struct objfs_store st = { .ops = &deep_ops };
+	struct objfs_inodes *t;
+	struct objfs_attr a;
+	uint64_t ino = OBJFS_ROOT_INO;
+	size_t before, grew;
+	char *path = NULL;
+	int keep;
+
+	ck_assert_int_eq(objfs_inodes_new(&st, 60, 60, &t), 0);
+	before = mallinfo2().uordblks;
+	for (int i = 0; i < 2000; i++) {
+		ck_assert_int_eq(objfs_inode_lookup(t, ino, "d", &a), 0);
+		ino = a.ino;
+	}
+	grew = mallinfo2().uordblks - before;
+	/* 2,000 nodes: a few hundred bytes each, not 2,000 paths of ~2 KiB */
+	ck_assert_msg(grew < 2000 * 512, "2,000 nested directories took %zu bytes", grew);
+	ck_assert_int_eq(objfs_inode_lookup(t, ino, "f.bin", &a), 0);
+	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &keep, &path), 0);
+	ck_assert_uint_eq(strlen(path), 4005);
+	ck_assert_str_eq(path + 3996, "d/d/f.bin");
+	free(path);
+	ck_assert_int_eq(atomic_load(&deep_bad), 0);
+	objfs_inodes_free(t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("inode");
@@ -105,6 +172,7 @@ int main(void)
 
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_waiters_share_the_listing);
+	tcase_add_test(tc, test_deep_tree_linear);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -359,7 +359,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct objfs_attr a;
 	struct fh *h;
 	int keep = 0, err;
-	const char *path;
+	char *path;
 
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
 		fuse_reply_err(req, EROFS);
@@ -376,12 +376,14 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	h = calloc(1, sizeof(*h));
 	if (!h) {
+		free(path);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
 	/* an unknown size (-1) is 0 bytes, as attr_to_stat tells the kernel */
 	err = objfs_object_new(fs->store, path, a.etag, a.size > 0 ? a.size : 0, NULL, NULL,
 			       &h->obj);
+	free(path); /* the object keeps its own copy */
 	if (!err)
 		err = objfs_reader_new(fs->cache, h->obj, &rcfg, &h->reader);
 	if (!err)

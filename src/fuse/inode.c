@@ -36,14 +36,16 @@ struct objfs_node {
 	uint64_t ino;
 	uint64_t nlookup;
 	struct objfs_node *parent;
-	char *name;             /* immutable */
-	char *path;             /* immutable store path */
+	char *name;             /* immutable; the store path is built from the
+				   names up to the root (node_path): a node
+				   holding its full path cost O(depth^2) in a
+				   deep tree, 825 MiB at depth 20,000 */
 	int is_dir;             /* immutable: a type change makes a new node */
 	int present;            /* in the parent's latest listing */
 	int64_t size, mtime;
-	char etag[192];
+	char *etag;             /* NULL: none known (most HTTP listings) */
 	double attr_at;         /* monotonic time attrs were fetched, 0 never */
-	char open_etag[192];    /* ETag seen by the last open (keep_cache) */
+	char *open_etag;        /* ETag seen by the last open (keep_cache); NULL none */
 	int64_t open_size;
 	/* Directories only: */
 	struct objfs_node **kids;
@@ -125,13 +127,7 @@ static struct objfs_node *node_new(struct objfs_inodes *t, struct objfs_node *pa
 	if (!n)
 		return NULL;
 	n->name = strdup(name);
-	if (!parent)
-		n->path = strdup("");
-	else if (asprintf(&n->path, "%s%s%s", parent->path, *parent->path ? "/" : "", name) < 0)
-		n->path = NULL;
-	if (!n->name || !n->path) {
-		free(n->name);
-		free(n->path);
+	if (!n->name) {
 		free(n);
 		return NULL;
 	}
@@ -183,7 +179,8 @@ void objfs_inodes_free(struct objfs_inodes *t)
 		struct objfs_node *n = t->by_ino[i];
 
 		free(n->name);
-		free(n->path);
+		free(n->etag);
+		free(n->open_etag);
 		free(n->kids);
 		while (n->parked) { /* unmounted mid-listing: nobody to answer */
 			struct parked *p = n->parked;
@@ -205,13 +202,51 @@ static struct objfs_node *node_get(struct objfs_inodes *t, uint64_t ino)
 	return (ino && ino < t->nino) ? t->by_ino[ino] : NULL;
 }
 
+/*
+ * The store path of @n ("a/b/c"; "" for the root), built from the names up
+ * to the root. Allocated, the caller frees; NULL when out of memory. Lock
+ * held (names and parents are immutable, but nodes must stay alive).
+ */
+static char *node_path(const struct objfs_node *n)
+{
+	size_t len = 0, at;
+	char *p;
+
+	for (const struct objfs_node *m = n; m->parent; m = m->parent)
+		len += strlen(m->name) + 1;
+	p = malloc(len ? len : 1);
+	if (!p)
+		return NULL;
+	at = len ? len - 1 : 0;
+	p[at] = '\0';
+	for (const struct objfs_node *m = n; m->parent; m = m->parent) {
+		size_t k = strlen(m->name);
+
+		at -= k;
+		memcpy(p + at, m->name, k);
+		if (at)
+			p[--at] = '/';
+	}
+	return p;
+}
+
+/* Sets *@dst to a copy of @v ("" or NULL: none). Out of memory, none too:
+ * an unknown ETag only costs a HEAD at the next open. */
+static void set_str(char **dst, const char *v)
+{
+	if (*dst && v && strcmp(*dst, v) == 0)
+		return;
+	free(*dst);
+	*dst = v && *v ? strdup(v) : NULL;
+}
+
 static void attr_fill(const struct objfs_node *n, struct objfs_attr *a)
 {
 	a->ino = n->ino;
 	a->is_dir = n->is_dir;
 	a->size = n->size;
 	a->mtime = n->mtime;
-	memcpy(a->etag, n->etag, sizeof(a->etag));
+	snprintf(a->etag, sizeof(a->etag), "%s", n->etag ? n->etag : "");
 }
 
 /* Replaces @d's listing with @l. Lock held. */
@@ -247,9 +282,9 @@ static int merge_listing(struct objfs_inodes *t, struct objfs_node *d,
 		if (!n->is_dir) {
 			if (e->size >= 0) {
 				if (e->etag)
-					snprintf(n->etag, sizeof(n->etag), "%s", e->etag);
+					set_str(&n->etag, e->etag);
 				else if (n->size != e->size)
-					n->etag[0] = '\0';
+					set_str(&n->etag, NULL);
 				n->size = e->size;
 				n->attr_at = now;
 			} else if (n->attr_at && now - n->attr_at >= t->attr_ttl) {
@@ -287,8 +322,10 @@ static int ensure_listed(struct objfs_inodes *t, struct objfs_node *d, struct pa
 	}
 	if (d->listed_at && objfs_now_s() - d->listed_at < t->list_ttl)
 		return 0;
+	path = node_path(d);
+	if (!path)
+		return -ENOMEM;
 	d->listing = 1;
-	path = d->path;
 	pthread_mutex_unlock(&t->lock);
 	err = t->store->ops->list(t->store, path, &l);
 	pthread_mutex_lock(&t->lock);
@@ -302,7 +339,8 @@ static int ensure_listed(struct objfs_inodes *t, struct objfs_node *d, struct pa
 	d->parked = NULL;
 	objfs_listing_clear(&l);
 	if (err)
-		objfs_info("listing '/%s' failed: %s", d->path, strerror(-err));
+		objfs_info("listing '/%s' failed: %s", path, strerror(-err));
+	free(path);
 	return err;
 }
 
@@ -311,14 +349,19 @@ static int ensure_listed(struct objfs_inodes *t, struct objfs_node *d, struct pa
 static int revalidate(struct objfs_inodes *t, struct objfs_node *n, int force)
 {
 	struct objfs_stat st;
+	char *path;
 	int err;
 
 	if (n->is_dir)
 		return 0;
 	if (!force && n->size >= 0 && objfs_now_s() - n->attr_at < t->attr_ttl)
 		return 0;
+	path = node_path(n);
+	if (!path)
+		return -ENOMEM;
 	pthread_mutex_unlock(&t->lock);
-	err = t->store->ops->stat(t->store, n->path, &st);
+	err = t->store->ops->stat(t->store, path, &st);
+	free(path);
 	pthread_mutex_lock(&t->lock);
 	if (err)
 		return err;
@@ -327,7 +370,7 @@ static int revalidate(struct objfs_inodes *t, struct objfs_node *n, int force)
 	n->size = st.size;
 	if (st.mtime >= 0)
 		n->mtime = st.mtime;
-	memcpy(n->etag, st.etag, sizeof(n->etag));
+	set_str(&n->etag, st.etag);
 	n->attr_at = objfs_now_s();
 	return 0;
 }
@@ -484,12 +527,13 @@ int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr 
 }
 
 int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
-		     int *keep_cache, const char **path)
+		     int *keep_cache, char **path)
 {
 	struct objfs_node *n;
 	int64_t told;
 	int err, force;
 
+	*path = NULL;
 	pthread_mutex_lock(&t->lock);
 	n = node_get(t, ino);
 	if (!n) {
@@ -504,7 +548,12 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 	 * listing's ETag would pin the old version until attr_timeout): fetch
 	 * the current one to pin the handle to. */
 	told = n->size;
-	force = n->etag[0] == '\0' || objfs_store_take_stale(t->store, n->path);
+	*path = node_path(n);
+	if (!*path) {
+		err = -ENOMEM;
+		goto out;
+	}
+	force = !n->etag || objfs_store_take_stale(t->store, *path);
 	err = revalidate(t, n, force);
 	if (err)
 		goto out;
@@ -513,18 +562,21 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 		 * it: -ESTALE makes the VFS look the name up again (LOOKUP_REVAL),
 		 * which hands it the new size, and retry the open once. */
 		objfs_info("'%s' changed size (%lld -> %lld bytes): open retried with the new "
-			   "size", n->path, (long long)told, (long long)n->size);
+			   "size", *path, (long long)told, (long long)n->size);
 		err = -ESTALE;
 		goto out;
 	}
-	*keep_cache = n->open_etag[0] && strcmp(n->open_etag, n->etag) == 0 &&
+	*keep_cache = n->open_etag && n->etag && strcmp(n->open_etag, n->etag) == 0 &&
 		      n->open_size == n->size;
-	memcpy(n->open_etag, n->etag, sizeof(n->open_etag));
+	set_str(&n->open_etag, n->etag);
 	n->open_size = n->size;
 	attr_fill(n, a);
-	*path = n->path;
 out:
 	pthread_mutex_unlock(&t->lock);
+	if (err) {
+		free(*path);
+		*path = NULL;
+	}
 	return err;
 }
 

@@ -83,10 +83,10 @@ int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr 
  * the size and ETag the handle pins. *keep_cache is 1 when the previous open
  * saw the same ETag and size, so the kernel page cache can be kept.
  * Returns 0, -EISDIR, -ENOENT or -errno. *path receives the store path,
- * owned by the node (valid until objfs_inodes_free).
+ * allocated: the caller frees it (NULL on error).
  */
 int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
-		     int *keep_cache, const char **path);
+		     int *keep_cache, char **path);
 
 /* A directory snapshot for readdir: stable offsets across calls. */
 struct objfs_dirsnap {
