@@ -149,8 +149,9 @@ static int http_list(struct objfs_store *s, const char *path, struct objfs_listi
 	if (err == -ETIMEDOUT && objfs_now_ns() >= r.deadline_ns)
 		err = objfs_store_list_refused(s, path, -ETIMEDOUT);
 	else if (err == -EFBIG)
-		objfs_warn("listing '/%s' refused: index page larger than %zu bytes", path,
-			   r.body_max);
+		objfs_warn("listing '/%s' refused: index page larger than %zu bytes%s", path,
+			   r.body_max, r.body_max < LISTING_MAX ?
+			   " (max_dir_entries, at 1 KiB an entry)" : "");
 	if (!err) {
 		const char *body = r.body ? r.body : "";
 
