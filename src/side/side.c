@@ -903,7 +903,7 @@ static void *accept_main(void *arg)
 {
 	struct objfs_side *s = arg;
 	struct pollfd p[2] = { { s->lfd, POLLIN, 0 }, { s->wakefd, POLLIN, 0 } };
-	int spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	int spare = s->spare; /* opened before this thread: it may start late */
 	double logged = 0;
 
 	while (!s->stopping) {
@@ -933,6 +933,7 @@ static void *accept_main(void *arg)
 	}
 	if (spare >= 0)
 		close(spare);
+	s->spare = -1;
 	return NULL;
 }
 
@@ -1042,6 +1043,7 @@ int objfs_side_new(const struct objfs_side_cfg *cfg, struct objfs_cache *cache,
 		err = -errno;
 		goto out_sock;
 	}
+	s->spare = open("/dev/null", O_RDONLY | O_CLOEXEC); /* -1: no shedding, only a pause */
 	s->nworkers = cfg->fill_threads ? cfg->fill_threads : default_workers();
 	s->workers = calloc(s->nworkers, sizeof(*s->workers));
 	if (!s->workers) {
@@ -1067,6 +1069,8 @@ int objfs_side_new(const struct objfs_side_cfg *cfg, struct objfs_cache *cache,
 out_workers:
 	workers_stop(s);
 out_wake:
+	if (s->spare >= 0)
+		close(s->spare);
 	close(s->wakefd);
 out_sock:
 	close(s->lfd);

@@ -64,6 +64,7 @@ struct objfs_side {
 	char sock[OBJFS_SOCK_LEN];
 	struct objfs_cache *cache;
 	int lfd, wakefd;
+	int spare;                   /* the accept thread's reserve descriptor (EMFILE) */
 	pthread_t acceptor;
 	int acceptor_started;
 	volatile int stopping;
