@@ -92,6 +92,8 @@ struct objfs_side_stats {
 	uint64_t replies_deferred; /* DONEs a full socket made wait for the session thread */
 	uint64_t caps, fills, fill_bytes, fill_errors;
 	uint64_t ring_wait_us; /* dispatch waited for consumers to free a slot */
+	uint64_t fill_runs;    /* cache fills started: coalesced runs of entries (fills
+				* counts requests, fill_errors failed entries) */
 };
 
 /*
