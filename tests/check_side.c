@@ -301,17 +301,43 @@ static int raw_hello(struct raw *r, const uint8_t *token, uint64_t ino)
 	return err;
 }
 
-static void fill_msg(struct objfs_msg_fill *m, const uint8_t *token, uint64_t ino,
-		     uint64_t first, int64_t off, uint64_t len)
+/* A FILL of one entry, laid out as struct objfs_msg_fill with ent[1]. */
+struct fill1 {
+	struct objfs_msg_hdr h;
+	uint64_t req_id, first_piece;
+	uint32_t nent, first, count, pad;
+	struct objfs_fill_ent e;
+};
+_Static_assert(sizeof(struct fill1) == sizeof(struct objfs_msg_fill) +
+	       sizeof(struct objfs_fill_ent), "fill1 layout");
+
+static void fill_msg(struct fill1 *m, uint32_t handle, uint64_t first, int64_t off, uint64_t len)
 {
 	memset(m, 0, sizeof(*m));
 	objfs_msg_init(&m->h, OBJFS_MSG_FILL, sizeof(*m));
-	memcpy(m->token, token, OBJFS_TOKEN_LEN);
-	m->ino = ino;
 	m->req_id = first + 1;
 	m->first_piece = first;
-	m->off = off;
-	m->len = len;
+	m->nent = 1;
+	m->count = 1;
+	m->e = (struct objfs_fill_ent){ handle, 0, off, len };
+}
+
+/* ATTACH of @token as @ino; returns ATTACH_OK's errno, *handle its handle. */
+static int raw_attach(struct raw *r, const uint8_t *token, uint64_t ino, uint32_t *handle)
+{
+	struct objfs_msg_attach m = { 0 };
+	struct objfs_msg_attach_ok ok = { 0 };
+
+	objfs_msg_init(&m.h, OBJFS_MSG_ATTACH, sizeof(m));
+	memcpy(m.token, token, OBJFS_TOKEN_LEN);
+	m.ino = ino;
+	m.cookie = 77;
+	raw_send(r->sock, &m, sizeof(m), -1);
+	ck_assert_int_eq(raw_recv(r->sock, &ok, sizeof(ok), 5000, NULL), OBJFS_MSG_ATTACH_OK);
+	ck_assert_uint_eq(ok.cookie, 77);
+	if (handle)
+		*handle = ok.handle;
+	return ok.err;
 }
 
 static uint32_t seq_of(struct raw *r, uint32_t s)
@@ -449,14 +475,14 @@ END_TEST
 START_TEST(test_ring_sequence)
 {
 	struct raw r;
-	struct objfs_msg_fill f;
+	struct fill1 f;
 	struct objfs_msg_done d;
 	const uint32_t npieces = 10;
 	int err = 0;
 
 	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
 	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
-	fill_msg(&f, cap.token, 42, 0, 5, (uint64_t)SLOT_SIZE * (npieces - 1) + 10);
+	fill_msg(&f, 0, 0, 5, (uint64_t)SLOT_SIZE * (npieces - 1) + 10);
 	raw_send(r.sock, &f, sizeof(f), -1);
 	/* The first k pieces are published as use 1 of each slot... */
 	for (uint32_t s = 0; s < SLOTS; s++)
@@ -477,9 +503,9 @@ START_TEST(test_ring_sequence)
 	ck_assert_int_eq(raw_recv(r.sock, &d, sizeof(d), 5000, &err), OBJFS_MSG_DONE);
 	ck_assert_uint_eq(d.req_id, 1);
 	ck_assert_int_eq(d.err, 0);
-	ck_assert_uint_eq(d.bytes, f.len);
+	ck_assert_uint_eq(d.bytes, f.e.len);
 	/* The next request continues the numbering: piece 10 is slot 2, use 3. */
-	fill_msg(&f, cap.token, 42, npieces, 0, 100);
+	fill_msg(&f, 0, npieces, 0, 100);
 	raw_send(r.sock, &f, sizeof(f), -1);
 	ck_assert_uint_eq(wait_seq(&r, 2, 3), 3);
 	check_bytes(r.data + 2 * SLOT_SIZE, 0, 100);
@@ -489,12 +515,17 @@ START_TEST(test_ring_sequence)
 }
 END_TEST
 
-/* A failed fetch poisons the ring from that piece on; earlier data stays. */
+/*
+ * A failed fetch fails its entry only (version 2): every piece is still
+ * published, the DONE lists the entry, the ring is not poisoned and the
+ * session goes on.
+ */
 START_TEST(test_fill_error)
 {
 	struct raw r;
-	struct objfs_msg_fill f;
-	struct objfs_msg_done d;
+	struct fill1 f;
+	char db[OBJFS_MSG_MAX] __attribute__((aligned(8)));
+	struct objfs_msg_done *d = (struct objfs_msg_done *)db;
 	struct objfs_gpu *h;
 	char buf[4096];
 	ssize_t n;
@@ -503,23 +534,37 @@ START_TEST(test_fill_error)
 	atomic_store(&fail_from, 2 * SLOT_SIZE + 1);
 	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
 	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
-	fill_msg(&f, cap.token, 42, 0, 0, 3 * SLOT_SIZE);
+	fill_msg(&f, 0, 0, 0, 3 * SLOT_SIZE);
 	raw_send(r.sock, &f, sizeof(f), -1);
-	ck_assert_int_eq(raw_recv(r.sock, &d, sizeof(d), 5000, &err), OBJFS_MSG_DONE);
-	ck_assert_int_eq(d.err, EIO);
-	ck_assert_uint_eq(r.ring->err_piece, 2);
-	ck_assert_int_eq(r.ring->err, EIO);
-	for (uint32_t s = 0; s < SLOTS; s++)
-		ck_assert_uint_eq(seq_of(&r, s), OBJFS_SEQ_ERROR);
-	check_bytes(r.data, 0, SLOT_SIZE); /* piece 0 was published intact */
-	check_bytes(r.data + SLOT_SIZE, SLOT_SIZE, SLOT_SIZE);
+	for (uint32_t s = 0; s < 3; s++)
+		ck_assert_uint_eq(wait_seq(&r, s, 1), 1);
+	ck_assert_int_eq(raw_recv(r.sock, d, sizeof(db), 5000, &err), OBJFS_MSG_DONE);
+	ck_assert_int_eq(d->err, 0);
+	ck_assert_uint_eq(d->count, 1);
+	ck_assert_uint_eq(d->more, 0);
+	ck_assert_uint_eq(d->fail[0].idx, 0);
+	ck_assert_int_eq(d->fail[0].err, EIO);
+	ck_assert_uint_eq(d->bytes, 0);
+	ck_assert_uint_eq(r.ring->err_piece, UINT64_MAX);
+	check_bytes(r.data, 0, SLOT_SIZE);
+	/* The session goes on. */
+	for (uint32_t s = 0; s < 3; s++)
+		__atomic_store_n(&r.ring->ctl[s].rel, 1, __ATOMIC_RELEASE);
+	fill_msg(&f, 0, 3, 100, 100);
+	raw_send(r.sock, &f, sizeof(f), -1);
+	ck_assert_int_eq(raw_recv(r.sock, d, sizeof(db), 5000, &err), OBJFS_MSG_DONE);
+	ck_assert_uint_eq(d->count, 0);
+	ck_assert_uint_eq(d->bytes, 100);
+	check_bytes(r.data + 3 * SLOT_SIZE, 100, 100);
 	raw_free(&r);
 
-	/* Through libobjfs: -EIO, and the handle stays dead. */
+	/* Through libobjfs: -EIO for that read, the next one works. */
 	ck_assert_int_eq(objfs_gpu_open_cap(&cap, &h), 0);
 	ck_assert_int_eq(objfs_gpu_read(h, buf, sizeof(buf), 3 * SLOT_SIZE, &n), -EIO);
+	ck_assert_int_eq(objfs_gpu_read(h, buf, sizeof(buf), 0, &n), 0);
+	ck_assert_int_eq(n, sizeof(buf));
+	check_bytes(buf, 0, sizeof(buf));
 	atomic_store(&fail_from, -1);
-	ck_assert_int_eq(objfs_gpu_read(h, buf, sizeof(buf), 0, &n), -EIO);
 	objfs_gpu_close(h);
 	assert_healthy();
 }
@@ -547,7 +592,7 @@ END_TEST
 START_TEST(test_wrong_inode)
 {
 	struct objfs_side_cap other;
-	struct objfs_msg_fill f;
+	struct fill1 f;
 	struct raw r;
 	uint8_t forged[OBJFS_TOKEN_LEN];
 	int err = 0;
@@ -563,13 +608,17 @@ START_TEST(test_wrong_inode)
 	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
 	ck_assert_int_eq(raw_hello(&r, forged, 42), EACCES);
 	raw_free(&r);
-	/* In a session for inode 42, a FILL with inode 43's token. */
+	/* In a session for inode 42: inode 43's token attached as 42 (refused,
+	 * the session goes on), a forged one, then a FILL naming a handle the
+	 * session does not have (it ends). */
 	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
 	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
-	fill_msg(&f, other.token, 43, 0, 0, 100);
+	ck_assert_int_eq(raw_attach(&r, other.token, 42, NULL), EACCES);
+	ck_assert_int_eq(raw_attach(&r, forged, 42, NULL), EACCES);
+	fill_msg(&f, 1, 0, 0, 100);
 	raw_send(r.sock, &f, sizeof(f), -1);
 	ck_assert_int_eq(raw_recv(r.sock, NULL, 0, 5000, &err), OBJFS_MSG_ERR);
-	ck_assert_int_eq(err, EACCES);
+	ck_assert_int_eq(err, EBADF);
 	ck_assert_int_eq(raw_recv(r.sock, NULL, 0, 5000, NULL), 0); /* then EOF */
 	ck_assert_uint_eq(seq_of(&r, 0), 0);                         /* nothing filled */
 	raw_free(&r);
@@ -609,7 +658,7 @@ START_TEST(test_malformed)
 {
 	enum bad_kind k = bad[_i].kind;
 	struct objfs_msg_hello m;
-	struct objfs_msg_fill f;
+	struct fill1 f;
 	struct raw r;
 	int err = 0, t;
 
@@ -618,7 +667,7 @@ START_TEST(test_malformed)
 		 k == GEOMETRY ? objfs_ring_bytes(2, SLOT_SIZE) : 0,
 		 k == UNSEALED ? 0 : k == SHRINK_ONLY ? 2 : 1);
 	hello_msg(&m, &r, cap.token, 42);
-	fill_msg(&f, cap.token, 42, 0, 0, 100);
+	fill_msg(&f, 0, 0, 0, 100);
 	if (k >= FILL_EOF)
 		ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
 	switch (k) {
@@ -645,9 +694,9 @@ START_TEST(test_malformed)
 	case UNSEALED: case SHRINK_ONLY: case RING_SIZE: case GEOMETRY:
 		raw_send(r.sock, &m, sizeof(m), r.memfd);
 		break;
-	case FILL_EOF: f.off = FILE_SIZE - 10; f.len = 11; raw_send(r.sock, &f, sizeof(f), -1); break;
-	case FILL_ZERO: f.len = 0; raw_send(r.sock, &f, sizeof(f), -1); break;
-	case FILL_NEG: f.off = -1; raw_send(r.sock, &f, sizeof(f), -1); break;
+	case FILL_EOF: f.e.off = FILE_SIZE - 10; f.e.len = 11; raw_send(r.sock, &f, sizeof(f), -1); break;
+	case FILL_ZERO: f.e.len = 0; raw_send(r.sock, &f, sizeof(f), -1); break;
+	case FILL_NEG: f.e.off = -1; raw_send(r.sock, &f, sizeof(f), -1); break;
 	case FILL_PIECE: f.first_piece = 5; raw_send(r.sock, &f, sizeof(f), -1); break;
 	case FILL_WITH_FD: raw_send(r.sock, &f, sizeof(f), r.memfd); break;
 	case HELLO_TWICE: raw_send(r.sock, &m, sizeof(m), r.memfd); break;
@@ -665,12 +714,12 @@ END_TEST
 /* A peer that vanishes while the daemon waits on its full ring. */
 START_TEST(test_peer_vanishes)
 {
-	struct objfs_msg_fill f;
+	struct fill1 f;
 	struct raw r;
 
 	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
 	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
-	fill_msg(&f, cap.token, 42, 0, 0, 20 * SLOT_SIZE);
+	fill_msg(&f, 0, 0, 0, 20 * SLOT_SIZE);
 	raw_send(r.sock, &f, sizeof(f), -1);
 	ck_assert_uint_eq(wait_seq(&r, SLOTS - 1, 1), 1); /* the ring is full */
 	wait_sessions(1, 1);
@@ -693,14 +742,14 @@ START_TEST(test_client_killed)
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		struct objfs_msg_fill f;
+		struct fill1 f;
 		struct raw r;
 
 		close(pfd[0]);
 		raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
 		if (raw_hello(&r, cap.token, 42))
 			_exit(1);
-		fill_msg(&f, cap.token, 42, 0, 0, 40 * SLOT_SIZE);
+		fill_msg(&f, 0, 0, 0, 40 * SLOT_SIZE);
 		raw_send(r.sock, &f, sizeof(f), -1);
 		wait_seq(&r, 1, 1);
 		(void)!write(pfd[1], "x", 1);
@@ -907,7 +956,7 @@ END_TEST
 START_TEST(test_unread_dones)
 {
 	struct objfs_side_stats st;
-	struct objfs_msg_fill f;
+	struct fill1 f;
 	struct raw r;
 	unsigned sent = 0, dones = 0, errs = 0;
 	int t;
@@ -919,7 +968,7 @@ START_TEST(test_unread_dones)
 	for (; sent < 3 * OBJFS_SESSION_QUEUE; sent++) {
 		struct pollfd p = { r.sock, POLLOUT, 0 };
 
-		fill_msg(&f, cap.token, 42, sent, (int64_t)(sent % 64) * 4096, 4096);
+		fill_msg(&f, 0, sent, (int64_t)(sent % 64) * 4096, 4096);
 		if (poll(&p, 1, 2000) != 1 || !(p.revents & POLLOUT) ||
 		    send(r.sock, &f, sizeof(f), MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(f))
 			break; /* the session ended, or the daemon stopped reading */
@@ -959,7 +1008,7 @@ END_TEST
 /* A slow reader of DONEs is not punished: every DONE arrives, in order. */
 START_TEST(test_late_reader)
 {
-	struct objfs_msg_fill f;
+	struct fill1 f;
 	struct objfs_msg_done d;
 	struct raw r;
 	const unsigned n = 800;
@@ -969,7 +1018,7 @@ START_TEST(test_late_reader)
 	for (uint32_t i = 0; i < SLOTS; i++)
 		__atomic_store_n(&r.ring->ctl[i].rel, OBJFS_RING_GEN_MAX - 1, __ATOMIC_RELEASE);
 	for (unsigned i = 0; i < n; i++) {
-		fill_msg(&f, cap.token, 42, i, (int64_t)(i % 64) * 4096, 4096);
+		fill_msg(&f, 0, i, (int64_t)(i % 64) * 4096, 4096);
 		raw_send(r.sock, &f, sizeof(f), -1);
 	}
 	usleep(500000); /* the socket fills; the rest wait in the queue */
@@ -1189,12 +1238,17 @@ static const struct {
 } msg_cases[] = {
 	{ "hello", OBJFS_MSG_HELLO, sizeof(struct objfs_msg_hello), 0, 0 },
 	{ "hello_ok", OBJFS_MSG_HELLO_OK, sizeof(struct objfs_msg_hello_ok), 0, 0 },
-	{ "fill", OBJFS_MSG_FILL, sizeof(struct objfs_msg_fill), 0, 0 },
-	{ "done", OBJFS_MSG_DONE, sizeof(struct objfs_msg_done), 0, 0 },
+	{ "fill without entries", OBJFS_MSG_FILL, sizeof(struct objfs_msg_fill), 0, -EPROTO },
+	{ "done without failures", OBJFS_MSG_DONE, sizeof(struct objfs_msg_done), 0, 0 },
+	{ "attach", OBJFS_MSG_ATTACH, sizeof(struct objfs_msg_attach), 0, 0 },
+	{ "attach_ok", OBJFS_MSG_ATTACH_OK, sizeof(struct objfs_msg_attach_ok), 0, 0 },
+	{ "detach", OBJFS_MSG_DETACH, sizeof(struct objfs_msg_detach), 0, 0 },
+	{ "done shorter than its header", OBJFS_MSG_DONE, sizeof(struct objfs_msg_done) - 8, 0,
+	  -EPROTO },
 	{ "err", OBJFS_MSG_ERR, sizeof(struct objfs_msg_err), 0, 0 },
 	{ "short", OBJFS_MSG_FILL, sizeof(struct objfs_msg_hdr) - 1, 0, -EPROTO },
 	{ "size of another type", OBJFS_MSG_DONE, sizeof(struct objfs_msg_err), 0, -EPROTO },
-	{ "unknown type", 9, sizeof(struct objfs_msg_err), 0, -EPROTO },
+	{ "unknown type", 99, sizeof(struct objfs_msg_err), 0, -EPROTO },
 	{ "magic", OBJFS_MSG_ERR, sizeof(struct objfs_msg_err), 1, -EPROTO },
 	{ "version", OBJFS_MSG_ERR, sizeof(struct objfs_msg_err), 2, -EPROTONOSUPPORT },
 	{ "reserved", OBJFS_MSG_ERR, sizeof(struct objfs_msg_err), 3, -EPROTO },

@@ -268,8 +268,10 @@ static int raw_hello(const struct objfs_side_cap *cap, const uint8_t *token, uin
 static int do_wrongino(const char *a, const char *b)
 {
 	struct objfs_side_cap ca, cb;
-	struct objfs_msg_fill f = { 0 };
-	char buf[OBJFS_MSG_MAX];
+	struct objfs_msg_attach at = { 0 };
+	char fb[OBJFS_MSG_MAX] __attribute__((aligned(8))) = { 0 };
+	struct objfs_msg_fill *f = (struct objfs_msg_fill *)fb;
+	char buf[OBJFS_MSG_MAX] __attribute__((aligned(8)));
 	int sock, rc;
 
 	if (cap_of(a, &ca) || cap_of(b, &cb)) {
@@ -282,17 +284,29 @@ static int do_wrongino(const char *a, const char *b)
 	close(sock);
 	rc = raw_hello(&ca, ca.token, ca.ino, &sock);
 	check(rc == 0, "HELLO for A with A's token: accepted");
-	objfs_msg_init(&f.h, OBJFS_MSG_FILL, sizeof(f));
-	memcpy(f.token, cb.token, OBJFS_TOKEN_LEN);
-	f.ino = cb.ino;
-	f.req_id = 1;
-	f.len = 10;
-	rc = (int)send(sock, &f, sizeof(f), 0);
+	/* B's token named as inode A: refused, the session goes on. */
+	objfs_msg_init(&at.h, OBJFS_MSG_ATTACH, sizeof(at));
+	memcpy(at.token, cb.token, OBJFS_TOKEN_LEN);
+	at.ino = ca.ino;
+	at.cookie = 9;
+	rc = (int)send(sock, &at, sizeof(at), 0);
+	rc = (int)recv(sock, buf, sizeof(buf), 0);
+	check(rc == sizeof(struct objfs_msg_attach_ok) &&
+	      ((struct objfs_msg_hdr *)buf)->type == OBJFS_MSG_ATTACH_OK &&
+	      ((struct objfs_msg_attach_ok *)buf)->err == EACCES,
+	      "ATTACH of B's token as inode A: ATTACH_OK with EACCES");
+	/* A FILL naming a handle the session does not have ends it. */
+	objfs_msg_init(&f->h, OBJFS_MSG_FILL, (uint32_t)objfs_msg_size(OBJFS_MSG_FILL, 1));
+	f->req_id = 1;
+	f->nent = 1;
+	f->count = 1;
+	f->ent[0] = (struct objfs_fill_ent){ 7, 0, 0, 10 };
+	rc = (int)send(sock, f, f->h.len, 0);
 	rc = (int)recv(sock, buf, sizeof(buf), 0);
 	check(rc == sizeof(struct objfs_msg_err) &&
 	      ((struct objfs_msg_hdr *)buf)->type == OBJFS_MSG_ERR &&
-	      ((struct objfs_msg_err *)buf)->err == EACCES,
-	      "FILL of B in A's session: ERR EACCES");
+	      ((struct objfs_msg_err *)buf)->err == EBADF,
+	      "FILL naming an unknown handle: ERR EBADF");
 	close(sock);
 	return failures ? 1 : 0;
 }
@@ -365,16 +379,17 @@ static void release_all(const struct raw *r, uint32_t slots)
 static void fill(int sock, const struct objfs_side_cap *cap, uint64_t first, int64_t off,
 		 uint64_t len, int flags, ssize_t *sent)
 {
-	struct objfs_msg_fill f = { 0 };
+	char b[OBJFS_MSG_MAX] __attribute__((aligned(8))) = { 0 };
+	struct objfs_msg_fill *f = (struct objfs_msg_fill *)b;
 
-	objfs_msg_init(&f.h, OBJFS_MSG_FILL, sizeof(f));
-	memcpy(f.token, cap->token, OBJFS_TOKEN_LEN);
-	f.ino = cap->ino;
-	f.req_id = first + 1;
-	f.first_piece = first;
-	f.off = off;
-	f.len = len;
-	*sent = send(sock, &f, sizeof(f), MSG_NOSIGNAL | flags);
+	(void)cap; /* handle 0: the HELLO's capability */
+	objfs_msg_init(&f->h, OBJFS_MSG_FILL, (uint32_t)objfs_msg_size(OBJFS_MSG_FILL, 1));
+	f->req_id = first + 1;
+	f->first_piece = first;
+	f->nent = 1;
+	f->count = 1;
+	f->ent[0] = (struct objfs_fill_ent){ 0, 0, off, len };
+	*sent = send(sock, f, f->h.len, MSG_NOSIGNAL | flags);
 }
 
 /* One-piece FILLs as fast as the daemon takes them; DONEs never read. */
