@@ -84,12 +84,15 @@ struct CUstream_st;
 /*
  * Opens a GPU side handle for @fd, a file opened (read-only) on an objfs
  * mount: the first of a mount in this process makes the mount's session,
- * later ones attach to it. @fd stays the caller's: it may be closed right
- * after this call. On success *h is a new handle, owned by the caller until
+ * later ones attach to it without waiting for the daemon's answer (the
+ * first read naming the handle waits for it; a refusal -- -ENOSPC: this
+ * user's handles reached the daemon's bound, -EACCES -- is then every
+ * entry's result). @fd stays the caller's: it may be closed right after
+ * this call. On success *h is a new handle, owned by the caller until
  * objfs_gpu_close(). Returns 0, -ENOTTY (@fd is not a file on an objfs
  * mount), -EOPNOTSUPP (the daemon runs with side=off), -EACCES, -ENOSPC
- * (this user's handles and capabilities reached the daemon's bound),
- * -ENOMEM or another -errno.
+ * (capabilities: the ioctl), -ENOMEM, -EIO (the mount's session is dead
+ * and a new one could not be made) or another -errno.
  */
 OBJFS_API int objfs_gpu_open(int fd, struct objfs_gpu **h);
 

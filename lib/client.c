@@ -11,7 +11,11 @@
  * the session (socket, a sealed memfd ring mapped here and in the daemon,
  * registered with cudaHostRegister by client_cuda.c when a GPU is usable,
  * a watchdog thread) with HELLO; later opens ATTACH their capability to
- * it and get a handle id: one round trip, no memory to pin. Handles hold a
+ * it: no memory to pin, and no round trip either: objfs_gpu_open returns
+ * once the ATTACH is sent, the watchdog records the answer (handle id or
+ * refusal; the daemon answers in order), and the first read naming the
+ * handle waits for it. Measured on the H100 with a wait for each answer:
+ * 60 us per open (ioctl included), over the issue's 50. Handles hold a
  * reference; the last close ends the session. Before version 2 every open
  * made its own 128 MiB ring (1,000 shards pinned 128 GB).
  *
@@ -172,15 +176,23 @@ static void *watchdog_main(void *arg)
 				break;
 		} else if (m->type == OBJFS_MSG_ATTACH_OK) {
 			const struct objfs_msg_attach_ok *a = (const void *)buf;
+			struct objfs_gpu *h;
 
 			pthread_mutex_lock(&s->lock);
-			if (a->cookie == s->attach_cookie) {
-				s->attach_got = 1;
-				s->attach_err = a->err ? peer_errno(a->err) : 0;
-				s->attach_handle = a->handle;
+			h = STAILQ_FIRST(&s->attaching);
+			if (h) {
+				STAILQ_REMOVE_HEAD(&s->attaching, anext);
+				s->nattaching--;
+				h->handle = a->handle;
+				h->attach_err = a->err ? peer_errno(a->err) : 0;
+				h->attached = 1;
 				pthread_cond_broadcast(&s->cond);
 			}
 			pthread_mutex_unlock(&s->lock);
+			if (!h) {
+				err = EPROTO;
+				break;
+			}
 		} else if (m->type == OBJFS_MSG_ERR) {
 			const struct objfs_msg_err *e = (const void *)buf;
 
@@ -515,6 +527,12 @@ static int batch_prep(struct objfs_gpu_iov *iov, int n, struct batch **out, int 
 			return -EXDEV;
 	}
 	s = iov[0].h->s;
+	/* Handles whose ATTACH is not answered yet: their answers come in order. */
+	pthread_mutex_lock(&s->lock);
+	for (int i = 0; i < n; i++)
+		while (!iov[i].h->attached && !s->dead)
+			pthread_cond_wait(&s->cond, &s->lock);
+	pthread_mutex_unlock(&s->lock);
 	b = calloc(1, sizeof(*b) + (size_t)n * sizeof(b->e[0]));
 	if (!b)
 		return -ENOMEM;
@@ -527,6 +545,10 @@ static int batch_prep(struct objfs_gpu_iov *iov, int n, struct batch **out, int 
 
 		if (v->off < 0 || v->len > (size_t)SSIZE_MAX) {
 			v->nread = -EINVAL;
+			continue;
+		}
+		if (!v->h->attached || v->h->attach_err) { /* refused, or the session died */
+			v->nread = v->h->attached ? -v->h->attach_err : -EIO;
 			continue;
 		}
 		if (v->off >= v->h->size || !v->len) {
@@ -746,8 +768,8 @@ static int sess_new(const struct objfs_side_cap *cap, struct objfs_sess **out)
 	s->ring_bytes = objfs_ring_bytes(s->slots, s->slot_size);
 	s->wakefd = -1;
 	STAILQ_INIT(&s->waiting);
+	STAILQ_INIT(&s->attaching);
 	pthread_mutex_init(&s->lock, NULL);
-	pthread_mutex_init(&s->attach_lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 
 	memfd = memfd_create("objfs-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -806,7 +828,6 @@ out_memfd:
 		close(memfd);
 out_s:
 	pthread_cond_destroy(&s->cond);
-	pthread_mutex_destroy(&s->attach_lock);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 	return err;
@@ -829,36 +850,36 @@ static void sess_free(struct objfs_sess *s)
 	objfs_cuda_detach(s);
 	munmap(s->ring, s->ring_bytes);
 	pthread_cond_destroy(&s->cond);
-	pthread_mutex_destroy(&s->attach_lock);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
 }
 
 /*
- * ATTACH: adds @cap to @s as a new handle (side_proto.h, 5); *@handle gets
- * its id. One in flight per session (the answer is matched by cookie).
- * 0 or -errno (-EACCES, -ENOSPC: the session goes on; -EIO: it is dead).
+ * ATTACH: asks the daemon to add @cap to @s as handle @h (side_proto.h, 5)
+ * and returns once it is sent; the watchdog records the answer in @h.
+ * 0, or -EIO (the session is dead).
  */
-static int sess_attach(struct objfs_sess *s, const struct objfs_side_cap *cap, uint32_t *handle)
+static int sess_attach(struct objfs_sess *s, const struct objfs_side_cap *cap,
+		       struct objfs_gpu *h)
 {
 	struct objfs_msg_attach m = { 0 };
 	int err;
 
-	pthread_mutex_lock(&s->attach_lock);
-	pthread_mutex_lock(&s->lock);
 	objfs_msg_init(&m.h, OBJFS_MSG_ATTACH, sizeof(m));
 	memcpy(m.token, cap->token, sizeof(m.token));
 	m.ino = cap->ino;
-	m.cookie = ++s->attach_cookie;
-	s->attach_got = 0;
-	err = s->dead ? -EIO : send_locked(s, &m, sizeof(m));
-	while (!err && !s->attach_got && !s->dead)
+	pthread_mutex_lock(&s->lock);
+	while (!s->dead && s->nattaching >= OBJFS_ATTACH_PIPELINE)
 		pthread_cond_wait(&s->cond, &s->lock);
-	if (!err)
-		err = s->attach_got ? -s->attach_err : -EIO;
-	*handle = s->attach_handle;
+	m.cookie = ++s->next_req; /* informative: answers are matched by order */
+	err = s->dead ? -EIO : send_locked(s, &m, sizeof(m));
+	if (!err) {
+		h->s = s;
+		h->attached = 0;
+		STAILQ_INSERT_TAIL(&s->attaching, h, anext);
+		s->nattaching++;
+	}
 	pthread_mutex_unlock(&s->lock);
-	pthread_mutex_unlock(&s->attach_lock);
 	return err;
 }
 
@@ -940,6 +961,7 @@ int objfs_gpu_open_cap(const struct objfs_side_cap *cap, struct objfs_gpu **out)
 			s->next = reg_list;
 			reg_list = s;
 			h->handle = 0;
+			h->attached = 1;
 		}
 		pthread_mutex_unlock(&reg_lock);
 		if (err) {
@@ -948,7 +970,7 @@ int objfs_gpu_open_cap(const struct objfs_side_cap *cap, struct objfs_gpu **out)
 		}
 	} else {
 		pthread_mutex_unlock(&reg_lock);
-		err = sess_attach(s, cap, &h->handle);
+		err = sess_attach(s, cap, h);
 		if (err) {
 			sess_put(s);
 			free(h);
@@ -984,8 +1006,18 @@ void objfs_gpu_close(struct objfs_gpu *h)
 	pthread_mutex_lock(&reg_lock);
 	last = s->refs == 1;
 	pthread_mutex_unlock(&reg_lock);
-	if (!last)
-		sess_detach(s, h->handle); /* the last close ends the whole session instead */
+	if (!last) { /* the last close ends the whole session instead */
+		pthread_mutex_lock(&s->lock);
+		while (!h->attached && !s->dead)
+			pthread_cond_wait(&s->cond, &s->lock);
+		if (!h->attached) { /* dead: the watchdog is gone */
+			STAILQ_REMOVE(&s->attaching, h, objfs_gpu, anext);
+			s->nattaching--;
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (h->attached && !h->attach_err)
+			sess_detach(s, h->handle);
+	}
 	sess_put(s);
 	free(h);
 }

@@ -100,7 +100,6 @@ struct objfs_sess {
 	pthread_t watchdog;
 	struct cuda_state *cuda;     /* NULL: the ring is not registered with CUDA;
 				      * set at open, freed at the end, else constant */
-	pthread_mutex_t attach_lock; /* one ATTACH in flight at a time */
 	pthread_mutex_t lock;        /* guards everything below; every send too */
 	pthread_cond_t cond;         /* a DONE or ATTACH_OK came, pending dropped, or dead */
 	uint64_t next_piece, next_req;
@@ -109,17 +108,24 @@ struct objfs_sess {
 	unsigned pending;            /* stream callbacks not yet run */
 	int dead;                    /* positive errno once the session is over */
 	STAILQ_HEAD(, batch) waiting; /* requests awaiting DONEs, in order */
-	uint64_t attach_cookie;      /* the ATTACH in flight */
-	int attach_got, attach_err;
-	uint32_t attach_handle;
+	STAILQ_HEAD(, objfs_gpu) attaching; /* handles whose ATTACH_OK is awaited, in order */
+	unsigned nattaching;         /* their number, at most OBJFS_ATTACH_PIPELINE */
 	struct reg regs[MAX_REGS];   /* registered buffers, of every handle */
 	unsigned nregs;
 };
 
-/* A handle: a capability attached to a session. No pinned memory of its own. */
+/*
+ * A handle: a capability attached to a session. No pinned memory of its
+ * own. Its ATTACH is pipelined: objfs_gpu_open returns once it is sent,
+ * the watchdog records the answer (the daemon answers ATTACHes in order),
+ * and a read naming the handle first waits for it.
+ */
 struct objfs_gpu {
 	struct objfs_sess *s;        /* one reference */
-	uint32_t handle;
+	uint32_t handle;             /* s->lock until attached, then constant */
+	int attached;                /* s->lock: the answer came (always, for handle 0) */
+	int attach_err;              /* s->lock: positive errno: refused (EACCES, ENOSPC) */
+	STAILQ_ENTRY(objfs_gpu) anext; /* s->attaching */
 	uint64_t ino;
 	int64_t size;                /* pinned at grant time */
 };

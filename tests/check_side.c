@@ -1621,15 +1621,20 @@ START_TEST(test_attach_bound)
 	ck_assert_int_eq(grant(side, getuid(), 42, &c[4]), -ENOSPC);
 	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(objfs_gpu_open_cap(&c[i], &h[i]), 0);
-	/* A fifth attach of an already attached capability: past the share. */
-	ck_assert_int_eq(objfs_gpu_open_cap(&c[0], &h[4]), -ENOSPC);
+	/* A fifth attach of an already attached capability: past the share. The
+	 * open is pipelined (returns once sent); its reads give the refusal. */
+	ck_assert_int_eq(objfs_gpu_open_cap(&c[0], &h[4]), 0);
+	ck_assert_int_eq(objfs_gpu_read(h[4], b, sizeof(b), 5, &n), -ENOSPC);
+	objfs_gpu_close(h[4]);
 	ck_assert_int_eq(objfs_gpu_read(h[3], b, sizeof(b), 5, &n), 0);
 	check_bytes(b, 5, sizeof(b));
 	/* Detached handles make room (once no request names them). */
 	objfs_gpu_close(h[3]);
 	for (double t0 = now(); now() - t0 < 5;) {
-		if (objfs_gpu_open_cap(&c[3], &h[3]) == 0)
+		ck_assert_int_eq(objfs_gpu_open_cap(&c[3], &h[3]), 0);
+		if (objfs_gpu_read(h[3], b, sizeof(b), 5, &n) == 0)
 			break;
+		objfs_gpu_close(h[3]);
 		h[3] = NULL;
 		usleep(10000);
 	}
@@ -1637,6 +1642,38 @@ START_TEST(test_attach_bound)
 	for (int i = 0; i < 4; i++)
 		objfs_gpu_close(h[i]);
 	wait_sessions(0, 5);
+}
+END_TEST
+
+/* ATTACHes whose answers are never read: the session ends, nothing blocks. */
+START_TEST(test_attach_unread)
+{
+	struct objfs_msg_attach m = { 0 };
+	struct raw r;
+	double t0 = now();
+	int sent = 0, err = 0;
+
+	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
+	objfs_msg_init(&m.h, OBJFS_MSG_ATTACH, sizeof(m));
+	m.ino = 42; /* a zero token: refused, answered each time */
+	while (now() - t0 < 10) {
+		ssize_t k = send(r.sock, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (k < 0 && errno == EAGAIN) {
+			usleep(1000);
+			continue;
+		}
+		if (k < 0)
+			break; /* the daemon ended the session */
+		sent++;
+	}
+	ck_assert_int_gt(sent, OBJFS_ATTACH_PIPELINE);
+	ck_assert_msg(now() - t0 < 10, "the session did not end (%d ATTACHes sent)", sent);
+	(void)err;
+	raw_free(&r);
+	wait_sessions(0, 5);
+	assert_healthy();
 }
 END_TEST
 
@@ -1783,6 +1820,7 @@ static Suite *side_suite(void)
 	tcase_add_test(tc, test_batch_limits);
 	tcase_add_loop_test(tc, test_batch_hostile, 0, sizeof(bad_batch) / sizeof(bad_batch[0]));
 	tcase_add_test(tc, test_attach_bound);
+	tcase_add_test(tc, test_attach_unread);
 	tcase_add_test(tc, test_shared_session);
 	tcase_add_test(tc, test_many_handles);
 	tcase_add_test(tc, test_batch_daemon_dies);

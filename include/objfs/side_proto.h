@@ -58,6 +58,9 @@
  *    drops one (the daemon keeps its record until no queued request names
  *    it). A handle costs the daemon a table entry and a capability
  *    reference, the client no pinned memory: one ring serves every handle.
+ *    ATTACHes may be pipelined (answers come in order), at most
+ *    OBJFS_ATTACH_PIPELINE unanswered; a FILL may name a handle only once
+ *    its ATTACH_OK came.
  *    The daemon bounds handles per session by the uid's capability share.
  *
  * 6. Batches. A FILL names up to OBJFS_FILL_MAX_ENTS entries (handle, off,
@@ -137,6 +140,8 @@
 #define OBJFS_FILL_ENTS_PER_MSG  160
 #define OBJFS_DONE_FAILS_PER_MSG 480
 #define OBJFS_MSG_MAX            4096
+/* Most ATTACHes a client keeps unanswered (the daemon queues no more answers). */
+#define OBJFS_ATTACH_PIPELINE    1024
 
 /* Answer of OBJFS_IOC_GPU_CAP. Fixed layout (no pointers, no longs). */
 struct objfs_side_cap {

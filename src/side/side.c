@@ -164,6 +164,8 @@ struct session {
 	uint32_t nhnd, hcount;       /* table size, handles held (detached ones included) */
 	uint32_t hmax;               /* the uid's capability share */
 	uint32_t ndet;               /* detached handles not yet freed */
+	struct objfs_msg_attach_ok aq[OBJFS_ATTACH_PIPELINE]; /* session thread: answers */
+	unsigned aq_head, aq_len;    /* waiting for room in the socket */
 	struct objfs_ring_hdr *ring; /* shared with the client: untrusted */
 	size_t ring_bytes;
 	uint32_t slots, slot_size;   /* from the validated HELLO */
@@ -479,8 +481,39 @@ answer:
 	ok.cookie = m->cookie;
 	ok.err = err;
 	ok.handle = err ? 0 : h;
-	/* The client waits for this answer before it sends anything else. */
-	return send_msg(ss->fd, &ok, sizeof(ok));
+	/*
+	 * Clients pipeline ATTACHes (10,000 opens in a row), so the answers can
+	 * fill the socket. As for DONEs, nothing waits: answers a full socket
+	 * refuses wait in ss->aq (in order) for pump's POLLOUT. A client keeps
+	 * at most OBJFS_ATTACH_PIPELINE unanswered; one that does not read past
+	 * the queue's room has its session ended.
+	 */
+	if (!ss->aq_len) {
+		int r = send_msg(ss->fd, &ok, sizeof(ok));
+
+		if (r != -EAGAIN)
+			return r;
+	}
+	if (ss->aq_len == OBJFS_ATTACH_PIPELINE)
+		return -EAGAIN;
+	ss->aq[(ss->aq_head + ss->aq_len++) % OBJFS_ATTACH_PIPELINE] = ok;
+	return 0;
+}
+
+/* Sends the ATTACH_OKs a full socket held back, in order. Session thread. */
+static int aq_flush(struct session *ss)
+{
+	while (ss->aq_len) {
+		int r = send_msg(ss->fd, &ss->aq[ss->aq_head], sizeof(ss->aq[0]));
+
+		if (r == -EAGAIN)
+			return 0;
+		if (r)
+			return r;
+		ss->aq_head = (ss->aq_head + 1) % OBJFS_ATTACH_PIPELINE;
+		ss->aq_len--;
+	}
+	return 0;
 }
 
 /*
@@ -694,7 +727,7 @@ static int pump(struct session *ss, int timeout_ms)
 	if (ss->side->stopping)
 		return -ESHUTDOWN;
 	pthread_mutex_lock(&ss->lock);
-	if (ss->qowed)
+	if (ss->qowed || ss->aq_len)
 		p.events |= POLLOUT;
 	if (ss->qlen && timeout_ms > BUSY_POLL_MS)
 		timeout_ms = BUSY_POLL_MS; /* a worker may meet a full socket meanwhile */
@@ -708,6 +741,8 @@ static int pump(struct session *ss, int timeout_ms)
 		pthread_mutex_lock(&ss->lock);
 		r = flush_locked(ss);
 		pthread_mutex_unlock(&ss->lock);
+		if (!r)
+			r = aq_flush(ss);
 		if (r)
 			return r;
 	}

@@ -73,10 +73,12 @@ else
 	fail "expected a clean unmount, got how='$UNMOUNT_HOW' status='$UNMOUNT_STATUS'"
 fi
 
-# Daemon killed with a batch in flight: throttled mount, so it surely is.
+# Daemon killed with a batch in flight: 50 entries of 8 MiB from the 40 MiB
+# files through the throttled location (2 MB/s a response after its first
+# 2 MB, 2 connections), so it surely is.
 mount_objfs "$URL/slow/" "$MNT_SLOW" "max_connections=2" || exit 99
 DAEMON=$OBJFS_PID
-"$GB" kill "$MNT_SLOW/shards" 50 2000 65536 >"$TEST_TMP/kill.out" 2>&1 &
+"$GB" kill "$MNT_SLOW/shards" 3 50 8388608 >"$TEST_TMP/kill.out" 2>&1 &
 KPID=$!
 for ((i = 0; i < 300; i++)); do
 	grep -q enqueued "$TEST_TMP/kill.out" && break
@@ -90,7 +92,7 @@ line=$(grep '^stream' "$TEST_TMP/kill.out")
 echo "    | $line"
 done_at=${line##* at }
 case $line in
-"stream completed eio=2000 ok=0 other=0 of 2000 at "*)
+"stream completed eio=50 ok=0 other=0 of 50 at "*)
 	if awk -v a="$killed_at" -v b="$done_at" 'BEGIN { exit !(b - a < 5) }'; then
 		pass "daemon killed mid-batch: every entry -EIO, the stream completed $(awk -v a="$killed_at" -v b="$done_at" 'BEGIN { printf "%.3f", b - a }') s after the kill"
 	else
