@@ -44,28 +44,11 @@
 #include <unistd.h>
 
 #include "objfs.h"
-
-#define CK(x)                                                                      \
-	do {                                                                       \
-		cudaError_t e_ = (x);                                              \
-		if (e_ != cudaSuccess) {                                           \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, \
-				cudaGetErrorString(e_));                           \
-			exit(1);                                                   \
-		}                                                                  \
-	} while (0)
+#include "gpu_test.cuh"
 
 #define GUARD 0xa5
 
 static int failures;
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static uint64_t xs;
 
@@ -75,11 +58,6 @@ static uint64_t xrand(void)
 	xs ^= xs >> 7;
 	xs ^= xs << 17;
 	return xs;
-}
-
-__host__ __device__ static inline uint64_t weight(uint64_t pos)
-{
-	return ((pos * 0x9E3779B97F4A7C15ull) >> 40) | 1;
 }
 
 /* An entry as the checksum kernel sees it. */
@@ -101,32 +79,6 @@ __global__ void k_sums(const unsigned char *buf, const struct dent *e, unsigned 
 		s += __shfl_down_sync(0xffffffffu, s, o);
 	if ((threadIdx.x & 31) == 0)
 		atomicAdd(&out[blockIdx.x], s);
-}
-
-__global__ void k_count_not(const unsigned char *b, size_t n, unsigned char v,
-			    unsigned long long *out)
-{
-	unsigned long long c = 0;
-
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x)
-		c += b[i] != v;
-	for (int o = 16; o; o >>= 1)
-		c += __shfl_down_sync(0xffffffffu, c, o);
-	if ((threadIdx.x & 31) == 0)
-		atomicAdd(out, c);
-}
-
-/* Spins ~@ns, then fills the buffer with @v: the writer the batch must follow. */
-__global__ void k_late_fill(unsigned char *b, size_t n, unsigned char v, long long ns)
-{
-	long long t0 = clock64();
-
-	while (clock64() - t0 < ns * 2)
-		;
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x)
-		b[i] = v;
 }
 
 struct files {

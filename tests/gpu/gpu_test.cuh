@@ -1,0 +1,66 @@
+/*
+ * gpu_test.cuh: what the GPU test programs (gpu_fill.cu, gpu_batch.cu)
+ * share: the CUDA error check, a monotonic clock, the position weight of
+ * their checksums, and the guard-counting and late-writer kernels. Each
+ * program includes it once (static and __global__ definitions).
+ */
+#ifndef OBJFS_GPU_TEST_CUH
+#define OBJFS_GPU_TEST_CUH
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define CK(x)                                                                      \
+	do {                                                                       \
+		cudaError_t e_ = (x);                                              \
+		if (e_ != cudaSuccess) {                                           \
+			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, \
+				cudaGetErrorString(e_));                           \
+			exit(1);                                                   \
+		}                                                                  \
+	} while (0)
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+__host__ __device__ static inline uint64_t weight(uint64_t pos)
+{
+	return ((pos * 0x9E3779B97F4A7C15ull) >> 40) | 1;
+}
+
+__global__ void k_count_not(const unsigned char *b, size_t n, unsigned char v,
+			    unsigned long long *out)
+{
+	unsigned long long c = 0;
+
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		c += b[i] != v;
+	for (int o = 16; o; o >>= 1)
+		c += __shfl_down_sync(0xffffffffu, c, o);
+	if ((threadIdx.x & 31) == 0)
+		atomicAdd(out, c);
+}
+
+/* Spins ~@ns on the GPU, then writes @v over the buffer: the "writer" kernel. */
+__global__ void k_late_fill(unsigned char *b, size_t n, unsigned char v, long long ns)
+{
+	long long t0 = clock64();
+
+	if (ns)
+		while (clock64() - t0 < ns * 2) /* clock64 ticks ~2 per ns at ~2 GHz */
+			;
+	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+	     i += (size_t)gridDim.x * blockDim.x)
+		b[i] = v;
+}
+
+#endif
