@@ -144,27 +144,6 @@ static void files_close(struct files *f, int reps)
 	free(f->size);
 }
 
-static uint64_t cpu_sum(int fd, int64_t off, size_t n, uint64_t base)
-{
-	static unsigned char buf[1 << 22];
-	uint64_t s = 0;
-	size_t done = 0;
-
-	while (done < n) {
-		size_t want = n - done < sizeof(buf) ? n - done : sizeof(buf);
-		ssize_t r = pread(fd, buf, want, off + (int64_t)done);
-
-		if (r <= 0) {
-			perror("pread source");
-			exit(2);
-		}
-		for (ssize_t i = 0; i < r; i++)
-			s += (uint64_t)buf[i] * weight(base + done + (size_t)i);
-		done += (size_t)r;
-	}
-	return s;
-}
-
 static int ok_line(int ok, const char *what)
 {
 	printf("%s: %s\n", ok ? "ok" : "NOT OK", what);

@@ -75,27 +75,6 @@ __global__ void k_sum(const unsigned char *b, size_t n, uint64_t base, unsigned 
 		atomicAdd(out, s);
 }
 
-static uint64_t cpu_sum(int fd, int64_t off, size_t n)
-{
-	static unsigned char buf[1 << 22];
-	uint64_t s = 0;
-	size_t done = 0;
-
-	while (done < n) {
-		size_t want = n - done < sizeof(buf) ? n - done : sizeof(buf);
-		ssize_t r = pread(fd, buf, want, off + (int64_t)done);
-
-		if (r <= 0) {
-			perror("pread source");
-			exit(2);
-		}
-		for (ssize_t i = 0; i < r; i++)
-			s += (uint64_t)buf[i] * weight((uint64_t)off + done + (size_t)i);
-		done += (size_t)r;
-	}
-	return s;
-}
-
 static uint64_t gpu_sum(const unsigned char *d, size_t n, uint64_t base, cudaStream_t st,
 			unsigned long long *acc)
 {
@@ -196,7 +175,7 @@ static int do_sizes(const char *mnt, const char *src, size_t max)
 		      (long long)want);
 		if (err || n != (ssize_t)want)
 			continue;
-		check(gpu_sum(d + doff, want, (uint64_t)off, st, acc) == cpu_sum(sfd, off, want),
+		check(gpu_sum(d + doff, want, (uint64_t)off, st, acc) == cpu_sum(sfd, off, want, (uint64_t)(off)),
 		      "%s: GPU checksum equals the source's%lld%lld", what, 0, 0);
 		check(gpu_count_not(d, doff, 0xA5, acc) == 0 &&
 		      gpu_count_not(d + doff + want, max + 2 * guard + 64 - doff - want, 0xA5, acc) == 0,
@@ -208,7 +187,7 @@ static int do_sizes(const char *mnt, const char *src, size_t max)
 		int err = objfs_gpu_read(h, d + 1, 4096, size - 100, &n);
 
 		check(!err && n == 100, "%s: %lld bytes, want %lld", "read across EOF", n, 100);
-		check(gpu_sum(d + 1, 100, (uint64_t)size - 100, st, acc) == cpu_sum(sfd, size - 100, 100),
+		check(gpu_sum(d + 1, 100, (uint64_t)size - 100, st, acc) == cpu_sum(sfd, size - 100, 100, (uint64_t)(size - 100)),
 		      "%s: checksum%lld%lld", "read across EOF", 0, 0);
 	}
 	/* Pageable host memory, ordered on a stream (host function path). */
@@ -265,7 +244,7 @@ static int do_order(const char *mnt, const char *src)
 		k_sum<<<1024, 256, 0, st>>>(d, len, (uint64_t)off, acc);
 		CK(cudaMemcpyAsync(&got, acc, sizeof(got), cudaMemcpyDeviceToHost, st));
 		CK(cudaStreamSynchronize(st));
-		check(n == (ssize_t)len && got == cpu_sum(sfd, off, len),
+		check(n == (ssize_t)len && got == cpu_sum(sfd, off, len, (uint64_t)(off)),
 		      "%s: writer kernel, fill, reader kernel on one stream: count %lld (want %lld), "
 		      "checksum equal to the source", "stream order", n, (long long)len);
 	}
@@ -293,7 +272,7 @@ static int do_pool(const char *mnt, const char *src)
 		CK(cudaMallocAsync(&d, len + 5, st));
 		err = objfs_gpu_read_async(h, d + 5, len, off, &n, st);
 		check(!err, "%s %lld: enqueue into cudaMallocAsync memory: %lld", "pool", i, err);
-		int sum_ok = gpu_sum(d + 5, len, (uint64_t)off, st, acc) == cpu_sum(sfd, off, len);
+		int sum_ok = gpu_sum(d + 5, len, (uint64_t)off, st, acc) == cpu_sum(sfd, off, len, (uint64_t)(off));
 
 		check(sum_ok && n == (ssize_t)len, "%s %lld: count %lld and checksum right", "pool", i, n);
 		CK(cudaFreeAsync(d, st));

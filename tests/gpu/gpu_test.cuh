@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
 
 #define CK(x)                                                                      \
 	do {                                                                       \
@@ -61,6 +62,28 @@ __global__ void k_late_fill(unsigned char *b, size_t n, unsigned char v, long lo
 	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
 	     i += (size_t)gridDim.x * blockDim.x)
 		b[i] = v;
+}
+
+/* The checksum of @n bytes at @off of @fd on the CPU, weights from @base on. */
+static uint64_t cpu_sum(int fd, int64_t off, size_t n, uint64_t base)
+{
+	static unsigned char buf[1 << 22];
+	uint64_t s = 0;
+	size_t done = 0;
+
+	while (done < n) {
+		size_t want = n - done < sizeof(buf) ? n - done : sizeof(buf);
+		ssize_t r = pread(fd, buf, want, off + (int64_t)done);
+
+		if (r <= 0) {
+			perror("pread source");
+			exit(2);
+		}
+		for (ssize_t i = 0; i < r; i++)
+			s += (uint64_t)buf[i] * weight(base + done + (size_t)i);
+		done += (size_t)r;
+	}
+	return s;
 }
 
 #endif
