@@ -5,20 +5,34 @@
  * fill workers, and the ring discipline.
  *
  * Threads: one accept thread, one thread per session, and a pool of fill
- * workers. The session thread reads the socket, waits for slot releases
- * and dispatches pieces (struct job, one per slot: a slot holds at most one
- * piece between dispatch and publication); workers copy pieces from the
- * block cache into their slots in parallel, several per session. Pieces
- * are published strictly in order all the same, which is what makes
+ * workers. The session thread reads the socket (HELLO, then FILL, ATTACH,
+ * DETACH: side_proto.h, 5 and 6), waits for slot releases and dispatches
+ * pieces (struct job, one per slot: a slot holds at most one piece between
+ * dispatch and publication); workers fill pieces in parallel, several per
+ * session, each piece as runs of its entries (struct run: adjacent or
+ * overlapping ranges of one object, sorted, one objfs_cache_fill each).
+ * Pieces are published strictly in order all the same, which is what makes
  * err_piece meaningful: the worker that ends a job publishes every
  * consecutive finished piece from ss->pub_piece on (publish_locked), so a
- * piece never becomes visible before the ones below it, and a failed piece
- * poisons the ring with everything below it published and intact. The
- * session thread unmaps the ring and closes the socket only after its last
- * job ended (ss->inflight == 0).
+ * piece never becomes visible before the ones below it. A run that fails
+ * marks its entries (ent.err) and its piece is published anyway: the
+ * request's DONEs list the failed entries and the session goes on (before
+ * version 2 a failed fetch poisoned the ring and ended the session, which
+ * with one session per process would have failed every file of the
+ * mount). Only a session that fails (SIGBUS guard, a vanished client, a
+ * job cancelled) poisons the ring, with everything below published and
+ * intact. The session thread unmaps the ring and closes the socket only
+ * after its last job ended (ss->inflight == 0).
+ *
+ * Handles: the session thread owns the handle table (ss->hnd); a queued
+ * entry borrows its handle's capability record, so DETACH only marks a
+ * handle, and handles_sweep frees it once the last request queued before
+ * the DETACH has had its DONE (ss->done_req). Answers to ATTACH, like
+ * DONEs, never block: those a full socket refuses wait in ss->aq.
  *
  * Replies never block a shared thread. A request keeps its queue entry
- * until its DONE has gone out; DONEs owed are sent in order, under ss->lock,
+ * (and its entries, ss->qents of them at most OBJFS_SESSION_ENTS) until
+ * its last DONE has gone out; DONEs owed are sent in order, under ss->lock,
  * with MSG_DONTWAIT, by whoever published the last piece (a fill worker,
  * an engine or disk thread) and by the session thread. When the client
  * does not read and its socket is full, the rest wait in the queue and the
