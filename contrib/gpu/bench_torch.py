@@ -3,6 +3,9 @@
 call (contrib/gpu/bench_torch.sh mounts fresh for each and alternates).
 
   bench_torch.py st_objfs FILE        load_safetensors(FILE, "cuda") (objfs_torch)
+  bench_torch.py st_one FILE          the same bytes with one objfs_gpu_read of the
+                                      whole file into one device buffer (no batch):
+                                      what the single-file side path gives
   bench_torch.py st_base FILE         safetensors.torch.load_file(FILE, device="cuda")
                                       when installed, else its equivalent: the
                                       file read through the mount into host
@@ -31,6 +34,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import objfs_torch  # noqa: E402
 
 B, L = 256, 110 * 1024
+
+
+def _has_safetensors():
+    try:
+        import safetensors.torch  # noqa: F401
+        return True
+    except ImportError:
+        return False
 
 
 def st_base(path):
@@ -84,16 +95,25 @@ def consume(batch):
 
 def main():
     mode = sys.argv[1]
-    if mode in ("st_objfs", "st_base"):
+    if mode in ("st_objfs", "st_base", "st_one"):
         path = sys.argv[2]
         torch.cuda.init()
         torch.empty(1, device="cuda")
         t0 = time.time()
-        d = objfs_torch.load_safetensors(path, "cuda") if mode == "st_objfs" else st_base(path)
+        if mode == "st_one":
+            import objfs
+            flat = torch.empty(os.path.getsize(path), dtype=torch.uint8, device="cuda")
+            with objfs.File(path) as f:
+                f.read_into(flat)
+            d = {"all": flat}
+        else:
+            d = objfs_torch.load_safetensors(path, "cuda") if mode == "st_objfs" else st_base(path)
         torch.cuda.synchronize()
         dt = time.time() - t0
         n = sum(t.numel() * t.element_size() for t in d.values())
-        print("%s %.3f %.2f GB/s (%d tensors, %d bytes)" % (mode, dt, n / dt / 1e9, len(d), n))
+        via = "" if mode != "st_base" else " (safetensors %s)" % (
+            "package" if _has_safetensors() else "not installed: read + .to(cuda)")
+        print("%s %.3f %.2f GB/s (%d tensors, %d bytes)%s" % (mode, dt, n / dt / 1e9, len(d), n, via))
         return
     d, nb = sys.argv[2], int(sys.argv[3])
     index = index_of(d, B * nb, 1)

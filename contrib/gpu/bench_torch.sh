@@ -54,7 +54,7 @@ URL=http://127.0.0.1:$NGINX_PORT
 MNT=$TEST_TMP/mnt
 say "== bench_torch: (2) $(stat -c %s "$DATA/model.safetensors") byte safetensors; (3) $NB batches of 256 x 110 KiB over 1000 files; -o $OPTS; $(python3 -c 'import torch; print("torch", torch.__version__)')"
 for ((rep = 0; rep < REPS; rep++)); do
-	for m in st_objfs st_base dl_objfs dl_base; do
+	for m in ${BENCH_MODES:-st_objfs st_base st_one dl_objfs dl_base}; do
 		mount_objfs "$URL/data/" "$MNT" "$OPTS" || exit 99
 		case $m in
 		st_*) arg=("$MNT/model.safetensors") ;;
