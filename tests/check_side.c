@@ -1645,6 +1645,63 @@ START_TEST(test_attach_bound)
 }
 END_TEST
 
+/*
+ * A DETACH while a request naming the handle is still queued keeps the
+ * capability record until that request is done, whatever request ids the
+ * client uses (ids going backwards once freed the record early; an expired,
+ * purged record was then read by the queued fill: ASan's use after free).
+ */
+START_TEST(test_detach_queued)
+{
+	struct objfs_side_cfg cfg = {
+		.ring_slots = SLOTS, .ring_slot_size = SLOT_SIZE, .max_sessions = 8,
+		.uid_sessions = 8, .max_caps = 64, .uid_caps = 64, .cap_ttl = 0.01, .only_uid = -1,
+	};
+	struct objfs_side_cap c2, c3;
+	struct objfs_msg_detach dt = { 0 };
+	char db[OBJFS_MSG_MAX] __attribute__((aligned(8)));
+	struct objfs_msg_done *d = (struct objfs_msg_done *)db;
+	struct fill1 f;
+	struct raw r;
+	uint32_t h1;
+	int err = 0;
+
+	objfs_side_free(side);
+	side = server_cfg(&cfg);
+	ck_assert_int_eq(grant(side, getuid(), 42, &cap), 0);
+	ck_assert_int_eq(grant(side, getuid(), 43, &c2), 0);
+	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
+	ck_assert_int_eq(raw_attach(&r, c2.token, 43, &h1), 0);
+	fill_msg(&f, 0, 0, 0, 100); /* request id 1 ... */
+	f.req_id = 10;              /* ... called 10 */
+	raw_send(r.sock, &f, sizeof(f), -1);
+	ck_assert_int_eq(raw_recv(r.sock, d, sizeof(db), 5000, &err), OBJFS_MSG_DONE);
+	__atomic_store_n(&r.ring->ctl[0].rel, 1, __ATOMIC_RELEASE);
+	/* Handle 1, more pieces than the ring: it waits for releases. Id 5. */
+	fill_msg(&f, h1, 1, 0, (uint64_t)(SLOTS + 3) * SLOT_SIZE);
+	f.req_id = 5;
+	raw_send(r.sock, &f, sizeof(f), -1);
+	objfs_msg_init(&dt.h, OBJFS_MSG_DETACH, sizeof(dt));
+	dt.handle = h1;
+	raw_send(r.sock, &dt, sizeof(dt), -1);
+	usleep(1200000);                                      /* past the TTL and the purge period */
+	ck_assert_int_eq(grant(side, getuid(), 42, &c3), 0); /* a grant purges expired records */
+	for (uint32_t p = 1; p < 1 + SLOTS + 3; p++) {        /* now let the request run */
+		uint32_t s = p % SLOTS, g = p / SLOTS + 1;
+
+		ck_assert_uint_eq(wait_seq(&r, s, g), g);
+		check_bytes(r.data + (size_t)s * SLOT_SIZE, (int64_t)(p - 1) * SLOT_SIZE, SLOT_SIZE);
+		__atomic_store_n(&r.ring->ctl[s].rel, g, __ATOMIC_RELEASE);
+	}
+	ck_assert_int_eq(raw_recv(r.sock, d, sizeof(db), 5000, &err), OBJFS_MSG_DONE);
+	ck_assert_uint_eq(d->req_id, 5);
+	ck_assert_uint_eq(d->count, 0);
+	raw_free(&r);
+	wait_sessions(0, 5);
+}
+END_TEST
+
 /* ATTACHes whose answers are never read: the session ends, nothing blocks. */
 START_TEST(test_attach_unread)
 {
@@ -1821,6 +1878,7 @@ static Suite *side_suite(void)
 	tcase_add_loop_test(tc, test_batch_hostile, 0, sizeof(bad_batch) / sizeof(bad_batch[0]));
 	tcase_add_test(tc, test_attach_bound);
 	tcase_add_test(tc, test_attach_unread);
+	tcase_add_test(tc, test_detach_queued);
 	tcase_add_test(tc, test_shared_session);
 	tcase_add_test(tc, test_many_handles);
 	tcase_add_test(tc, test_batch_daemon_dies);

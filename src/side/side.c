@@ -27,7 +27,9 @@
  * Handles: the session thread owns the handle table (ss->hnd); a queued
  * entry borrows its handle's capability record, so DETACH only marks a
  * handle, and handles_sweep frees it once the last request queued before
- * the DETACH has had its DONE (ss->done_req). Answers to ATTACH, like
+ * the DETACH has had its DONE (ss->done_seq: the daemon's own count of
+ * requests, not the client's ids, which a hostile client could make go
+ * backwards and so free a record a queued request still reads). Answers to ATTACH, like
  * DONEs, never block: those a full socket refuses wait in ss->aq.
  *
  * Replies never block a shared thread. A request keeps its queue entry
@@ -187,7 +189,7 @@ struct session {
 	uint64_t next_piece;         /* first piece of the next FILL */
 	uint64_t fill_piece;         /* next piece to dispatch (written under ss->lock) */
 	struct objfs_pack pack;      /* session thread: the request being assembled */
-	uint64_t last_req;           /* session thread: id of the last request queued */
+	uint64_t last_seq;           /* session thread: requests queued so far */
 	pthread_mutex_t lock;        /* guards what follows, up to finished */
 	pthread_cond_t cond;         /* a job of this session ended */
 	struct req q[OBJFS_SESSION_QUEUE]; /* FILLs until their DONE is sent */
@@ -196,7 +198,7 @@ struct session {
 	unsigned qdisp;              /* q[qhead + qdisp] is the one being dispatched */
 	int assembling;              /* q[qhead + qlen] is being received */
 	uint64_t qents;              /* entries of queued (and assembling) requests */
-	uint64_t done_req;           /* id of the last request whose DONE went out */
+	uint64_t done_seq;           /* requests whose last DONE went out */
 	uint64_t pub_piece;          /* pieces below are published */
 	unsigned inflight;           /* jobs queued or running */
 	int failed;                  /* positive errno: nothing more is published */
@@ -540,7 +542,7 @@ static void handles_sweep(struct session *ss)
 	uint64_t done;
 
 	pthread_mutex_lock(&ss->lock);
-	done = ss->done_req;
+	done = ss->done_seq;
 	pthread_mutex_unlock(&ss->lock);
 	for (uint32_t h = 0; h < ss->nhnd; h++) {
 		struct hnd *x = &ss->hnd[h];
@@ -563,7 +565,7 @@ static int do_detach(struct session *ss, const struct objfs_msg_detach *m)
 		return -EBADF;
 	x = &ss->hnd[m->handle];
 	x->detached = 1;
-	x->detached_at = ss->last_req; /* requests after it cannot name it */
+	x->detached_at = ss->last_seq; /* requests after it cannot name it */
 	ss->ndet++;
 	handles_sweep(ss);
 	return 0;
@@ -640,7 +642,7 @@ static int do_fill(struct session *ss, const struct objfs_msg_fill *m)
 		return -EOVERFLOW;
 	r->last_piece = r->first_piece + pieces - 1;
 	ss->assembling = 0;
-	ss->last_req = r->id;
+	ss->last_seq++;
 	pthread_mutex_lock(&ss->lock);
 	ss->qlen++;
 	pthread_mutex_unlock(&ss->lock);
@@ -714,7 +716,7 @@ static int flush_locked(struct session *ss)
 		r->fail_cursor = cursor;
 		if (d->more)
 			continue;
-		ss->done_req = r->id;
+		ss->done_seq++; /* requests complete in queue order */
 		ss->qents -= r->nent;
 		free(r->ents);
 		r->ents = NULL;
