@@ -20,11 +20,13 @@
  * Sessions: the handles of one mount in one process share one session
  * (one connection, one ring of ring_slots x ring_slot_size bytes pinned
  * once, one watchdog thread): the first objfs_gpu_open of a mount makes it,
- * later ones attach to it (one round trip to the daemon, no memory), the
- * last objfs_gpu_close ends it. Opening thousands of shard files costs
+ * later ones attach to it (no memory, and no wait for the daemon: ~23 us
+ * each on an H100 machine, the FUSE ioctl included), the last
+ * objfs_gpu_close ends it. Opening thousands of shard files costs
  * thousands of handles, not thousands of rings. The daemon bounds the
  * handles of one user (its capability share, -ENOSPC beyond). Handles are
- * not inherited across fork(): a child opens its own.
+ * not inherited across fork(): the parent's handles must not be used in
+ * the child, whose first objfs_gpu_open of a mount makes its own session.
  *
  * Batches: objfs_gpu_readv reads many ranges of many files of one mount in
  * one request: the daemon coalesces adjacent and overlapping ranges of a

@@ -692,6 +692,25 @@ int objfs_gpu_read(struct objfs_gpu *h, void *buf, size_t len, off_t file_off, s
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct objfs_sess *reg_list; /* reg_lock: live sessions, by socket name */
+static pthread_once_t reg_once = PTHREAD_ONCE_INIT;
+
+/*
+ * In a fork()ed child (a DataLoader worker, say) the parent's sessions are
+ * not usable: their watchdogs did not come along and the sockets are
+ * shared with the parent. The child forgets them (their memory stays
+ * allocated: the parent's handles in the child must not be used) and its
+ * first objfs_gpu_open of a mount makes a session of its own.
+ */
+static void reg_atfork_child(void)
+{
+	pthread_mutex_init(&reg_lock, NULL);
+	reg_list = NULL;
+}
+
+static void reg_init(void)
+{
+	pthread_atfork(NULL, NULL, reg_atfork_child);
+}
 
 static int connect_sock(const char *name)
 {
@@ -937,6 +956,7 @@ int objfs_gpu_open_cap(const struct objfs_side_cap *cap, struct objfs_gpu **out)
 	h->size = cap->size;
 
 	/* The session of this mount, unless it died (then it goes from the registry). */
+	pthread_once(&reg_once, reg_init);
 	pthread_mutex_lock(&reg_lock);
 	for (pp = &reg_list; (s = *pp); pp = &s->next) {
 		int dead;

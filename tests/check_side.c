@@ -1702,6 +1702,43 @@ START_TEST(test_detach_queued)
 }
 END_TEST
 
+/* A fork()ed child (a DataLoader worker) makes its own session; the parent's goes on. */
+START_TEST(test_fork_child)
+{
+	struct objfs_gpu *h = open_ino(42);
+	char b[100];
+	ssize_t n;
+	int status;
+	pid_t pid;
+
+	ck_assert_int_eq(objfs_gpu_read(h, b, sizeof(b), 10, &n), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct objfs_gpu *c;
+
+		/* the server's threads are the parent's: this is a client only */
+		if (objfs_gpu_open_cap(&cap, &c))
+			_exit(1);
+		if (objfs_gpu_read(c, b, sizeof(b), 777, &n) || n != (ssize_t)sizeof(b))
+			_exit(2);
+		for (size_t i = 0; i < sizeof(b); i++)
+			if ((unsigned char)b[i] != byte_at(777 + (int64_t)i))
+				_exit(3);
+		objfs_gpu_close(c);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the child: exit %d (1 open, 2 read, 3 bytes)", WEXITSTATUS(status));
+	ck_assert_uint_eq(stats().sessions_total, 2); /* the child's was a session of its own */
+	ck_assert_int_eq(objfs_gpu_read(h, b, sizeof(b), 55, &n), 0);
+	check_bytes(b, 55, sizeof(b));
+	objfs_gpu_close(h);
+	wait_sessions(0, 5);
+}
+END_TEST
+
 /* ATTACHes whose answers are never read: the session ends, nothing blocks. */
 START_TEST(test_attach_unread)
 {
@@ -1879,6 +1916,7 @@ static Suite *side_suite(void)
 	tcase_add_test(tc, test_attach_bound);
 	tcase_add_test(tc, test_attach_unread);
 	tcase_add_test(tc, test_detach_queued);
+	tcase_add_test(tc, test_fork_child);
 	tcase_add_test(tc, test_shared_session);
 	tcase_add_test(tc, test_many_handles);
 	tcase_add_test(tc, test_batch_daemon_dies);
