@@ -219,8 +219,8 @@ static int do_batch(const char *mntdir, const char *srcdir)
 		nf++;
 	}
 	closedir(d);
-	printf("opened %d handles: first %.0f us, the others %.1f us each (ioctl through FUSE included, open() not)\n", nf,
-	       t_first * 1e6, nf > 1 ? t_rest * 1e6 / (nf - 1) : 0.0);
+	printf("opened %d handles: first %.0f us, the others %.1f us each (ioctl through FUSE "
+	       "included, open() not)\n", nf, t_first * 1e6, nf > 1 ? t_rest * 1e6 / (nf - 1) : 0.0);
 	snprintf(msg, sizeof(msg), "%d handles share one session: one ring mapped (%d)", nf,
 		 my_rings());
 	check(my_rings() == 1, msg);

@@ -175,7 +175,7 @@ static int do_sizes(const char *mnt, const char *src, size_t max)
 		      (long long)want);
 		if (err || n != (ssize_t)want)
 			continue;
-		check(gpu_sum(d + doff, want, (uint64_t)off, st, acc) == cpu_sum(sfd, off, want, (uint64_t)(off)),
+		check(gpu_sum(d + doff, want, (uint64_t)off, st, acc) == cpu_sum(sfd, off, want, (uint64_t)off),
 		      "%s: GPU checksum equals the source's%lld%lld", what, 0, 0);
 		check(gpu_count_not(d, doff, 0xA5, acc) == 0 &&
 		      gpu_count_not(d + doff + want, max + 2 * guard + 64 - doff - want, 0xA5, acc) == 0,
@@ -187,7 +187,8 @@ static int do_sizes(const char *mnt, const char *src, size_t max)
 		int err = objfs_gpu_read(h, d + 1, 4096, size - 100, &n);
 
 		check(!err && n == 100, "%s: %lld bytes, want %lld", "read across EOF", n, 100);
-		check(gpu_sum(d + 1, 100, (uint64_t)size - 100, st, acc) == cpu_sum(sfd, size - 100, 100, (uint64_t)(size - 100)),
+		check(gpu_sum(d + 1, 100, (uint64_t)size - 100, st, acc) ==
+			      cpu_sum(sfd, size - 100, 100, (uint64_t)(size - 100)),
 		      "%s: checksum%lld%lld", "read across EOF", 0, 0);
 	}
 	/* Pageable host memory, ordered on a stream (host function path). */
@@ -244,7 +245,7 @@ static int do_order(const char *mnt, const char *src)
 		k_sum<<<1024, 256, 0, st>>>(d, len, (uint64_t)off, acc);
 		CK(cudaMemcpyAsync(&got, acc, sizeof(got), cudaMemcpyDeviceToHost, st));
 		CK(cudaStreamSynchronize(st));
-		check(n == (ssize_t)len && got == cpu_sum(sfd, off, len, (uint64_t)(off)),
+		check(n == (ssize_t)len && got == cpu_sum(sfd, off, len, (uint64_t)off),
 		      "%s: writer kernel, fill, reader kernel on one stream: count %lld (want %lld), "
 		      "checksum equal to the source", "stream order", n, (long long)len);
 	}
@@ -272,7 +273,8 @@ static int do_pool(const char *mnt, const char *src)
 		CK(cudaMallocAsync(&d, len + 5, st));
 		err = objfs_gpu_read_async(h, d + 5, len, off, &n, st);
 		check(!err, "%s %lld: enqueue into cudaMallocAsync memory: %lld", "pool", i, err);
-		int sum_ok = gpu_sum(d + 5, len, (uint64_t)off, st, acc) == cpu_sum(sfd, off, len, (uint64_t)(off));
+		int sum_ok = gpu_sum(d + 5, len, (uint64_t)off, st, acc) ==
+			     cpu_sum(sfd, off, len, (uint64_t)off);
 
 		check(sum_ok && n == (ssize_t)len, "%s %lld: count %lld and checksum right", "pool", i, n);
 		CK(cudaFreeAsync(d, st));
