@@ -310,14 +310,25 @@ void objfs_client_finish(struct batch *b, int cerr)
 	int err;
 
 	pthread_mutex_lock(&s->lock);
+	/*
+	 * A consumer that failed (a poisoned ring, a piece of the wrong length)
+	 * released no more slots: the daemon may never get to the DONE. The
+	 * session is over for this process; do not wait for it.
+	 */
+	if (cerr && !s->dead) {
+		s->dead = EIO;
+		pthread_cond_broadcast(&s->cond);
+	}
 	while (!b->done && !s->dead)
 		pthread_cond_wait(&s->cond, &s->lock);
-	if (!b->done) { /* the session ended first: the watchdog is gone */
+	if (!b->done) { /* the session ended first: the watchdog no longer completes it */
 		STAILQ_REMOVE(&s->waiting, b, batch, next);
+		s->outstanding--;
+		s->qents -= b->n;
 		b->done = 1;
 		b->err = s->dead;
 	}
-	err = b->err ? -b->err : cerr;
+	err = cerr ? cerr : b->err ? -b->err : 0;
 	pthread_mutex_unlock(&s->lock);
 	for (uint32_t i = 0; i < b->n; i++)
 		*b->e[i].nread = err ? err : b->e[i].err ? b->e[i].err : (ssize_t)b->e[i].len;
