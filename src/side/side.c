@@ -96,6 +96,7 @@
 #define RELEASE_POLL_MAX_NS  2000000L
 #define SOCK_POLL_EVERY      16 /* release waits between socket polls */
 #define BUSY_POLL_MS         10 /* session thread's socket poll while requests are open */
+#define PUMP_BATCH           64 /* messages handled per socket poll */
 
 #ifndef TMPFS_MAGIC
 #define TMPFS_MAGIC 0x01021994
@@ -764,19 +765,33 @@ static int pump(struct session *ss, int timeout_ms)
 	}
 	if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
 		return 0;
-	n = recv_msg(ss->fd, buf, NULL);
-	if (n == -EAGAIN)
-		return 0;
-	if (n < 0)
-		return (int)n;
-	switch (((struct objfs_msg_hdr *)buf)->type) {
-	case OBJFS_MSG_FILL: return do_fill(ss, (const struct objfs_msg_fill *)buf);
-	case OBJFS_MSG_ATTACH:
-		return ss->assembling ? -EPROTO : do_attach(ss, (const struct objfs_msg_attach *)buf);
-	case OBJFS_MSG_DETACH:
-		return ss->assembling ? -EPROTO : do_detach(ss, (const struct objfs_msg_detach *)buf);
-	default: return -EPROTO;
+	/*
+	 * Up to PUMP_BATCH messages a call: a request of 65,536 entries is 410
+	 * FILL messages, and wait_release calls this only every SOCK_POLL_EVERY
+	 * waits, so one message a call held such a request back by seconds.
+	 */
+	for (int k = 0; k < PUMP_BATCH; k++) {
+		n = recv_msg(ss->fd, buf, NULL);
+		if (n == -EAGAIN)
+			return 0;
+		if (n < 0)
+			return (int)n;
+		switch (((struct objfs_msg_hdr *)buf)->type) {
+		case OBJFS_MSG_FILL: r = do_fill(ss, (const struct objfs_msg_fill *)buf); break;
+		case OBJFS_MSG_ATTACH:
+			r = ss->assembling ? -EPROTO
+					   : do_attach(ss, (const struct objfs_msg_attach *)buf);
+			break;
+		case OBJFS_MSG_DETACH:
+			r = ss->assembling ? -EPROTO
+					   : do_detach(ss, (const struct objfs_msg_detach *)buf);
+			break;
+		default: r = -EPROTO;
+		}
+		if (r)
+			return r;
 	}
+	return 0;
 }
 
 /* The @i-th wait's poll: short while a consumer is streaming, then backing off. */
