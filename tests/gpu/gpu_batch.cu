@@ -279,6 +279,7 @@ static int do_kill(const char *mnt, int nfiles, int nent, size_t len)
 	unsigned char *d;
 	cudaStream_t st;
 	struct timespec ts;
+	int done;
 	int eio = 0, other = 0;
 
 	files_open(&f, mnt, NULL, nfiles, 1);
@@ -297,18 +298,13 @@ static int do_kill(const char *mnt, int nfiles, int nent, size_t len)
 	}
 	printf("enqueued\n");
 	fflush(stdout);
-	for (double t0 = now(); now() - t0 < 120;) {
-		if (cudaStreamQuery(st) == cudaSuccess)
-			break;
-		usleep(1000);
-	}
-	clock_gettime(CLOCK_REALTIME, &ts);
+	done = stream_wait(st, 120, &ts);
 	for (int i = 0; i < nent; i++) {
 		eio += v[i].nread == -EIO;
 		other += v[i].nread != -EIO && v[i].nread != (ssize_t)len;
 	}
 	printf("stream %s eio=%d ok=%d other=%d of %d at %.3f\n",
-	       cudaStreamQuery(st) == cudaSuccess ? "completed" : "HUNG", eio, nent - eio - other,
+	       done ? "completed" : "HUNG", eio, nent - eio - other,
 	       other, nent, ts.tv_sec + ts.tv_nsec / 1e9);
 	fflush(stdout);
 	files_close(&f, 1);

@@ -293,6 +293,7 @@ static int do_kill(const char *mnt)
 	unsigned char *d;
 	cudaStream_t st;
 	struct timespec ts;
+	int done;
 	int err;
 
 	CK(cudaMalloc(&d, len));
@@ -304,14 +305,9 @@ static int do_kill(const char *mnt)
 	}
 	printf("enqueued\n");
 	fflush(stdout);
-	for (double t0 = now(); now() - t0 < 120;) {
-		if (cudaStreamQuery(st) == cudaSuccess)
-			break;
-		usleep(1000);
-	}
-	clock_gettime(CLOCK_REALTIME, &ts);
+	done = stream_wait(st, 120, &ts);
 	printf("stream %s nread=%zd at %.3f\n",
-	       cudaStreamQuery(st) == cudaSuccess ? "completed" : "HUNG", (ssize_t)n,
+	       done ? "completed" : "HUNG", (ssize_t)n,
 	       ts.tv_sec + ts.tv_nsec / 1e9);
 	fflush(stdout);
 	objfs_gpu_close(h);

@@ -64,6 +64,23 @@ __global__ void k_late_fill(unsigned char *b, size_t n, unsigned char v, long lo
 		b[i] = v;
 }
 
+/*
+ * Waits (polling, not blocking in CUDA) up to @secs for @st to complete,
+ * then stamps the wall clock in *@ts. 1 when it completed, 0 when it hung.
+ */
+static int stream_wait(cudaStream_t st, double secs, struct timespec *ts)
+{
+	int done = 0;
+
+	for (double t0 = now(); now() - t0 < secs;) {
+		if ((done = cudaStreamQuery(st) == cudaSuccess))
+			break;
+		usleep(1000);
+	}
+	clock_gettime(CLOCK_REALTIME, ts);
+	return done;
+}
+
 /* The checksum of @n bytes at @off of @fd on the CPU, weights from @base on. */
 static uint64_t cpu_sum(int fd, int64_t off, size_t n, uint64_t base)
 {
