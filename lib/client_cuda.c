@@ -1,32 +1,38 @@
 /*
  * client_cuda: the part of libobjfs that calls CUDA, and the only file of
  * objfs that does (client_i.h describes the seam with client.c). Built
- * without HAVE_CUDA it shrinks to stubs: objfs_cuda_attach leaves h->cuda
+ * without HAVE_CUDA it shrinks to stubs: objfs_cuda_attach leaves s->cuda
  * NULL, so client.c serves host memory only and never calls the others,
  * which return -EOPNOTSUPP all the same (libfuse's fuse_uring_i.h pattern).
  *
- * Registration. At open the ring is registered once with cudaHostRegister
+ * Registration. When a session is made its ring is registered once with cudaHostRegister
  * (portable, mapped) when a GPU is usable: copies from it run at pinned
  * speed (measured on the H100: memfd + cudaHostRegister, 4 MiB copies,
  * 53 GB/s H2D, as pinned memory; pageable memory ~7 GB/s). A
  * failure to register is not an error: the handle serves host memory.
  *
- * Consumers, per piece p in slot s = p % k, use g = p / k + 1, all enqueued
- * on the caller's stream under h->lock (client.c says why):
+ * Consumers of a batch, per piece p in slot s = p % k, use g = p / k + 1,
+ * all enqueued on the caller's stream under s->lock (client.c says why),
+ * through client.c's walk of the batch's packing:
  *   - stream memory operations (cuStreamWaitValue32 GEQ on seq through the
- *     ring's device pointer, cudaMemcpyAsync slot -> buf,
- *     cuStreamWriteValue32 rel = g), then one cudaLaunchHostFunc per read
- *     that writes *nread. No host synchronisation at all.
+ *     ring's device pointer, cudaMemcpyAsync slot -> buf for each entry's
+ *     part, cuStreamWriteValue32 rel = g), then one cudaLaunchHostFunc per
+ *     batch that waits for its last DONE (sent right after its last piece
+ *     was published, so at most a socket hop away) and writes every nread.
+ *     No host synchronisation otherwise.
  *   - without stream memory operations (or OBJFS_GPU_NO_MEMOPS=1): a host
- *     function that waits for seq (client.c's CPU wait), the copy, a host
+ *     function that waits for seq (client.c's CPU wait), the copies, a host
  *     function that stores rel. CUDA runs host functions on its own
  *     thread: that is the helper thread of the design.
- *   - host memory read on a stream: client.c's CPU consumer inside one host
- *     function, so it is ordered on the stream too.
- * Every host function counts in h->pending until it ran; objfs_gpu_close
- * waits for zero before it unmaps the ring. A consumer that cannot be
- * enqueued leaves pieces promised to the daemon that nothing will release:
- * the handle is then dead and the ring poisoned.
+ * Host memory in a batch on a stream is copied by cudaMemcpyAsync too
+ * (cudaMemcpyDefault), so it is ordered like the rest. Copies of entries
+ * that are neighbours both in the slot and in memory (a batch read into
+ * one tensor, row after row) are merged into one cudaMemcpyAsync: a batch
+ * of 256 samples into one [256, n] tensor is then one copy per slot.
+ * Every host function counts in s->pending until it ran; the last
+ * objfs_gpu_close waits for zero before it unmaps the ring. A consumer that
+ * cannot be enqueued leaves pieces promised to the daemon that nothing
+ * will release: the session is then dead and the ring poisoned.
  *
  * The driver entry points for stream memory operations are looked up once
  * per process (cudaGetDriverEntryPointByVersion, CUDA 12 ABI), so the
@@ -59,7 +65,7 @@ static hostdevptr_fn p_hostdevptr;
 struct cuda_state {
 	int memops;                  /* stream memory operations usable */
 	CUdeviceptr dring;           /* the ring as the device sees it */
-	cudaStream_t priv[MAX_DEVS]; /* for objfs_gpu_read, per device; h->lock */
+	cudaStream_t priv[MAX_DEVS]; /* for objfs_gpu_read(v), per device; s->lock */
 };
 
 /* ---------------------------------------------------------- registration */
@@ -104,7 +110,7 @@ static int cuda_err(cudaError_t e)
 	}
 }
 
-void objfs_cuda_attach(struct objfs_gpu *h)
+void objfs_cuda_attach(struct objfs_sess *s)
 {
 	struct cuda_state *c;
 
@@ -114,39 +120,39 @@ void objfs_cuda_attach(struct objfs_gpu *h)
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return;
-	if (cudaHostRegister(h->ring, h->ring_bytes,
+	if (cudaHostRegister(s->ring, s->ring_bytes,
 			     cudaHostRegisterPortable | cudaHostRegisterMapped) != cudaSuccess) {
 		(void)cudaGetLastError();
 		free(c);
 		return;
 	}
-	if (p_wait32 && p_hostdevptr(&c->dring, h->ring, 0) == CUDA_SUCCESS)
+	if (p_wait32 && p_hostdevptr(&c->dring, s->ring, 0) == CUDA_SUCCESS)
 		c->memops = 1;
-	h->cuda = c;
+	s->cuda = c;
 }
 
-void objfs_cuda_detach(struct objfs_gpu *h)
+void objfs_cuda_detach(struct objfs_sess *s)
 {
-	struct cuda_state *c = h->cuda;
+	struct cuda_state *c = s->cuda;
 
 	if (!c)
 		return;
 	for (int d = 0; d < MAX_DEVS; d++)
 		if (c->priv[d])
 			cudaStreamDestroy(c->priv[d]);
-	cudaHostUnregister(h->ring);
+	cudaHostUnregister(s->ring);
 	free(c);
-	h->cuda = NULL;
+	s->cuda = NULL;
 }
 
 /* ---------------------------------------------------------- classification */
 
-int objfs_cuda_classify(struct objfs_gpu *h, void *buf, size_t len, enum mem_kind *kind,
+int objfs_cuda_classify(struct objfs_sess *s, void *buf, size_t len, enum mem_kind *kind,
 			int *dev)
 {
 	struct cudaPointerAttributes a;
 
-	(void)h;
+	(void)s;
 	*dev = 0;
 	if (cudaPointerGetAttributes(&a, buf) != cudaSuccess) {
 		(void)cudaGetLastError();
@@ -158,13 +164,16 @@ int objfs_cuda_classify(struct objfs_gpu *h, void *buf, size_t len, enum mem_kin
 										  : MEM_HOST;
 	if (*kind == MEM_DEVICE && (a.device < 0 || a.device >= MAX_DEVS))
 		return -EOPNOTSUPP;
+	if (*kind == MEM_HOST && a.type == cudaMemoryTypeUnregistered &&
+	    !objfs_client_cpu_accessible(buf, len))
+		return -EFAULT;
 	return 0;
 }
 
 /* ---------------------------------------------------------- stream consumers */
 
 struct piece_cb {
-	struct objfs_gpu *h;
+	struct objfs_sess *s;
 	uint64_t p;
 };
 
@@ -173,7 +182,7 @@ static void CUDART_CB wait_cb(void *arg)
 {
 	struct piece_cb *c = arg;
 
-	(void)objfs_client_wait_piece(c->h, c->p);
+	(void)objfs_client_wait_piece(c->s, c->p);
 }
 
 /* Fallback consumer, part 3: release the slot after the copy. */
@@ -181,209 +190,214 @@ static void CUDART_CB release_cb(void *arg)
 {
 	struct piece_cb *c = arg;
 
-	objfs_client_release_piece(c->h, c->p);
+	objfs_client_release_piece(c->s, c->p);
 	free(c);
 }
 
-struct read_cb {
-	struct objfs_gpu *h;
-	uint64_t first, last;
-	char *buf;       /* host reads only */
-	size_t len;
-	ssize_t *nread;
-};
-
-static void pending_drop(struct objfs_gpu *h)
+static void pending_drop(struct objfs_sess *s)
 {
-	pthread_mutex_lock(&h->lock);
-	h->pending--;
-	pthread_cond_broadcast(&h->cond);
-	pthread_mutex_unlock(&h->lock);
+	pthread_mutex_lock(&s->lock);
+	s->pending--;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
 }
 
-/* End of a device read on its stream: publish the result. */
+/* End of a batch on its stream: wait for its DONE, publish the results. */
 static void CUDART_CB done_cb(void *arg)
 {
-	struct read_cb *r = arg;
-	int err = objfs_client_read_result(r->h, r->last);
+	struct batch *b = arg;
+	struct objfs_sess *s = b->s;
 
-	*r->nread = err ? err : (ssize_t)r->len;
-	pending_drop(r->h);
-	free(r);
+	objfs_client_finish(b, 0);
+	free(b);
+	pending_drop(s);
 }
 
-/* A host read ordered on a stream: the CPU consumer, on CUDA's thread. */
-static void CUDART_CB host_cb(void *arg)
-{
-	struct read_cb *r = arg;
-	int err = objfs_client_cpu_read(r->h, r->buf, r->len, r->first);
+/* The walk's state while a batch's consumers are enqueued (s->lock held). */
+struct enq {
+	struct objfs_sess *s;
+	cudaStream_t st;
+	struct piece_cb *cb;         /* fallback: the open piece's */
+	char *dst;                   /* a copy not yet enqueued (merged with neighbours) */
+	const char *src;
+	size_t len;
+};
 
-	*r->nread = err ? err : (ssize_t)r->len;
-	pending_drop(r->h);
-	free(r);
+static int enq_flush(struct enq *q)
+{
+	cudaError_t e;
+
+	if (!q->len)
+		return 0;
+	e = cudaMemcpyAsync(q->dst, q->src, q->len, cudaMemcpyDefault, q->st);
+	q->len = 0;
+	return cuda_err(e);
 }
 
-/* Enqueues the consumers of a device read. Called with h->lock held. */
-static int enqueue_device(struct objfs_gpu *h, char *buf, size_t len, uint64_t first,
-			  cudaStream_t st)
+static size_t seq_off_of(const struct objfs_sess *s, uint64_t p)
 {
-	const struct cuda_state *cs = h->cuda;
-	uint64_t n = objfs_pieces(len, h->slot_size);
+	return offsetof(struct objfs_ring_hdr, ctl) +
+	       objfs_piece_slot(p, s->slots) * sizeof(struct objfs_ring_ctl);
+}
 
-	for (uint64_t i = 0; i < n; i++) {
-		uint64_t p = first + i;
-		uint32_t s = objfs_piece_slot(p, h->slots);
-		uint32_t g = (uint32_t)objfs_piece_gen(p, h->slots);
-		size_t off = (size_t)i * h->slot_size;
-		size_t want = len - off < h->slot_size ? len - off : h->slot_size;
-		size_t seq_off = offsetof(struct objfs_ring_hdr, ctl) + s * sizeof(struct objfs_ring_ctl);
-		struct piece_cb *c = NULL;
-		cudaError_t e;
+static int enq_open(void *arg, uint64_t p)
+{
+	struct enq *q = arg;
+	const struct cuda_state *cs = q->s->cuda;
+	uint32_t g = (uint32_t)objfs_piece_gen(p, q->s->slots);
+	cudaError_t e;
 
-		if (cs->memops) {
-			if (p_wait32((CUstream)st, cs->dring + seq_off, g, CU_STREAM_WAIT_VALUE_GEQ))
-				return -EIO;
-		} else {
-			c = malloc(sizeof(*c));
-			if (!c)
-				return -ENOMEM;
-			c->h = h;
-			c->p = p;
-			e = cudaLaunchHostFunc(st, wait_cb, c);
-			if (e) {
-				free(c);
-				return cuda_err(e);
-			}
-		}
-		e = cudaMemcpyAsync(buf + off, h->data + (size_t)s * h->slot_size, want,
-				    cudaMemcpyDefault, st);
-		if (e)
-			return cuda_err(e);
-		if (cs->memops) {
-			if (p_write32((CUstream)st,
-				      cs->dring + seq_off + offsetof(struct objfs_ring_ctl, rel), g,
-				      CU_STREAM_WRITE_VALUE_DEFAULT))
-				return -EIO;
-		} else {
-			e = cudaLaunchHostFunc(st, release_cb, c);
-			if (e)
-				return cuda_err(e);
-		}
+	if (cs->memops)
+		return p_wait32((CUstream)q->st, cs->dring + seq_off_of(q->s, p), g,
+				CU_STREAM_WAIT_VALUE_GEQ) ? -EIO : 0;
+	q->cb = malloc(sizeof(*q->cb));
+	if (!q->cb)
+		return -ENOMEM;
+	q->cb->s = q->s;
+	q->cb->p = p;
+	e = cudaLaunchHostFunc(q->st, wait_cb, q->cb);
+	if (e) {
+		free(q->cb);
+		q->cb = NULL;
 	}
-	return 0;
+	return cuda_err(e);
 }
 
-/* ---------------------------------------------------------- reads */
-
-int objfs_cuda_read_async(struct objfs_gpu *h, void *buf, off_t file_off,
-			  const struct read_plan *rp, ssize_t *nread, struct CUstream_st *stream)
+static int enq_copy(void *arg, const struct bent *e, const char *src, uint64_t dst_off,
+		    size_t len)
 {
-	struct read_cb *r = calloc(1, sizeof(*r));
-	uint64_t first;
+	struct enq *q = arg;
+	char *dst = e->buf + dst_off;
+	int err;
+
+	if (q->len && q->dst + q->len == dst && q->src + q->len == src) {
+		q->len += len;
+		return 0;
+	}
+	err = enq_flush(q);
+	q->dst = dst;
+	q->src = src;
+	q->len = len;
+	return err;
+}
+
+static int enq_close(void *arg, uint64_t p, size_t len)
+{
+	struct enq *q = arg;
+	const struct cuda_state *cs = q->s->cuda;
+	int err = enq_flush(q);
+	cudaError_t e;
+
+	(void)len;
+	if (err)
+		return err;
+	if (cs->memops)
+		return p_write32((CUstream)q->st,
+				 cs->dring + seq_off_of(q->s, p) + offsetof(struct objfs_ring_ctl, rel),
+				 (uint32_t)objfs_piece_gen(p, q->s->slots),
+				 CU_STREAM_WRITE_VALUE_DEFAULT) ? -EIO : 0;
+	e = cudaLaunchHostFunc(q->st, release_cb, q->cb);
+	if (e)
+		free(q->cb);
+	q->cb = NULL;
+	return cuda_err(e);
+}
+
+static const struct walk_ops enq_ops = { enq_open, enq_copy, enq_close };
+
+int objfs_cuda_submit(struct objfs_sess *s, struct batch *b, struct CUstream_st *stream)
+{
+	struct enq q = { s, (cudaStream_t)stream, NULL, NULL, NULL, 0 };
 	cudaError_t e;
 	int err;
 
-	if (!r)
-		return -ENOMEM;
-	r->h = h;
-	r->buf = buf;
-	r->len = rp->n;
-	r->nread = nread;
-	pthread_mutex_lock(&h->lock);
-	err = objfs_client_submit_locked(h, file_off, rp->n, &first);
+	pthread_mutex_lock(&s->lock);
+	err = objfs_client_submit_locked(s, b);
 	if (err) {
-		pthread_mutex_unlock(&h->lock);
-		free(r);
+		pthread_mutex_unlock(&s->lock);
 		return err;
 	}
-	r->first = first;
-	r->last = first + objfs_pieces(rp->n, h->slot_size) - 1;
-	if (rp->kind == MEM_DEVICE) {
-		err = enqueue_device(h, buf, rp->n, first, (cudaStream_t)stream);
-		e = err ? cudaSuccess : cudaLaunchHostFunc((cudaStream_t)stream, done_cb, r);
-	} else {
-		e = cudaLaunchHostFunc((cudaStream_t)stream, host_cb, r);
-	}
+	err = objfs_client_walk(b, &enq_ops, &q);
+	e = err ? cudaSuccess : cudaLaunchHostFunc(q.st, done_cb, b);
 	if (!err && e)
 		err = cuda_err(e);
 	if (err) {
 		/* Pieces are promised to the daemon that no stream will release. */
-		h->dead = EIO;
-		pthread_mutex_unlock(&h->lock);
-		objfs_client_poison(h, EIO);
-		free(r);
+		free(q.cb);
+		s->dead = EIO;
+		STAILQ_REMOVE(&s->waiting, b, batch, next);
+		pthread_cond_broadcast(&s->cond);
+		pthread_mutex_unlock(&s->lock);
+		objfs_client_poison(s, EIO);
 		return err;
 	}
-	h->pending++;
-	pthread_mutex_unlock(&h->lock);
+	s->pending++;
+	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
 
-int objfs_cuda_read(struct objfs_gpu *h, void *buf, off_t file_off, const struct read_plan *rp,
-		    ssize_t *nread)
+int objfs_cuda_priv_stream(struct objfs_sess *s, int dev, struct CUstream_st **out)
 {
-	struct cuda_state *c = h->cuda;
-	cudaStream_t st;
-	ssize_t got = 0;
-	int cur, err;
+	struct cuda_state *c = s->cuda;
+	int cur;
 
-	if (!c)
+	if (!c || dev < 0 || dev >= MAX_DEVS)
 		return -EOPNOTSUPP; /* not reached: MEM_DEVICE needs a registered ring */
 	if (cudaGetDevice(&cur) != cudaSuccess)
 		return -EIO;
-	pthread_mutex_lock(&h->lock);
-	if (!c->priv[rp->dev]) {
-		cudaSetDevice(rp->dev);
+	pthread_mutex_lock(&s->lock);
+	if (!c->priv[dev]) {
+		cudaSetDevice(dev);
 		/* Blocking flavour: ordered after the legacy default stream. */
-		if (cudaStreamCreate(&c->priv[rp->dev]) != cudaSuccess)
-			c->priv[rp->dev] = NULL;
+		if (cudaStreamCreate(&c->priv[dev]) != cudaSuccess)
+			c->priv[dev] = NULL;
 		cudaSetDevice(cur);
 	}
-	st = c->priv[rp->dev];
-	pthread_mutex_unlock(&h->lock);
-	if (!st)
-		return -ENOMEM;
-	err = objfs_cuda_read_async(h, buf, file_off, rp, &got, (struct CUstream_st *)st);
-	if (err)
-		return err;
-	if (cudaStreamSynchronize(st) != cudaSuccess)
-		return -EIO;
-	if (got < 0)
-		return (int)got;
-	*nread = got;
-	return 0;
+	*out = (struct CUstream_st *)c->priv[dev];
+	pthread_mutex_unlock(&s->lock);
+	return *out ? 0 : -ENOMEM;
+}
+
+int objfs_cuda_sync(struct CUstream_st *st)
+{
+	return cudaStreamSynchronize((cudaStream_t)st) == cudaSuccess ? 0 : -EIO;
 }
 
 #else /* !HAVE_CUDA: stubs; client.c reaches none but attach and detach */
 
-void objfs_cuda_attach(struct objfs_gpu *h)
+void objfs_cuda_attach(struct objfs_sess *s)
 {
-	h->cuda = NULL;
+	s->cuda = NULL;
 }
 
-void objfs_cuda_detach(struct objfs_gpu *h)
+void objfs_cuda_detach(struct objfs_sess *s)
 {
-	(void)h;
+	(void)s;
 }
 
-int objfs_cuda_classify(struct objfs_gpu *h, void *buf, size_t len, enum mem_kind *kind,
+int objfs_cuda_classify(struct objfs_sess *s, void *buf, size_t len, enum mem_kind *kind,
 			int *dev)
 {
-	(void)h, (void)buf, (void)len, (void)kind, (void)dev;
+	(void)s, (void)buf, (void)len, (void)kind, (void)dev;
 	return -EOPNOTSUPP;
 }
 
-int objfs_cuda_read_async(struct objfs_gpu *h, void *buf, off_t file_off,
-			  const struct read_plan *rp, ssize_t *nread, struct CUstream_st *stream)
+int objfs_cuda_submit(struct objfs_sess *s, struct batch *b, struct CUstream_st *stream)
 {
-	(void)h, (void)buf, (void)file_off, (void)rp, (void)nread, (void)stream;
+	(void)s, (void)b, (void)stream;
 	return -EOPNOTSUPP;
 }
 
-int objfs_cuda_read(struct objfs_gpu *h, void *buf, off_t file_off, const struct read_plan *rp,
-		    ssize_t *nread)
+int objfs_cuda_priv_stream(struct objfs_sess *s, int dev, struct CUstream_st **st)
 {
-	(void)h, (void)buf, (void)file_off, (void)rp, (void)nread;
+	(void)s, (void)dev;
+	*st = NULL;
+	return -EOPNOTSUPP;
+}
+
+int objfs_cuda_sync(struct CUstream_st *st)
+{
+	(void)st;
 	return -EOPNOTSUPP;
 }
 

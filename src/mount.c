@@ -148,7 +148,7 @@ static int side_new(struct objfs_mount *m)
 		.ring_slots = o->ring_slots,
 		.ring_slot_size = (uint32_t)o->ring_slot_size,
 		.max_sessions = 64,
-		.max_caps = 4096,
+		.max_caps = 32768, /* a uid's half: 16,384 handles (issue 17: 10,000 shards per process) */
 		.ring_budget = o->side_ring_budget,
 		.cap_ttl = 300,
 		/* Without allow_other only the mounting user can use the mount. */

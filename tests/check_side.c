@@ -51,6 +51,7 @@ int objfs_gpu_open_cap(const struct objfs_side_cap *cap, struct objfs_gpu **h);
 
 static atomic_llong fail_from = -1; /* fetches reaching this offset fail */
 static atomic_int fetch_delay_ms;
+static atomic_int fetches;          /* fake_fetch calls */
 
 static unsigned char byte_at(int64_t off)
 {
@@ -90,6 +91,7 @@ static void fake_fetch(void *ctx, int64_t off, size_t len, char *dst, objfs_fetc
 	pthread_t t;
 
 	(void)ctx;
+	atomic_fetch_add(&fetches, 1);
 	*j = (struct job){ off, len, dst, done, arg };
 	if (pthread_create(&t, NULL, job_run, j)) {
 		free(j);
@@ -307,17 +309,43 @@ static int raw_hello(struct raw *r, const uint8_t *token, uint64_t ino)
 	return err;
 }
 
-static void fill_msg(struct objfs_msg_fill *m, const uint8_t *token, uint64_t ino,
-		     uint64_t first, int64_t off, uint64_t len)
+/* A FILL of one entry, laid out as struct objfs_msg_fill with ent[1]. */
+struct fill1 {
+	struct objfs_msg_hdr h;
+	uint64_t req_id, first_piece;
+	uint32_t nent, first, count, pad;
+	struct objfs_fill_ent e;
+};
+_Static_assert(sizeof(struct fill1) == sizeof(struct objfs_msg_fill) +
+	       sizeof(struct objfs_fill_ent), "fill1 layout");
+
+static void fill_msg(struct fill1 *m, uint32_t handle, uint64_t first, int64_t off, uint64_t len)
 {
 	memset(m, 0, sizeof(*m));
 	objfs_msg_init(&m->h, OBJFS_MSG_FILL, sizeof(*m));
-	memcpy(m->token, token, OBJFS_TOKEN_LEN);
-	m->ino = ino;
 	m->req_id = first + 1;
 	m->first_piece = first;
-	m->off = off;
-	m->len = len;
+	m->nent = 1;
+	m->count = 1;
+	m->e = (struct objfs_fill_ent){ handle, 0, off, len };
+}
+
+/* ATTACH of @token as @ino; returns ATTACH_OK's errno, *handle its handle. */
+static int raw_attach(struct raw *r, const uint8_t *token, uint64_t ino, uint32_t *handle)
+{
+	struct objfs_msg_attach m = { 0 };
+	struct objfs_msg_attach_ok ok = { 0 };
+
+	objfs_msg_init(&m.h, OBJFS_MSG_ATTACH, sizeof(m));
+	memcpy(m.token, token, OBJFS_TOKEN_LEN);
+	m.ino = ino;
+	m.cookie = 77;
+	raw_send(r->sock, &m, sizeof(m), -1);
+	ck_assert_int_eq(raw_recv(r->sock, &ok, sizeof(ok), 5000, NULL), OBJFS_MSG_ATTACH_OK);
+	ck_assert_uint_eq(ok.cookie, 77);
+	if (handle)
+		*handle = ok.handle;
+	return ok.err;
 }
 
 static uint32_t seq_of(struct raw *r, uint32_t s)
@@ -455,14 +483,14 @@ END_TEST
 START_TEST(test_ring_sequence)
 {
 	struct raw r;
-	struct objfs_msg_fill f;
+	struct fill1 f;
 	struct objfs_msg_done d;
 	const uint32_t npieces = 10;
 	int err = 0;
 
 	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
 	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
-	fill_msg(&f, cap.token, 42, 0, 5, (uint64_t)SLOT_SIZE * (npieces - 1) + 10);
+	fill_msg(&f, 0, 0, 5, (uint64_t)SLOT_SIZE * (npieces - 1) + 10);
 	raw_send(r.sock, &f, sizeof(f), -1);
 	/* The first k pieces are published as use 1 of each slot... */
 	for (uint32_t s = 0; s < SLOTS; s++)
@@ -483,9 +511,9 @@ START_TEST(test_ring_sequence)
 	ck_assert_int_eq(raw_recv(r.sock, &d, sizeof(d), 5000, &err), OBJFS_MSG_DONE);
 	ck_assert_uint_eq(d.req_id, 1);
 	ck_assert_int_eq(d.err, 0);
-	ck_assert_uint_eq(d.bytes, f.len);
+	ck_assert_uint_eq(d.bytes, f.e.len);
 	/* The next request continues the numbering: piece 10 is slot 2, use 3. */
-	fill_msg(&f, cap.token, 42, npieces, 0, 100);
+	fill_msg(&f, 0, npieces, 0, 100);
 	raw_send(r.sock, &f, sizeof(f), -1);
 	ck_assert_uint_eq(wait_seq(&r, 2, 3), 3);
 	check_bytes(r.data + 2 * SLOT_SIZE, 0, 100);
@@ -495,12 +523,17 @@ START_TEST(test_ring_sequence)
 }
 END_TEST
 
-/* A failed fetch poisons the ring from that piece on; earlier data stays. */
+/*
+ * A failed fetch fails its entry only (version 2): every piece is still
+ * published, the DONE lists the entry, the ring is not poisoned and the
+ * session goes on.
+ */
 START_TEST(test_fill_error)
 {
 	struct raw r;
-	struct objfs_msg_fill f;
-	struct objfs_msg_done d;
+	struct fill1 f;
+	char db[OBJFS_MSG_MAX] __attribute__((aligned(8)));
+	struct objfs_msg_done *d = (struct objfs_msg_done *)db;
 	struct objfs_gpu *h;
 	char buf[4096];
 	ssize_t n;
@@ -509,23 +542,37 @@ START_TEST(test_fill_error)
 	atomic_store(&fail_from, 2 * SLOT_SIZE + 1);
 	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
 	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
-	fill_msg(&f, cap.token, 42, 0, 0, 3 * SLOT_SIZE);
+	fill_msg(&f, 0, 0, 0, 3 * SLOT_SIZE);
 	raw_send(r.sock, &f, sizeof(f), -1);
-	ck_assert_int_eq(raw_recv(r.sock, &d, sizeof(d), 5000, &err), OBJFS_MSG_DONE);
-	ck_assert_int_eq(d.err, EIO);
-	ck_assert_uint_eq(r.ring->err_piece, 2);
-	ck_assert_int_eq(r.ring->err, EIO);
-	for (uint32_t s = 0; s < SLOTS; s++)
-		ck_assert_uint_eq(seq_of(&r, s), OBJFS_SEQ_ERROR);
-	check_bytes(r.data, 0, SLOT_SIZE); /* piece 0 was published intact */
-	check_bytes(r.data + SLOT_SIZE, SLOT_SIZE, SLOT_SIZE);
+	for (uint32_t s = 0; s < 3; s++)
+		ck_assert_uint_eq(wait_seq(&r, s, 1), 1);
+	ck_assert_int_eq(raw_recv(r.sock, d, sizeof(db), 5000, &err), OBJFS_MSG_DONE);
+	ck_assert_int_eq(d->err, 0);
+	ck_assert_uint_eq(d->count, 1);
+	ck_assert_uint_eq(d->more, 0);
+	ck_assert_uint_eq(d->fail[0].idx, 0);
+	ck_assert_int_eq(d->fail[0].err, EIO);
+	ck_assert_uint_eq(d->bytes, 0);
+	ck_assert_uint_eq(r.ring->err_piece, UINT64_MAX);
+	check_bytes(r.data, 0, SLOT_SIZE);
+	/* The session goes on. */
+	for (uint32_t s = 0; s < 3; s++)
+		__atomic_store_n(&r.ring->ctl[s].rel, 1, __ATOMIC_RELEASE);
+	fill_msg(&f, 0, 3, 100, 100);
+	raw_send(r.sock, &f, sizeof(f), -1);
+	ck_assert_int_eq(raw_recv(r.sock, d, sizeof(db), 5000, &err), OBJFS_MSG_DONE);
+	ck_assert_uint_eq(d->count, 0);
+	ck_assert_uint_eq(d->bytes, 100);
+	check_bytes(r.data + 3 * SLOT_SIZE, 100, 100);
 	raw_free(&r);
 
-	/* Through libobjfs: -EIO, and the handle stays dead. */
+	/* Through libobjfs: -EIO for that read, the next one works. */
 	ck_assert_int_eq(objfs_gpu_open_cap(&cap, &h), 0);
 	ck_assert_int_eq(objfs_gpu_read(h, buf, sizeof(buf), 3 * SLOT_SIZE, &n), -EIO);
+	ck_assert_int_eq(objfs_gpu_read(h, buf, sizeof(buf), 0, &n), 0);
+	ck_assert_int_eq(n, sizeof(buf));
+	check_bytes(buf, 0, sizeof(buf));
 	atomic_store(&fail_from, -1);
-	ck_assert_int_eq(objfs_gpu_read(h, buf, sizeof(buf), 0, &n), -EIO);
 	objfs_gpu_close(h);
 	assert_healthy();
 }
@@ -553,7 +600,7 @@ END_TEST
 START_TEST(test_wrong_inode)
 {
 	struct objfs_side_cap other;
-	struct objfs_msg_fill f;
+	struct fill1 f;
 	struct raw r;
 	uint8_t forged[OBJFS_TOKEN_LEN];
 	int err = 0;
@@ -569,13 +616,17 @@ START_TEST(test_wrong_inode)
 	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
 	ck_assert_int_eq(raw_hello(&r, forged, 42), EACCES);
 	raw_free(&r);
-	/* In a session for inode 42, a FILL with inode 43's token. */
+	/* In a session for inode 42: inode 43's token attached as 42 (refused,
+	 * the session goes on), a forged one, then a FILL naming a handle the
+	 * session does not have (it ends). */
 	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
 	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
-	fill_msg(&f, other.token, 43, 0, 0, 100);
+	ck_assert_int_eq(raw_attach(&r, other.token, 42, NULL), EACCES);
+	ck_assert_int_eq(raw_attach(&r, forged, 42, NULL), EACCES);
+	fill_msg(&f, 1, 0, 0, 100);
 	raw_send(r.sock, &f, sizeof(f), -1);
 	ck_assert_int_eq(raw_recv(r.sock, NULL, 0, 5000, &err), OBJFS_MSG_ERR);
-	ck_assert_int_eq(err, EACCES);
+	ck_assert_int_eq(err, EBADF);
 	ck_assert_int_eq(raw_recv(r.sock, NULL, 0, 5000, NULL), 0); /* then EOF */
 	ck_assert_uint_eq(seq_of(&r, 0), 0);                         /* nothing filled */
 	raw_free(&r);
@@ -615,7 +666,7 @@ START_TEST(test_malformed)
 {
 	enum bad_kind k = bad[_i].kind;
 	struct objfs_msg_hello m;
-	struct objfs_msg_fill f;
+	struct fill1 f;
 	struct raw r;
 	int err = 0, t;
 
@@ -624,7 +675,7 @@ START_TEST(test_malformed)
 		 k == GEOMETRY ? objfs_ring_bytes(2, SLOT_SIZE) : 0,
 		 k == UNSEALED ? 0 : k == SHRINK_ONLY ? 2 : 1);
 	hello_msg(&m, &r, cap.token, 42);
-	fill_msg(&f, cap.token, 42, 0, 0, 100);
+	fill_msg(&f, 0, 0, 0, 100);
 	if (k >= FILL_EOF)
 		ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
 	switch (k) {
@@ -651,9 +702,9 @@ START_TEST(test_malformed)
 	case UNSEALED: case SHRINK_ONLY: case RING_SIZE: case GEOMETRY:
 		raw_send(r.sock, &m, sizeof(m), r.memfd);
 		break;
-	case FILL_EOF: f.off = FILE_SIZE - 10; f.len = 11; raw_send(r.sock, &f, sizeof(f), -1); break;
-	case FILL_ZERO: f.len = 0; raw_send(r.sock, &f, sizeof(f), -1); break;
-	case FILL_NEG: f.off = -1; raw_send(r.sock, &f, sizeof(f), -1); break;
+	case FILL_EOF: f.e.off = FILE_SIZE - 10; f.e.len = 11; raw_send(r.sock, &f, sizeof(f), -1); break;
+	case FILL_ZERO: f.e.len = 0; raw_send(r.sock, &f, sizeof(f), -1); break;
+	case FILL_NEG: f.e.off = -1; raw_send(r.sock, &f, sizeof(f), -1); break;
 	case FILL_PIECE: f.first_piece = 5; raw_send(r.sock, &f, sizeof(f), -1); break;
 	case FILL_WITH_FD: raw_send(r.sock, &f, sizeof(f), r.memfd); break;
 	case HELLO_TWICE: raw_send(r.sock, &m, sizeof(m), r.memfd); break;
@@ -671,12 +722,12 @@ END_TEST
 /* A peer that vanishes while the daemon waits on its full ring. */
 START_TEST(test_peer_vanishes)
 {
-	struct objfs_msg_fill f;
+	struct fill1 f;
 	struct raw r;
 
 	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
 	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
-	fill_msg(&f, cap.token, 42, 0, 0, 20 * SLOT_SIZE);
+	fill_msg(&f, 0, 0, 0, 20 * SLOT_SIZE);
 	raw_send(r.sock, &f, sizeof(f), -1);
 	ck_assert_uint_eq(wait_seq(&r, SLOTS - 1, 1), 1); /* the ring is full */
 	wait_sessions(1, 1);
@@ -699,14 +750,14 @@ START_TEST(test_client_killed)
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {
-		struct objfs_msg_fill f;
+		struct fill1 f;
 		struct raw r;
 
 		close(pfd[0]);
 		raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
 		if (raw_hello(&r, cap.token, 42))
 			_exit(1);
-		fill_msg(&f, cap.token, 42, 0, 0, 40 * SLOT_SIZE);
+		fill_msg(&f, 0, 0, 0, 40 * SLOT_SIZE);
 		raw_send(r.sock, &f, sizeof(f), -1);
 		wait_seq(&r, 1, 1);
 		(void)!write(pfd[1], "x", 1);
@@ -913,7 +964,7 @@ END_TEST
 START_TEST(test_unread_dones)
 {
 	struct objfs_side_stats st;
-	struct objfs_msg_fill f;
+	struct fill1 f;
 	struct raw r;
 	unsigned sent = 0, dones = 0, errs = 0;
 	int t;
@@ -925,7 +976,7 @@ START_TEST(test_unread_dones)
 	for (; sent < 3 * OBJFS_SESSION_QUEUE; sent++) {
 		struct pollfd p = { r.sock, POLLOUT, 0 };
 
-		fill_msg(&f, cap.token, 42, sent, (int64_t)(sent % 64) * 4096, 4096);
+		fill_msg(&f, 0, sent, (int64_t)(sent % 64) * 4096, 4096);
 		if (poll(&p, 1, 2000) != 1 || !(p.revents & POLLOUT) ||
 		    send(r.sock, &f, sizeof(f), MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(f))
 			break; /* the session ended, or the daemon stopped reading */
@@ -965,7 +1016,7 @@ END_TEST
 /* A slow reader of DONEs is not punished: every DONE arrives, in order. */
 START_TEST(test_late_reader)
 {
-	struct objfs_msg_fill f;
+	struct fill1 f;
 	struct objfs_msg_done d;
 	struct raw r;
 	const unsigned n = 800;
@@ -975,7 +1026,7 @@ START_TEST(test_late_reader)
 	for (uint32_t i = 0; i < SLOTS; i++)
 		__atomic_store_n(&r.ring->ctl[i].rel, OBJFS_RING_GEN_MAX - 1, __ATOMIC_RELEASE);
 	for (unsigned i = 0; i < n; i++) {
-		fill_msg(&f, cap.token, 42, i, (int64_t)(i % 64) * 4096, 4096);
+		fill_msg(&f, 0, i, (int64_t)(i % 64) * 4096, 4096);
 		raw_send(r.sock, &f, sizeof(f), -1);
 	}
 	usleep(500000); /* the socket fills; the rest wait in the queue */
@@ -1205,12 +1256,17 @@ static const struct {
 } msg_cases[] = {
 	{ "hello", OBJFS_MSG_HELLO, sizeof(struct objfs_msg_hello), 0, 0 },
 	{ "hello_ok", OBJFS_MSG_HELLO_OK, sizeof(struct objfs_msg_hello_ok), 0, 0 },
-	{ "fill", OBJFS_MSG_FILL, sizeof(struct objfs_msg_fill), 0, 0 },
-	{ "done", OBJFS_MSG_DONE, sizeof(struct objfs_msg_done), 0, 0 },
+	{ "fill without entries", OBJFS_MSG_FILL, sizeof(struct objfs_msg_fill), 0, -EPROTO },
+	{ "done without failures", OBJFS_MSG_DONE, sizeof(struct objfs_msg_done), 0, 0 },
+	{ "attach", OBJFS_MSG_ATTACH, sizeof(struct objfs_msg_attach), 0, 0 },
+	{ "attach_ok", OBJFS_MSG_ATTACH_OK, sizeof(struct objfs_msg_attach_ok), 0, 0 },
+	{ "detach", OBJFS_MSG_DETACH, sizeof(struct objfs_msg_detach), 0, 0 },
+	{ "done shorter than its header", OBJFS_MSG_DONE, sizeof(struct objfs_msg_done) - 8, 0,
+	  -EPROTO },
 	{ "err", OBJFS_MSG_ERR, sizeof(struct objfs_msg_err), 0, 0 },
 	{ "short", OBJFS_MSG_FILL, sizeof(struct objfs_msg_hdr) - 1, 0, -EPROTO },
 	{ "size of another type", OBJFS_MSG_DONE, sizeof(struct objfs_msg_err), 0, -EPROTO },
-	{ "unknown type", 9, sizeof(struct objfs_msg_err), 0, -EPROTO },
+	{ "unknown type", 99, sizeof(struct objfs_msg_err), 0, -EPROTO },
 	{ "magic", OBJFS_MSG_ERR, sizeof(struct objfs_msg_err), 1, -EPROTO },
 	{ "version", OBJFS_MSG_ERR, sizeof(struct objfs_msg_err), 2, -EPROTONOSUPPORT },
 	{ "reserved", OBJFS_MSG_ERR, sizeof(struct objfs_msg_err), 3, -EPROTO },
@@ -1234,6 +1290,631 @@ START_TEST(test_msg_check)
 }
 END_TEST
 
+
+/* ------------------------------------------------------------ batches (version 2) */
+
+/* The side server's stats now. */
+static struct objfs_side_stats stats(void)
+{
+	struct objfs_side_stats st;
+
+	objfs_side_get_stats(side, &st);
+	return st;
+}
+
+/* Opens a handle of a new grant of @ino (42 or 43). */
+static struct objfs_gpu *open_ino(uint64_t ino)
+{
+	struct objfs_side_cap c;
+	struct objfs_gpu *h;
+
+	ck_assert_int_eq(grant(side, getuid(), ino, &c), 0);
+	ck_assert_int_eq(objfs_gpu_open_cap(&c, &h), 0);
+	return h;
+}
+
+static uint64_t rnd_state = 88172645463325252ull;
+
+static uint64_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return rnd_state;
+}
+
+/*
+ * A batch in order: odd offsets and sizes over two handles, entries that
+ * share slots, entries longer than a slot, len 0, at and past the end,
+ * negative offsets; every entry gets its own count and bytes, nothing is
+ * written past a count.
+ */
+START_TEST(test_batch_order)
+{
+	enum { N = 300 };
+	struct objfs_gpu *h[2] = { open_ino(42), open_ino(43) };
+	struct objfs_gpu_iov v[N];
+	char *buf[N];
+	ssize_t want[N];
+
+	for (int i = 0; i < N; i++) {
+		uint64_t r = rnd();
+		size_t len = r % 7 == 0 ? (size_t)(r % (3 * SLOT_SIZE)) : (size_t)(r % 9000) + 1;
+		int64_t off = (int64_t)((r >> 20) % (uint64_t)FILE_SIZE);
+
+		if (i % 50 == 7)
+			len = 0;
+		if (i % 50 == 11)
+			off = FILE_SIZE - 3;
+		if (i % 50 == 13)
+			off = FILE_SIZE + 5;
+		if (i % 50 == 17)
+			off = -5;
+		want[i] = off < 0 ? -EINVAL : off >= FILE_SIZE ? 0
+			: (ssize_t)(len < (size_t)(FILE_SIZE - off) ? len : (size_t)(FILE_SIZE - off));
+		buf[i] = calloc(1, len + 1);
+		v[i] = (struct objfs_gpu_iov){ h[i & 1], buf[i], len, off, 12345 };
+	}
+	ck_assert_int_eq(objfs_gpu_readv(v, N), 0);
+	for (int i = 0; i < N; i++) {
+		ck_assert_msg(v[i].nread == want[i], "entry %d (%zu at %lld): %zd, want %zd", i,
+			      v[i].len, (long long)v[i].off, v[i].nread, want[i]);
+		if (want[i] > 0)
+			check_bytes(buf[i], v[i].off, (size_t)want[i]);
+		ck_assert_int_eq(buf[i][want[i] > 0 ? want[i] : 0], 0);
+		free(buf[i]);
+	}
+	/* The async call without a GPU completes at once. */
+	{
+		char b[100];
+		struct objfs_gpu_iov one = { h[1], b, sizeof(b), 999, 0 };
+
+		ck_assert_int_eq(objfs_gpu_readv_async(&one, 1, NULL), 0);
+		ck_assert_int_eq(one.nread, sizeof(b));
+		check_bytes(b, 999, sizeof(b));
+	}
+	ck_assert_uint_eq(stats().sessions_open, 1); /* one session for both handles */
+	objfs_gpu_close(h[0]);
+	objfs_gpu_close(h[1]);
+	wait_sessions(0, 5);
+}
+END_TEST
+
+/* A failed range fails its entry only; the others and later batches are fine. */
+START_TEST(test_batch_partial_failure)
+{
+	struct objfs_gpu *h = open_ino(42);
+	static char a[5000], b[5000], c[3 * SLOT_SIZE], d[100];
+	struct objfs_gpu_iov v[] = {
+		{ h, a, sizeof(a), 1000, 0 },                    /* block 0 */
+		{ h, b, sizeof(b), 40 * SLOT_SIZE + 7, 0 },      /* past fail_from */
+		{ h, c, sizeof(c), 38 * SLOT_SIZE, 0 },          /* long, its last part fails */
+		{ h, d, sizeof(d), 5 * SLOT_SIZE, 0 },           /* block 5 */
+	};
+
+	atomic_store(&fail_from, 40 * SLOT_SIZE);
+	ck_assert_int_eq(objfs_gpu_readv(v, 4), 0);
+	ck_assert_int_eq(v[0].nread, sizeof(a));
+	ck_assert_int_eq(v[1].nread, -EIO);
+	ck_assert_int_eq(v[2].nread, -EIO);
+	ck_assert_int_eq(v[3].nread, sizeof(d));
+	check_bytes(a, 1000, sizeof(a));
+	check_bytes(d, 5 * SLOT_SIZE, sizeof(d));
+	ck_assert_uint_eq(stats().fill_errors, 2);
+	atomic_store(&fail_from, -1);
+	ck_assert_int_eq(objfs_gpu_readv(v, 4), 0);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(v[i].nread, (ssize_t)v[i].len);
+	check_bytes(b, 40 * SLOT_SIZE + 7, sizeof(b));
+	check_bytes(c, 38 * SLOT_SIZE, sizeof(c));
+	objfs_gpu_close(h);
+}
+END_TEST
+
+/*
+ * Coalescing, counted at the fake store: 16 adjacent 4 KiB entries in
+ * order (one slot, laid out as in the file: one fill straight into it),
+ * then the same ranges shuffled and overlapping (one fill through a
+ * buffer), then two objects interleaved (one fill each). Within one block
+ * every run is one fetch.
+ */
+START_TEST(test_batch_coalesce)
+{
+	struct objfs_gpu *h = open_ino(42), *h2 = open_ino(43);
+	static char buf[32][4096];
+	struct objfs_gpu_iov v[32];
+	uint64_t runs0 = stats().fill_runs;
+	int f0;
+
+	for (int i = 0; i < 16; i++)
+		v[i] = (struct objfs_gpu_iov){ h, buf[i], 4096, 8 * SLOT_SIZE + i * 4096, 0 };
+	f0 = atomic_load(&fetches);
+	ck_assert_int_eq(objfs_gpu_readv(v, 16), 0);
+	for (int i = 0; i < 16; i++) {
+		ck_assert_int_eq(v[i].nread, 4096);
+		check_bytes(buf[i], v[i].off, 4096);
+	}
+	ck_assert_uint_eq(stats().fill_runs - runs0, 1);
+	ck_assert_int_eq(atomic_load(&fetches) - f0, 1);
+
+	/* Shuffled, with overlaps: offsets 2 KiB apart, reverse order. */
+	for (int i = 0; i < 16; i++)
+		v[i] = (struct objfs_gpu_iov){ h, buf[i], 4096, 12 * SLOT_SIZE + (15 - i) * 2048, 0 };
+	runs0 = stats().fill_runs;
+	f0 = atomic_load(&fetches);
+	ck_assert_int_eq(objfs_gpu_readv(v, 16), 0);
+	for (int i = 0; i < 16; i++)
+		check_bytes(buf[i], v[i].off, 4096);
+	ck_assert_uint_eq(stats().fill_runs - runs0, 1);
+	ck_assert_int_eq(atomic_load(&fetches) - f0, 1);
+
+	/* Two objects interleaved: one run each. */
+	for (int i = 0; i < 32; i++)
+		v[i] = (struct objfs_gpu_iov){ i & 1 ? h2 : h, buf[i], 1024,
+					       16 * SLOT_SIZE + (i / 2) * 1024, 0 };
+	runs0 = stats().fill_runs;
+	ck_assert_int_eq(objfs_gpu_readv(v, 32), 0);
+	for (int i = 0; i < 32; i++)
+		check_bytes(buf[i], v[i].off, 1024);
+	ck_assert_uint_eq(stats().fill_runs - runs0, 2);
+	objfs_gpu_close(h);
+	objfs_gpu_close(h2);
+}
+END_TEST
+
+/* The packing both sides compute (side_proto.h, 6), against a table. */
+START_TEST(test_pack)
+{
+	static const struct { uint64_t len; uint64_t piece; uint32_t off; } v[] = {
+		{ 100, 0, 0 }, { SLOT_SIZE - 100, 0, 100 }, { 1, 1, 0 },
+		{ SLOT_SIZE, 2, 0 },                 /* does not fit the rest of piece 1 */
+		{ SLOT_SIZE + 1, 3, 0 },             /* long: pieces 3 and 4 */
+		{ 10, 5, 0 }, { SLOT_SIZE - 10, 5, 10 }, { 5, 6, 0 },
+		{ 3 * SLOT_SIZE, 7, 0 },             /* pieces 7, 8, 9 */
+		{ 7, 10, 0 },
+	};
+	struct objfs_pack pk = { 0, 0 };
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		uint32_t off;
+		uint64_t p = objfs_pack_place(&pk, v[i].len, SLOT_SIZE, &off);
+
+		ck_assert_msg(p == v[i].piece && off == v[i].off, "entry %zu: piece %llu off %u", i,
+			      (unsigned long long)p, off);
+	}
+	ck_assert_uint_eq(objfs_pack_pieces(&pk), 11);
+}
+END_TEST
+
+/* Arguments of the whole call: clean errors, nothing read. */
+START_TEST(test_batch_limits)
+{
+	struct objfs_gpu *h = open_ino(42), *other;
+	struct objfs_side *side2 = server_new(8, 64);
+	struct objfs_side_cap c2;
+	char b[10];
+	struct objfs_gpu_iov v[2] = { { h, b, 10, 0, 7 }, { h, b, 10, 0, 7 } };
+	struct objfs_gpu_iov *big;
+
+	ck_assert_int_eq(objfs_gpu_readv(v, 0), 0);
+	ck_assert_int_eq(objfs_gpu_readv(NULL, 0), 0);
+	ck_assert_int_eq(objfs_gpu_readv(NULL, 3), -EINVAL);
+	ck_assert_int_eq(objfs_gpu_readv(v, -1), -EINVAL);
+	ck_assert_int_eq(objfs_gpu_readv(v, INT_MAX), -E2BIG);
+	v[1].h = NULL;
+	ck_assert_int_eq(objfs_gpu_readv(v, 2), -EINVAL);
+	v[1] = (struct objfs_gpu_iov){ h, NULL, 10, 0, 7 };
+	ck_assert_int_eq(objfs_gpu_readv(v, 2), -EINVAL);
+	ck_assert_int_eq(v[0].nread, 7); /* untouched */
+	/* A handle of another mount (another daemon): -EXDEV. */
+	ck_assert_int_eq(grant(side2, getuid(), 42, &c2), 0);
+	ck_assert_int_eq(objfs_gpu_open_cap(&c2, &other), 0);
+	v[1] = (struct objfs_gpu_iov){ other, b, 10, 0, 7 };
+	ck_assert_int_eq(objfs_gpu_readv(v, 2), -EXDEV);
+	/* Entry-level: sizes past SSIZE_MAX, sums that overflow. */
+	v[1] = (struct objfs_gpu_iov){ h, b, SIZE_MAX, 5, 7 };
+	ck_assert_int_eq(objfs_gpu_readv(v, 2), 0);
+	ck_assert_int_eq(v[0].nread, 10);
+	ck_assert_int_eq(v[1].nread, -EINVAL);
+	v[1] = (struct objfs_gpu_iov){ h, b, (size_t)SSIZE_MAX, INT64_MAX, 7 };
+	ck_assert_int_eq(objfs_gpu_readv(v, 2), 0);
+	ck_assert_int_eq(v[1].nread, 0);
+	/* The most entries of one call, all of one byte: several FILL messages. */
+	big = calloc(OBJFS_GPU_READV_MAX, sizeof(*big));
+	char *bb = malloc(OBJFS_GPU_READV_MAX);
+	for (int i = 0; i < OBJFS_GPU_READV_MAX; i++)
+		big[i] = (struct objfs_gpu_iov){ h, bb + i, 1, (off_t)i * 17, 0 };
+	ck_assert_int_eq(objfs_gpu_readv(big, OBJFS_GPU_READV_MAX), 0);
+	for (int i = 0; i < OBJFS_GPU_READV_MAX; i++) {
+		ck_assert_int_eq(big[i].nread, 1);
+		ck_assert_uint_eq((unsigned char)bb[i], byte_at((int64_t)i * 17));
+	}
+	free(big);
+	free(bb);
+	objfs_gpu_close(other);
+	objfs_gpu_close(h);
+	objfs_side_free(side2);
+}
+END_TEST
+
+/* Hostile FILLs, ATTACHes and DETACHes from a raw client: the session ends
+ * with a clean ERR (or ATTACH_OK's errno), the server serves on. */
+enum bad_batch {
+	BB_NENT_ZERO, BB_NENT_HUGE, BB_COUNT_ZERO, BB_COUNT_LIES, BB_FIRST, BB_REQ_CHANGES,
+	BB_TOO_MANY, BB_HANDLE, BB_LEN_ZERO, BB_OFF_OVERFLOW, BB_LEN_HUGE, BB_ATTACH_MID,
+	BB_DETACH_UNKNOWN, BB_DETACH_TWICE,
+};
+static const struct { const char *name; enum bad_batch kind; int err; } bad_batch[] = {
+	{ "nent 0", BB_NENT_ZERO, EINVAL },
+	{ "nent past the bound", BB_NENT_HUGE, EINVAL },
+	{ "count 0", BB_COUNT_ZERO, EPROTO },
+	{ "count past the message", BB_COUNT_LIES, EPROTO },
+	{ "second message out of sequence", BB_FIRST, EPROTO },
+	{ "request id changes mid-request", BB_REQ_CHANGES, EPROTO },
+	{ "more entries than nent", BB_TOO_MANY, EPROTO },
+	{ "handle never attached", BB_HANDLE, EBADF },
+	{ "len 0", BB_LEN_ZERO, EINVAL },
+	{ "off + len overflows", BB_OFF_OVERFLOW, EINVAL },
+	{ "len past the bound", BB_LEN_HUGE, EINVAL },
+	{ "ATTACH inside a request", BB_ATTACH_MID, EPROTO },
+	{ "DETACH of an unknown handle", BB_DETACH_UNKNOWN, EBADF },
+	{ "DETACH twice", BB_DETACH_TWICE, EBADF },
+};
+
+START_TEST(test_batch_hostile)
+{
+	char mb[OBJFS_MSG_MAX] __attribute__((aligned(8))) = { 0 };
+	struct objfs_msg_fill *m = (struct objfs_msg_fill *)mb;
+	struct objfs_msg_detach dt = { 0 };
+	struct objfs_msg_attach at = { 0 };
+	struct raw r;
+	size_t len = objfs_msg_size(OBJFS_MSG_FILL, 2);
+	int err = 0, t;
+
+	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
+	objfs_msg_init(&m->h, OBJFS_MSG_FILL, (uint32_t)len);
+	m->req_id = 1;
+	m->nent = 4;
+	m->count = 2;
+	m->ent[0] = (struct objfs_fill_ent){ 0, 0, 0, 100 };
+	m->ent[1] = (struct objfs_fill_ent){ 0, 0, 100, 100 };
+	objfs_msg_init(&dt.h, OBJFS_MSG_DETACH, sizeof(dt));
+	objfs_msg_init(&at.h, OBJFS_MSG_ATTACH, sizeof(at));
+	switch (bad_batch[_i].kind) {
+	case BB_NENT_ZERO: m->nent = 0; break;
+	case BB_NENT_HUGE: m->nent = OBJFS_FILL_MAX_ENTS + 1; break;
+	case BB_COUNT_ZERO: m->count = 0; break;
+	case BB_COUNT_LIES: m->count = 3; break;
+	case BB_FIRST: raw_send(r.sock, m, len, -1); m->first = 1; break;
+	case BB_REQ_CHANGES: raw_send(r.sock, m, len, -1); m->first = 2; m->req_id = 9; break;
+	case BB_TOO_MANY: m->nent = 1; break;
+	case BB_HANDLE: m->ent[1].handle = 3; break;
+	case BB_LEN_ZERO: m->ent[1].len = 0; break;
+	case BB_OFF_OVERFLOW: m->ent[1].off = INT64_MAX; m->ent[1].len = 2; break;
+	case BB_LEN_HUGE: m->ent[1].len = OBJFS_FILL_MAX_LEN + 1; break;
+	case BB_ATTACH_MID: raw_send(r.sock, m, len, -1); break;
+	case BB_DETACH_UNKNOWN: dt.handle = 99; break;
+	case BB_DETACH_TWICE: raw_send(r.sock, &dt, sizeof(dt), -1); break;
+	}
+	if (bad_batch[_i].kind == BB_ATTACH_MID) {
+		memcpy(at.token, cap.token, OBJFS_TOKEN_LEN);
+		at.ino = 42;
+		raw_send(r.sock, &at, sizeof(at), -1);
+	} else if (bad_batch[_i].kind == BB_DETACH_UNKNOWN || bad_batch[_i].kind == BB_DETACH_TWICE) {
+		raw_send(r.sock, &dt, sizeof(dt), -1);
+	} else if (bad_batch[_i].kind == BB_COUNT_LIES) {
+		objfs_msg_init(&m->h, OBJFS_MSG_FILL, (uint32_t)len);
+		raw_send(r.sock, m, len, -1); /* objfs_msg_check: size and count disagree */
+	} else {
+		raw_send(r.sock, m, len, -1);
+	}
+	t = raw_recv(r.sock, NULL, 0, 5000, &err);
+	ck_assert_msg(t == OBJFS_MSG_ERR && err == bad_batch[_i].err, "%s: got type %d err %d",
+		      bad_batch[_i].name, t, err);
+	raw_free(&r);
+	wait_sessions(0, 5);
+	assert_healthy();
+}
+END_TEST
+
+/* Handles past the uid's capability share: ATTACH_OK ENOSPC, the session goes on. */
+START_TEST(test_attach_bound)
+{
+	struct objfs_side_cfg cfg = {
+		.ring_slots = SLOTS, .ring_slot_size = SLOT_SIZE, .max_sessions = 8,
+		.max_caps = 64, .uid_caps = 4, .cap_ttl = 60, .only_uid = -1,
+	};
+	struct objfs_side_cap c[5];
+	struct objfs_gpu *h[5];
+	char b[10];
+	ssize_t n;
+
+	objfs_side_free(side);
+	side = server_cfg(&cfg);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(grant(side, getuid(), 42, &c[i]), 0);
+	ck_assert_int_eq(grant(side, getuid(), 42, &c[4]), -ENOSPC);
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(objfs_gpu_open_cap(&c[i], &h[i]), 0);
+	/* A fifth attach of an already attached capability: past the share. The
+	 * open is pipelined (returns once sent); its reads give the refusal. */
+	ck_assert_int_eq(objfs_gpu_open_cap(&c[0], &h[4]), 0);
+	ck_assert_int_eq(objfs_gpu_read(h[4], b, sizeof(b), 5, &n), -ENOSPC);
+	objfs_gpu_close(h[4]);
+	ck_assert_int_eq(objfs_gpu_read(h[3], b, sizeof(b), 5, &n), 0);
+	check_bytes(b, 5, sizeof(b));
+	/* Detached handles make room (once no request names them). */
+	objfs_gpu_close(h[3]);
+	for (double t0 = now(); now() - t0 < 5;) {
+		ck_assert_int_eq(objfs_gpu_open_cap(&c[3], &h[3]), 0);
+		if (objfs_gpu_read(h[3], b, sizeof(b), 5, &n) == 0)
+			break;
+		objfs_gpu_close(h[3]);
+		h[3] = NULL;
+		usleep(10000);
+	}
+	ck_assert(h[3] != NULL);
+	for (int i = 0; i < 4; i++)
+		objfs_gpu_close(h[i]);
+	wait_sessions(0, 5);
+}
+END_TEST
+
+/*
+ * A DETACH while a request naming the handle is still queued keeps the
+ * capability record until that request is done, whatever request ids the
+ * client uses (ids going backwards once freed the record early; an expired,
+ * purged record was then read by the queued fill: ASan's use after free).
+ */
+START_TEST(test_detach_queued)
+{
+	struct objfs_side_cfg cfg = {
+		.ring_slots = SLOTS, .ring_slot_size = SLOT_SIZE, .max_sessions = 8,
+		.uid_sessions = 8, .max_caps = 64, .uid_caps = 64, .cap_ttl = 0.01, .only_uid = -1,
+	};
+	struct objfs_side_cap c2, c3;
+	struct objfs_msg_detach dt = { 0 };
+	char db[OBJFS_MSG_MAX] __attribute__((aligned(8)));
+	struct objfs_msg_done *d = (struct objfs_msg_done *)db;
+	struct fill1 f;
+	struct raw r;
+	uint32_t h1;
+	int err = 0;
+
+	objfs_side_free(side);
+	side = server_cfg(&cfg);
+	ck_assert_int_eq(grant(side, getuid(), 42, &cap), 0);
+	ck_assert_int_eq(grant(side, getuid(), 43, &c2), 0);
+	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
+	ck_assert_int_eq(raw_attach(&r, c2.token, 43, &h1), 0);
+	fill_msg(&f, 0, 0, 0, 100); /* request id 1 ... */
+	f.req_id = 10;              /* ... called 10 */
+	raw_send(r.sock, &f, sizeof(f), -1);
+	ck_assert_int_eq(raw_recv(r.sock, d, sizeof(db), 5000, &err), OBJFS_MSG_DONE);
+	__atomic_store_n(&r.ring->ctl[0].rel, 1, __ATOMIC_RELEASE);
+	/* Handle 1, more pieces than the ring: it waits for releases. Id 5. */
+	fill_msg(&f, h1, 1, 0, (uint64_t)(SLOTS + 3) * SLOT_SIZE);
+	f.req_id = 5;
+	raw_send(r.sock, &f, sizeof(f), -1);
+	objfs_msg_init(&dt.h, OBJFS_MSG_DETACH, sizeof(dt));
+	dt.handle = h1;
+	raw_send(r.sock, &dt, sizeof(dt), -1);
+	usleep(1200000);                                      /* past the TTL and the purge period */
+	ck_assert_int_eq(grant(side, getuid(), 42, &c3), 0); /* a grant purges expired records */
+	for (uint32_t p = 1; p < 1 + SLOTS + 3; p++) {        /* now let the request run */
+		uint32_t s = p % SLOTS, g = p / SLOTS + 1;
+
+		ck_assert_uint_eq(wait_seq(&r, s, g), g);
+		check_bytes(r.data + (size_t)s * SLOT_SIZE, (int64_t)(p - 1) * SLOT_SIZE, SLOT_SIZE);
+		__atomic_store_n(&r.ring->ctl[s].rel, g, __ATOMIC_RELEASE);
+	}
+	ck_assert_int_eq(raw_recv(r.sock, d, sizeof(db), 5000, &err), OBJFS_MSG_DONE);
+	ck_assert_uint_eq(d->req_id, 5);
+	ck_assert_uint_eq(d->count, 0);
+	raw_free(&r);
+	wait_sessions(0, 5);
+}
+END_TEST
+
+/* A fork()ed child (a DataLoader worker) makes its own session; the parent's goes on. */
+START_TEST(test_fork_child)
+{
+	struct objfs_gpu *h = open_ino(42);
+	char b[100];
+	ssize_t n;
+	int status;
+	pid_t pid;
+
+	ck_assert_int_eq(objfs_gpu_read(h, b, sizeof(b), 10, &n), 0);
+	pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		struct objfs_gpu *c;
+
+		/* the server's threads are the parent's: this is a client only */
+		if (objfs_gpu_open_cap(&cap, &c))
+			_exit(1);
+		if (objfs_gpu_read(c, b, sizeof(b), 777, &n) || n != (ssize_t)sizeof(b))
+			_exit(2);
+		for (size_t i = 0; i < sizeof(b); i++)
+			if ((unsigned char)b[i] != byte_at(777 + (int64_t)i))
+				_exit(3);
+		objfs_gpu_close(c);
+		_exit(0);
+	}
+	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+	ck_assert_msg(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		      "the child: exit %d (1 open, 2 read, 3 bytes)", WEXITSTATUS(status));
+	ck_assert_uint_eq(stats().sessions_total, 2); /* the child's was a session of its own */
+	ck_assert_int_eq(objfs_gpu_read(h, b, sizeof(b), 55, &n), 0);
+	check_bytes(b, 55, sizeof(b));
+	objfs_gpu_close(h);
+	wait_sessions(0, 5);
+}
+END_TEST
+
+/* ATTACHes whose answers are never read: the session ends, nothing blocks. */
+START_TEST(test_attach_unread)
+{
+	struct objfs_msg_attach m = { 0 };
+	struct raw r;
+	double t0 = now();
+	int sent = 0, err = 0;
+
+	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
+	objfs_msg_init(&m.h, OBJFS_MSG_ATTACH, sizeof(m));
+	m.ino = 42; /* a zero token: refused, answered each time */
+	while (now() - t0 < 10) {
+		ssize_t k = send(r.sock, &m, sizeof(m), MSG_NOSIGNAL | MSG_DONTWAIT);
+
+		if (k < 0 && errno == EAGAIN) {
+			usleep(1000);
+			continue;
+		}
+		if (k < 0)
+			break; /* the daemon ended the session */
+		sent++;
+	}
+	ck_assert_int_gt(sent, OBJFS_ATTACH_PIPELINE);
+	ck_assert_msg(now() - t0 < 10, "the session did not end (%d ATTACHes sent)", sent);
+	(void)err;
+	raw_free(&r);
+	wait_sessions(0, 5);
+	assert_healthy();
+}
+END_TEST
+
+/*
+ * Shared session refcounting: handles of one mount share one session and
+ * ring, closing all but one keeps it, closing the last ends it, the next
+ * open makes a new one; a session whose daemon ended it is replaced.
+ */
+START_TEST(test_shared_session)
+{
+	struct objfs_gpu *h[3];
+	uint64_t ring;
+	char b[64];
+	ssize_t n;
+
+	for (int i = 0; i < 3; i++)
+		h[i] = open_ino(i == 1 ? 43 : 42);
+	ck_assert_uint_eq(stats().sessions_open, 1);
+	ring = stats().ring_bytes;
+	ck_assert_uint_eq(ring, objfs_ring_bytes(SLOTS, SLOT_SIZE));
+	objfs_gpu_close(h[0]);
+	objfs_gpu_close(h[2]);
+	ck_assert_int_eq(objfs_gpu_read(h[1], b, sizeof(b), 64, &n), 0);
+	check_bytes(b, 64, sizeof(b));
+	ck_assert_uint_eq(stats().sessions_open, 1);
+	objfs_gpu_close(h[1]);
+	wait_sessions(0, 5);
+	h[0] = open_ino(42);
+	ck_assert_uint_eq(stats().sessions_total, 2);
+	ck_assert_int_eq(objfs_gpu_read(h[0], b, sizeof(b), 0, &n), 0);
+	objfs_gpu_close(h[0]);
+	wait_sessions(0, 5);
+}
+END_TEST
+
+/*
+ * 10,000 handles in one process: one session, the ring's bytes pinned
+ * once, every handle readable in one batch. Times are printed, not
+ * asserted (the target, <= 50 us per open after the first, is measured on
+ * the device machine through the mount).
+ */
+START_TEST(test_many_handles)
+{
+	enum { N = 10000 };
+	struct objfs_side_cfg cfg = {
+		.ring_slots = SLOTS, .ring_slot_size = SLOT_SIZE, .max_sessions = 8,
+		.uid_sessions = 8, .max_caps = 2 * N + 16, .uid_caps = 2 * N + 16, .cap_ttl = 60,
+		.only_uid = -1,
+	};
+	struct objfs_side_cap *c = calloc(N, sizeof(*c));
+	struct objfs_gpu **h = calloc(N, sizeof(*h));
+	struct objfs_gpu_iov *v = calloc(N, sizeof(*v));
+	unsigned char *b = malloc(N);
+	double t0, t1;
+
+	objfs_side_free(side);
+	side = server_cfg(&cfg);
+	t0 = now();
+	for (int i = 0; i < N; i++)
+		ck_assert_int_eq(grant(side, getuid(), 42, &c[i]), 0);
+	t1 = now();
+	ck_assert_int_eq(objfs_gpu_open_cap(&c[0], &h[0]), 0);
+	for (int i = 1; i < N; i++)
+		ck_assert_int_eq(objfs_gpu_open_cap(&c[i], &h[i]), 0);
+	fprintf(stderr, "check_side: %d grants %.1f us each; %d attaches %.1f us each\n", N,
+		(t1 - t0) * 1e6 / N, N - 1, (now() - t1) * 1e6 / N);
+	ck_assert_uint_eq(stats().sessions_open, 1);
+	ck_assert_uint_eq(stats().ring_bytes, objfs_ring_bytes(SLOTS, SLOT_SIZE));
+	for (int i = 0; i < N; i++)
+		v[i] = (struct objfs_gpu_iov){ h[i], b + i, 1, (off_t)i * 311, 0 };
+	ck_assert_int_eq(objfs_gpu_readv(v, N), 0);
+	for (int i = 0; i < N; i++) {
+		ck_assert_int_eq(v[i].nread, 1);
+		ck_assert_uint_eq(b[i], byte_at((int64_t)i * 311));
+	}
+	for (int i = N - 1; i >= 0; i--)
+		objfs_gpu_close(h[i]);
+	wait_sessions(0, 5);
+	free(c);
+	free(h);
+	free(v);
+	free(b);
+}
+END_TEST
+
+/* The daemon goes away with a batch in flight: every entry -EIO, no hang. */
+struct bgv {
+	struct objfs_gpu_iov *v;
+	int n, rc;
+	double t_end;
+};
+
+static void *bg_readv(void *a)
+{
+	struct bgv *b = a;
+
+	b->rc = objfs_gpu_readv(b->v, b->n);
+	b->t_end = now();
+	return NULL;
+}
+
+START_TEST(test_batch_daemon_dies)
+{
+	enum { N = 64 };
+	struct objfs_gpu *h = open_ino(42);
+	char *buf = malloc((size_t)N * 5000);
+	struct objfs_gpu_iov v[N];
+	struct bgv b = { v, N, 1, 0 };
+	pthread_t t;
+	double t_kill;
+
+	for (int i = 0; i < N; i++) /* 13 entries a slot, the ring wraps */
+		v[i] = (struct objfs_gpu_iov){ h, buf + i * 5000, 5000, (off_t)i * 40000, 0 };
+	atomic_store(&fetch_delay_ms, 400);
+	pthread_create(&t, NULL, bg_readv, &b);
+	usleep(100000);
+	t_kill = now();
+	objfs_side_free(side);
+	side = NULL;
+	pthread_join(t, NULL);
+	ck_assert_int_eq(b.rc, 0);
+	for (int i = 0; i < N; i++)
+		ck_assert_msg(v[i].nread == -EIO, "entry %d: %zd", i, v[i].nread);
+	ck_assert_msg(b.t_end - t_kill < 3.0, "the batch took %.2f s to fail", b.t_end - t_kill);
+	ck_assert_int_eq(objfs_gpu_readv(v, 1), -EIO); /* the session is dead */
+	objfs_gpu_close(h);
+	free(buf);
+	side = server_new(8, 64); /* for teardown */
+}
+END_TEST
+
 static Suite *side_suite(void)
 {
 	Suite *s = suite_create("side");
@@ -1242,6 +1923,19 @@ static Suite *side_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_cap_fields);
+	tcase_add_test(tc, test_pack);
+	tcase_add_test(tc, test_batch_order);
+	tcase_add_test(tc, test_batch_partial_failure);
+	tcase_add_test(tc, test_batch_coalesce);
+	tcase_add_test(tc, test_batch_limits);
+	tcase_add_loop_test(tc, test_batch_hostile, 0, sizeof(bad_batch) / sizeof(bad_batch[0]));
+	tcase_add_test(tc, test_attach_bound);
+	tcase_add_test(tc, test_attach_unread);
+	tcase_add_test(tc, test_detach_queued);
+	tcase_add_test(tc, test_fork_child);
+	tcase_add_test(tc, test_shared_session);
+	tcase_add_test(tc, test_many_handles);
+	tcase_add_test(tc, test_batch_daemon_dies);
 	tcase_add_test(tc, test_client_reads);
 	tcase_add_test(tc, test_client_threads);
 	tcase_add_test(tc, test_ring_sequence);

@@ -10,6 +10,11 @@
  *   side_client wrongino MNT_A MNT_B    a token of B is refused for A
  *   side_client open MNTFILE            prints objfs_gpu_open's result
  *   side_client cap MNTFILE OUT         writes the file's capability to OUT
+ *   side_client batch MNTDIR SRCDIR     every file of MNTDIR opened (one
+ *                                       session, one ring in this process),
+ *                                       random batches over all of them at
+ *                                       odd offsets and sizes, compared with
+ *                                       the same files in SRCDIR
  *   side_client hello CAPFILE           HELLO with the capability in CAPFILE
  *                                       (run as another user: perms.sh);
  *                                       prints "accepted" or "refused ERRNO"
@@ -29,6 +34,7 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -131,6 +137,139 @@ static int do_reads(const char *mnt, const char *src)
 	free(got);
 	free(want);
 	close(sfd);
+	return failures ? 1 : 0;
+}
+
+/* Rings of libobjfs mapped in this process (one per session). */
+static int my_rings(void)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	int n = 0;
+
+	while (f && fgets(line, sizeof(line), f))
+		n += strstr(line, "memfd:objfs-ring") != NULL;
+	if (f)
+		fclose(f);
+	return n;
+}
+
+static double mono_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static uint64_t xs = 0x9e3779b97f4a7c15ull;
+
+static uint64_t xrand(void)
+{
+	xs ^= xs << 13;
+	xs ^= xs >> 7;
+	xs ^= xs << 17;
+	return xs;
+}
+
+static int do_batch(const char *mntdir, const char *srcdir)
+{
+	enum { MAXF = 4096, MAXN = 3000 };
+	static struct objfs_gpu *h[MAXF];
+	static int sfd[MAXF];
+	static int64_t size[MAXF];
+	static struct objfs_gpu_iov v[MAXN];
+	static int64_t want[MAXN];
+	static int fidx[MAXN];
+	DIR *d = opendir(mntdir);
+	struct dirent *de;
+	int nf = 0, bad = 0;
+	double t0, t_first = 0, t_rest = 0;
+	char path[4096], msg[256];
+	char *buf, *ref;
+
+	if (!d)
+		return 2;
+	while ((de = readdir(d)) && nf < MAXF) {
+		struct stat st;
+		int err, fd;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", srcdir, de->d_name);
+		sfd[nf] = open(path, O_RDONLY);
+		if (sfd[nf] < 0 || fstat(sfd[nf], &st))
+			return 2;
+		size[nf] = st.st_size;
+		snprintf(path, sizeof(path), "%s/%s", mntdir, de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return 2;
+		t0 = mono_s(); /* objfs_gpu_open alone: the ioctl and HELLO or ATTACH */
+		err = objfs_gpu_open(fd, &h[nf]);
+		close(fd);
+		if (nf)
+			t_rest += mono_s() - t0;
+		else
+			t_first = mono_s() - t0;
+		if (err) {
+			fprintf(stderr, "objfs_gpu_open(%s): %s\n", path, objfs_strerror(err));
+			return 1;
+		}
+		nf++;
+	}
+	closedir(d);
+	printf("opened %d handles: first %.0f us, the others %.1f us each (ioctl through FUSE "
+	       "included, open() not)\n", nf, t_first * 1e6, nf > 1 ? t_rest * 1e6 / (nf - 1) : 0.0);
+	snprintf(msg, sizeof(msg), "%d handles share one session: one ring mapped (%d)", nf,
+		 my_rings());
+	check(my_rings() == 1, msg);
+	buf = malloc((size_t)MAXN * 70000);
+	ref = malloc(70000);
+	for (int round = 0; round < 20; round++) {
+		int n = round == 0 ? 1 : (int)(xrand() % MAXN) + 1;
+		int async = round % 3 == 2, err;
+
+		for (int i = 0; i < n; i++) {
+			uint64_t r = xrand();
+			int f = (int)(r % (uint64_t)nf);
+			size_t len = (size_t)((r >> 16) % 70000);
+			int64_t off = size[f] ? (int64_t)((r >> 32) % (uint64_t)(size[f] + 100)) : 0;
+
+			fidx[i] = f;
+			v[i] = (struct objfs_gpu_iov){ h[f], buf + (size_t)i * 70000, len, off, -999 };
+			want[i] = off >= size[f] ? 0 : ((int64_t)len < size[f] - off ? (int64_t)len
+										   : size[f] - off);
+		}
+		err = async ? objfs_gpu_readv_async(v, n, NULL) : objfs_gpu_readv(v, n);
+		if (err) {
+			snprintf(msg, sizeof(msg), "batch %d of %d entries: %s", round, n,
+				 objfs_strerror(err));
+			check(0, msg);
+			continue;
+		}
+		for (int i = 0; i < n; i++) {
+			if (v[i].nread != want[i] ||
+			    pread(sfd[fidx[i]], ref, (size_t)want[i], v[i].off) != want[i] ||
+			    memcmp(ref, v[i].buf, (size_t)want[i])) {
+				if (bad++ < 5)
+					fprintf(stderr, "entry %d of batch %d: %zu at %lld of file %d: "
+						"nread %zd, want %lld\n", i, round, v[i].len,
+						(long long)v[i].off, fidx[i], v[i].nread,
+						(long long)want[i]);
+			}
+		}
+		snprintf(msg, sizeof(msg), "batch %d: %d entries over %d files%s equal the source",
+			 round, n, nf, async ? " (readv_async, no stream)" : "");
+		check(bad == 0, msg);
+	}
+	for (int i = 0; i < nf; i++) {
+		objfs_gpu_close(h[i]);
+		close(sfd[i]);
+	}
+	check(my_rings() == 0, "the last close unmapped the ring");
+	free(buf);
+	free(ref);
 	return failures ? 1 : 0;
 }
 
@@ -268,8 +407,10 @@ static int raw_hello(const struct objfs_side_cap *cap, const uint8_t *token, uin
 static int do_wrongino(const char *a, const char *b)
 {
 	struct objfs_side_cap ca, cb;
-	struct objfs_msg_fill f = { 0 };
-	char buf[OBJFS_MSG_MAX];
+	struct objfs_msg_attach at = { 0 };
+	char fb[OBJFS_MSG_MAX] __attribute__((aligned(8))) = { 0 };
+	struct objfs_msg_fill *f = (struct objfs_msg_fill *)fb;
+	char buf[OBJFS_MSG_MAX] __attribute__((aligned(8)));
 	int sock, rc;
 
 	if (cap_of(a, &ca) || cap_of(b, &cb)) {
@@ -282,17 +423,29 @@ static int do_wrongino(const char *a, const char *b)
 	close(sock);
 	rc = raw_hello(&ca, ca.token, ca.ino, &sock);
 	check(rc == 0, "HELLO for A with A's token: accepted");
-	objfs_msg_init(&f.h, OBJFS_MSG_FILL, sizeof(f));
-	memcpy(f.token, cb.token, OBJFS_TOKEN_LEN);
-	f.ino = cb.ino;
-	f.req_id = 1;
-	f.len = 10;
-	rc = (int)send(sock, &f, sizeof(f), 0);
+	/* B's token named as inode A: refused, the session goes on. */
+	objfs_msg_init(&at.h, OBJFS_MSG_ATTACH, sizeof(at));
+	memcpy(at.token, cb.token, OBJFS_TOKEN_LEN);
+	at.ino = ca.ino;
+	at.cookie = 9;
+	rc = (int)send(sock, &at, sizeof(at), 0);
+	rc = (int)recv(sock, buf, sizeof(buf), 0);
+	check(rc == sizeof(struct objfs_msg_attach_ok) &&
+	      ((struct objfs_msg_hdr *)buf)->type == OBJFS_MSG_ATTACH_OK &&
+	      ((struct objfs_msg_attach_ok *)buf)->err == EACCES,
+	      "ATTACH of B's token as inode A: ATTACH_OK with EACCES");
+	/* A FILL naming a handle the session does not have ends it. */
+	objfs_msg_init(&f->h, OBJFS_MSG_FILL, (uint32_t)objfs_msg_size(OBJFS_MSG_FILL, 1));
+	f->req_id = 1;
+	f->nent = 1;
+	f->count = 1;
+	f->ent[0] = (struct objfs_fill_ent){ 7, 0, 0, 10 };
+	rc = (int)send(sock, f, f->h.len, 0);
 	rc = (int)recv(sock, buf, sizeof(buf), 0);
 	check(rc == sizeof(struct objfs_msg_err) &&
 	      ((struct objfs_msg_hdr *)buf)->type == OBJFS_MSG_ERR &&
-	      ((struct objfs_msg_err *)buf)->err == EACCES,
-	      "FILL of B in A's session: ERR EACCES");
+	      ((struct objfs_msg_err *)buf)->err == EBADF,
+	      "FILL naming an unknown handle: ERR EBADF");
 	close(sock);
 	return failures ? 1 : 0;
 }
@@ -365,16 +518,17 @@ static void release_all(const struct raw *r, uint32_t slots)
 static void fill(int sock, const struct objfs_side_cap *cap, uint64_t first, int64_t off,
 		 uint64_t len, int flags, ssize_t *sent)
 {
-	struct objfs_msg_fill f = { 0 };
+	char b[OBJFS_MSG_MAX] __attribute__((aligned(8))) = { 0 };
+	struct objfs_msg_fill *f = (struct objfs_msg_fill *)b;
 
-	objfs_msg_init(&f.h, OBJFS_MSG_FILL, sizeof(f));
-	memcpy(f.token, cap->token, OBJFS_TOKEN_LEN);
-	f.ino = cap->ino;
-	f.req_id = first + 1;
-	f.first_piece = first;
-	f.off = off;
-	f.len = len;
-	*sent = send(sock, &f, sizeof(f), MSG_NOSIGNAL | flags);
+	(void)cap; /* handle 0: the HELLO's capability */
+	objfs_msg_init(&f->h, OBJFS_MSG_FILL, (uint32_t)objfs_msg_size(OBJFS_MSG_FILL, 1));
+	f->req_id = first + 1;
+	f->first_piece = first;
+	f->nent = 1;
+	f->count = 1;
+	f->ent[0] = (struct objfs_fill_ent){ 0, 0, off, len };
+	*sent = send(sock, f, f->h.len, MSG_NOSIGNAL | flags);
 }
 
 /* One-piece FILLs as fast as the daemon takes them; DONEs never read. */
@@ -565,6 +719,8 @@ int main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "reads") == 0)
 		return do_reads(argv[2], argv[3]);
+	if (argc == 4 && strcmp(argv[1], "batch") == 0)
+		return do_batch(argv[2], argv[3]);
 	if (argc == 3 && strcmp(argv[1], "hang") == 0)
 		return do_hang(argv[2]);
 	if (argc == 4 && strcmp(argv[1], "wrongino") == 0)

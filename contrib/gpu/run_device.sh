@@ -23,10 +23,10 @@ pack() {
 	mkdir -p "$top/build-gpu"
 	cd "$top/build-gpu"
 	[ -f Makefile ] || ../configure -q --disable-shared --enable-static
-	make -s -j2 src/objfs tests/side_client tests/gpu/gpu_fill
+	make -s -j2 src/objfs tests/side_client tests/gpu/gpu_fill tests/gpu/gpu_batch
 	rm -rf "$dev"
 	mkdir -p "$dev/fallback"
-	cp src/objfs tests/side_client tests/gpu/gpu_fill "$dev/"
+	cp src/objfs tests/side_client tests/gpu/gpu_fill tests/gpu/gpu_batch "$dev/"
 	strip "$dev/objfs" "$dev/side_client"
 	# A shared libobjfs for the Python binding (this build is static).
 	gcc -std=gnu11 -O2 -shared -fPIC -fvisibility=hidden -pthread -I. -I../include \
@@ -66,7 +66,7 @@ setup() {
 		command -v python3 curl fusermount3 nginx
 	} 2>&1 | tee "$out/device.txt"
 	# OBJFS may name another daemon binary (bench: compare builds).
-	export OBJFS=${OBJFS:-$dev/objfs} SIDE_CLIENT=$dev/side_client GPU_FILL=$dev/gpu_fill
+	export OBJFS=${OBJFS:-$dev/objfs} SIDE_CLIENT=$dev/side_client GPU_FILL=$dev/gpu_fill GPU_BATCH=$dev/gpu_batch
 	export OBJFS_LIB=$dev/libobjfs.so.0
 	export NGINX=$root/usr/sbin/nginx
 }

@@ -12,6 +12,18 @@ Device arrays are filled on the framework's current stream (so the caching
 allocators' stream semantics hold) and the call waits for that stream
 before returning the byte count. Host buffers are filled directly.
 
+Many ranges of many files of one mount, in one request (objfs_gpu_readv:
+the daemon coalesces neighbouring ranges, serves cached bytes, fetches the
+rest in parallel; small ranges share ring slots):
+
+    s = objfs.Session("/mnt/data")
+    counts = s.read_into([("shard-00017.bin", 4096, t0),   # path (relative to the mount)
+                          ("shard-00420.bin", 0, t1),
+                          (s.file("shard-00017.bin"), 99, t2)])   # or a File
+
+All files of a process's mount share one connection and one pinned ring
+(libobjfs), so opening thousands of shards costs no memory.
+
 The library is found through $OBJFS_LIB, then ctypes.util.find_library
 ("objfs"), then "libobjfs.so.0". Errors raise OSError with the errno and
 libobjfs's message; a short count means the file ended.
@@ -21,9 +33,15 @@ import ctypes
 import ctypes.util
 import os
 
-__all__ = ["File", "read_into"]
+__all__ = ["File", "Session", "read_into", "IOV"]
 
 _lib = None
+
+
+class IOV(ctypes.Structure):
+    """struct objfs_gpu_iov (objfs.h)."""
+    _fields_ = [("h", ctypes.c_void_p), ("buf", ctypes.c_void_p), ("len", ctypes.c_size_t),
+                ("off", ctypes.c_int64), ("nread", ctypes.c_ssize_t)]
 
 
 def _load():
@@ -40,6 +58,10 @@ def _load():
     lib.objfs_gpu_buf_deregister.argtypes = [vp, vp, sz]
     lib.objfs_gpu_close.argtypes = [vp]
     lib.objfs_gpu_close.restype = None
+    lib.objfs_gpu_readv.argtypes = [ctypes.POINTER(IOV), ctypes.c_int]
+    lib.objfs_gpu_readv_async.argtypes = [ctypes.POINTER(IOV), ctypes.c_int, vp]
+    lib.objfs_gpu_readv.restype = ctypes.c_int
+    lib.objfs_gpu_readv_async.restype = ctypes.c_int
     lib.objfs_strerror.argtypes = [ctypes.c_int]
     lib.objfs_strerror.restype = ctypes.c_char_p
     for f in ("objfs_gpu_open", "objfs_gpu_read", "objfs_gpu_read_async",
@@ -131,6 +153,78 @@ class File:
             self.close()
         except Exception:
             pass
+
+
+class Session:
+    """Batched reads of many files of one objfs mount (objfs_gpu_readv).
+
+    Files are opened once, on first use, and kept (a handle costs no pinned
+    memory: every file of the mount shares the process's one ring).
+    """
+
+    def __init__(self, mount="."):
+        self.mount = mount
+        self._files = {}
+
+    def file(self, path):
+        """The File of @path (relative to the mount, or absolute), opened once."""
+        f = self._files.get(path)
+        if f is None:
+            full = path if os.path.isabs(path) else os.path.join(self.mount, path)
+            f = self._files[path] = File(full)
+        return f
+
+    def submit(self, items, stream=None):
+        """Enqueues one batch of (path or File, offset, array) on @stream (a
+        CUDA stream handle; None: the first device array's current stream)
+        and returns (iov, n, wait): wait() blocks until the stream got there.
+        Host-only batches complete before this returns. Arrays must stay
+        alive until then (the caller keeps @items)."""
+        lib = _load()
+        items = list(items)
+        n = len(items)
+        iov = (IOV * max(n, 1))()
+        keep = []
+        wait = None
+        for i, (f, off, array) in enumerate(items):
+            if not isinstance(f, File):
+                f = self.file(f)
+            ptr, nbytes, st, w, k = _describe(array)
+            keep.append(k)
+            if st is not None and stream is None:
+                stream, wait = st, w
+            iov[i].h, iov[i].buf, iov[i].len, iov[i].off = f._h, ptr, nbytes, int(off)
+            iov[i].nread = 0
+        if stream is None:
+            _check(lib.objfs_gpu_readv(iov, n), "objfs_gpu_readv")
+        else:
+            _check(lib.objfs_gpu_readv_async(iov, n, stream), "objfs_gpu_readv_async")
+        iov._keep = keep
+        return iov, n, wait or (lambda: None)
+
+    def read_into(self, items, check=True):
+        """Fills each array of @items, a list of (path or File, offset, array),
+        in one batch; returns the byte counts (short only at a file's end).
+        With @check, a failed entry raises OSError; otherwise its count is
+        the negative errno."""
+        iov, n, wait = self.submit(items)
+        wait()
+        counts = [iov[i].nread for i in range(n)]
+        if check:
+            for c in counts:
+                _check(c, "objfs_gpu_readv entry")
+        return counts
+
+    def close(self):
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def read_into(path_or_fd, array, offset=0):

@@ -51,6 +51,45 @@
  *    last piece is below err_piece. A poisoned session is dead; the client
  *    must reopen.
  *
+ * 5. Handles (version 2). A session belongs to one (process, mount): the
+ *    HELLO's capability becomes handle 0; ATTACH(token, ino) adds another
+ *    capability of the same uid to the session and is answered ATTACH_OK
+ *    (handle id, or a per-attach errno: the session goes on), DETACH(handle)
+ *    drops one (the daemon keeps its record until no queued request names
+ *    it). A handle costs the daemon a table entry and a capability
+ *    reference, the client no pinned memory: one ring serves every handle.
+ *    ATTACHes may be pipelined (answers come in order), at most
+ *    OBJFS_ATTACH_PIPELINE unanswered; a FILL may name a handle only once
+ *    its ATTACH_OK came.
+ *    The daemon bounds handles per session by the uid's capability share.
+ *
+ * 6. Batches. A FILL names up to OBJFS_FILL_MAX_ENTS entries (handle, off,
+ *    len), sent in as many FILL messages as needed (at most
+ *    OBJFS_FILL_ENTS_PER_MSG entries each, consecutive, nothing else in
+ *    between). Both sides place the entries in ring pieces with the same
+ *    deterministic packing (objfs_pack_place): in order, an entry that does
+ *    not fit the rest of the current piece starts the next one, an entry
+ *    longer than a slot starts a piece and spans whole pieces (the next
+ *    entry starts a new one). A plain read is a FILL of one entry. A piece
+ *    is the unit of dispatch, fetch and publication; within one piece the
+ *    daemon coalesces adjacent and overlapping ranges of one object into
+ *    one fill (objfs_cache_fill: cached bytes from memory or disk, the rest
+ *    fetched, pieces in parallel). Runs never cross pieces: a later piece
+ *    may have no slot yet (wrap-around), and holding a fetch for it would
+ *    hold the ring. Pieces are still published in order, as in 3: that
+ *    keeps err_piece meaningful and the consumers (a GPU stream waits on
+ *    one seq word per piece, in order) simple; a piece fetched early waits
+ *    only for its predecessors, which were dispatched first.
+ *    Per-entry failures do not poison the ring: the piece is published
+ *    anyway (the failed entry's bytes are undefined) and the request's DONE
+ *    messages list the failed entries (index, errno), at most
+ *    OBJFS_DONE_FAILS_PER_MSG per message, `more` set on all but the last.
+ *    A client reports an entry's count only once the request's last DONE
+ *    came; a session that ends first fails every entry of its open
+ *    requests (-EIO). Entries the daemon must refuse (unknown handle, a
+ *    range past the pinned size, len 0, counts past the bounds) are a
+ *    broken or hostile client: the session ends with ERR.
+ *
  * The daemon never trusts the shared memory: it reads geometry only from
  * the validated HELLO, and reads nothing from the ring but rel words (a
  * lying client can only stall or corrupt its own session). The inline
@@ -74,7 +113,7 @@
 #include <unistd.h>
 
 #define OBJFS_SIDE_MAGIC   0x4f424a53u /* "OBJS" */
-#define OBJFS_SIDE_VERSION 1
+#define OBJFS_SIDE_VERSION 2
 #define OBJFS_TOKEN_LEN    32
 #define OBJFS_SOCK_LEN     108 /* sizeof(sun_path) */
 
@@ -88,10 +127,21 @@
 #define OBJFS_RING_GEN_MAX       0x40000000u
 #define OBJFS_SEQ_ERROR          0x7fffffffu
 
-/* Largest single fill request and most requests queued per session. */
-#define OBJFS_FILL_MAX_LEN  (1ull << 40)
-#define OBJFS_SESSION_QUEUE 1024
-#define OBJFS_MSG_MAX       512
+/*
+ * Bounds of requests: the longest entry, requests and entries queued per
+ * session (the daemon holds ~48 bytes per queued entry), entries of one
+ * FILL, entries per FILL message and failures per DONE message (both keep
+ * a message within OBJFS_MSG_MAX).
+ */
+#define OBJFS_FILL_MAX_LEN       (1ull << 40)
+#define OBJFS_SESSION_QUEUE      1024
+#define OBJFS_SESSION_ENTS       (1u << 17)
+#define OBJFS_FILL_MAX_ENTS      (1u << 16)
+#define OBJFS_FILL_ENTS_PER_MSG  160
+#define OBJFS_DONE_FAILS_PER_MSG 480
+#define OBJFS_MSG_MAX            4096
+/* Most ATTACHes a client keeps unanswered (the daemon queues no more answers). */
+#define OBJFS_ATTACH_PIPELINE    1024
 
 /* Answer of OBJFS_IOC_GPU_CAP. Fixed layout (no pointers, no longs). */
 struct objfs_side_cap {
@@ -244,9 +294,12 @@ static inline int objfs_sock_addr(const char *name, struct sockaddr_un *sa, sock
 enum objfs_msg_type {
 	OBJFS_MSG_HELLO = 1,    /* client -> daemon, carries the ring memfd */
 	OBJFS_MSG_HELLO_OK = 2, /* daemon -> client */
-	OBJFS_MSG_FILL = 3,     /* client -> daemon */
-	OBJFS_MSG_DONE = 4,     /* daemon -> client, one per FILL */
+	OBJFS_MSG_FILL = 3,     /* client -> daemon; a request is 1+ of them */
+	OBJFS_MSG_DONE = 4,     /* daemon -> client, 1+ per request */
 	OBJFS_MSG_ERR = 5,      /* daemon -> client; the daemon then closes */
+	OBJFS_MSG_ATTACH = 6,   /* client -> daemon */
+	OBJFS_MSG_ATTACH_OK = 7, /* daemon -> client, one per ATTACH */
+	OBJFS_MSG_DETACH = 8,   /* client -> daemon, no answer */
 };
 
 struct objfs_msg_hdr {
@@ -271,22 +324,62 @@ struct objfs_msg_hello_ok {
 	uint64_t session;
 };
 
-struct objfs_msg_fill {
+/* HELLO_OK: the HELLO's capability is handle 0 of the session. */
+
+struct objfs_msg_attach {
 	struct objfs_msg_hdr h;
 	uint8_t token[OBJFS_TOKEN_LEN];
 	uint64_t ino;
+	uint64_t cookie;        /* echoed in ATTACH_OK */
+};
+
+struct objfs_msg_attach_ok {
+	struct objfs_msg_hdr h;
+	uint64_t cookie;
+	int32_t err;            /* 0, or positive errno (EACCES, ENOSPC): no handle */
+	uint32_t handle;
+};
+
+struct objfs_msg_detach {
+	struct objfs_msg_hdr h;
+	uint32_t handle;
+	uint32_t pad;
+};
+
+/* One entry of a FILL: @len bytes (> 0) at @off of handle @handle's object. */
+struct objfs_fill_ent {
+	uint32_t handle;
+	uint32_t pad;
+	int64_t off;
+	uint64_t len;           /* off + len <= the pinned size */
+};
+
+struct objfs_msg_fill {
+	struct objfs_msg_hdr h;
 	uint64_t req_id;
 	uint64_t first_piece;   /* must equal the daemon's next piece */
-	int64_t off;
-	uint64_t len;           /* > 0; off + len <= the pinned size */
+	uint32_t nent;          /* entries of the whole request, 1..OBJFS_FILL_MAX_ENTS */
+	uint32_t first;         /* index of ent[0] in the request: the entries so far */
+	uint32_t count;         /* entries in this message, 1..OBJFS_FILL_ENTS_PER_MSG */
+	uint32_t pad;
+	struct objfs_fill_ent ent[];
+};
+
+/* A failed entry of a request: its index and positive errno. */
+struct objfs_done_fail {
+	uint32_t idx;
+	int32_t err;
 };
 
 struct objfs_msg_done {
 	struct objfs_msg_hdr h;
 	uint64_t req_id;
-	int32_t err;            /* 0 or positive errno */
+	int32_t err;            /* 0, or positive errno: the whole request failed */
+	uint32_t count;         /* failures in this message */
+	uint32_t more;          /* 1: another DONE of this request follows */
 	uint32_t pad;
-	uint64_t bytes;
+	uint64_t bytes;         /* bytes of the entries that succeeded (last DONE) */
+	struct objfs_done_fail fail[];
 };
 
 struct objfs_msg_err {
@@ -305,34 +398,53 @@ static inline void objfs_msg_init(struct objfs_msg_hdr *h, enum objfs_msg_type t
 	h->reserved = 0;
 }
 
-/* The size of every message of @type (bodies are fixed per type); 0: unknown. */
-static inline size_t objfs_msg_size(uint32_t type)
+/*
+ * The size a message of @type must have, given @count entries (FILL) or
+ * failures (DONE) and nothing for the others; 0: unknown type or too many.
+ */
+static inline size_t objfs_msg_size(uint32_t type, uint32_t count)
 {
 	switch (type) {
 	case OBJFS_MSG_HELLO: return sizeof(struct objfs_msg_hello);
 	case OBJFS_MSG_HELLO_OK: return sizeof(struct objfs_msg_hello_ok);
-	case OBJFS_MSG_FILL: return sizeof(struct objfs_msg_fill);
-	case OBJFS_MSG_DONE: return sizeof(struct objfs_msg_done);
+	case OBJFS_MSG_FILL:
+		return count >= 1 && count <= OBJFS_FILL_ENTS_PER_MSG
+			       ? sizeof(struct objfs_msg_fill) + count * sizeof(struct objfs_fill_ent)
+			       : 0;
+	case OBJFS_MSG_DONE:
+		return count <= OBJFS_DONE_FAILS_PER_MSG
+			       ? sizeof(struct objfs_msg_done) + count * sizeof(struct objfs_done_fail)
+			       : 0;
 	case OBJFS_MSG_ERR: return sizeof(struct objfs_msg_err);
+	case OBJFS_MSG_ATTACH: return sizeof(struct objfs_msg_attach);
+	case OBJFS_MSG_ATTACH_OK: return sizeof(struct objfs_msg_attach_ok);
+	case OBJFS_MSG_DETACH: return sizeof(struct objfs_msg_detach);
 	default: return 0;
 	}
 }
 
 /*
  * Checks a received message of @n bytes at @buf (8-byte aligned): magic,
- * reserved, length, version, and the size its type requires. 0, -EPROTO,
- * or -EPROTONOSUPPORT (the peer speaks another version). Which types are
- * welcome is the receiver's business.
+ * reserved, length, version, and the size its type (and count) requires.
+ * 0, -EPROTO, or -EPROTONOSUPPORT (the peer speaks another version). Which
+ * types are welcome is the receiver's business.
  */
 static inline int objfs_msg_check(const void *buf, size_t n)
 {
 	const struct objfs_msg_hdr *h = (const struct objfs_msg_hdr *)buf;
+	uint32_t count = 0;
 
 	if (n < sizeof(*h) || h->magic != OBJFS_SIDE_MAGIC || h->reserved || h->len != n)
 		return -EPROTO;
 	if (h->version != OBJFS_SIDE_VERSION)
 		return -EPROTONOSUPPORT;
-	return n == objfs_msg_size(h->type) ? 0 : -EPROTO;
+	if (h->type == OBJFS_MSG_FILL && n >= sizeof(struct objfs_msg_fill))
+		count = ((const struct objfs_msg_fill *)buf)->count;
+	else if (h->type == OBJFS_MSG_DONE && n >= sizeof(struct objfs_msg_done))
+		count = ((const struct objfs_msg_done *)buf)->count;
+	else if (h->type == OBJFS_MSG_FILL || h->type == OBJFS_MSG_DONE)
+		return -EPROTO;
+	return n == objfs_msg_size(h->type, count) ? 0 : -EPROTO;
 }
 
 /* Control buffer for one descriptor passed with SCM_RIGHTS (HELLO's ring). */
@@ -356,10 +468,53 @@ static inline void objfs_msg_attach_fd(struct msghdr *mh, union objfs_fd_cmsg *c
 	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
 }
 
-/* Pieces of a request of @len bytes with @slot_size slots. */
+/* Pieces of an entry of @len bytes with @slot_size slots. */
 static inline uint64_t objfs_pieces(uint64_t len, uint32_t slot_size)
 {
 	return (len + slot_size - 1) / slot_size;
+}
+
+/*
+ * The packing of a request's entries into pieces (side_proto.h, 6), the
+ * same on both sides. Start with {0, 0}; place each entry (len > 0) in
+ * order. objfs_pack_place returns the entry's first piece, relative to the
+ * request's first, and its offset in that piece's slot (0 for an entry
+ * longer than a slot, which spans objfs_pieces(len) pieces).
+ * objfs_pack_pieces: the request's pieces once every entry is placed.
+ * Lengths are below OBJFS_FILL_MAX_LEN and counts below
+ * OBJFS_FILL_MAX_ENTS, so nothing here overflows.
+ */
+struct objfs_pack {
+	uint64_t piece;         /* the current piece */
+	uint64_t used;          /* bytes of it taken */
+};
+
+static inline uint64_t objfs_pack_place(struct objfs_pack *pk, uint64_t len, uint32_t slot_size,
+					uint32_t *slot_off)
+{
+	uint64_t first;
+
+	if (len > slot_size) {
+		if (pk->used)
+			pk->piece++;
+		first = pk->piece;
+		pk->piece += objfs_pieces(len, slot_size);
+		pk->used = 0;
+		*slot_off = 0;
+		return first;
+	}
+	if (pk->used + len > slot_size) {
+		pk->piece++;
+		pk->used = 0;
+	}
+	*slot_off = (uint32_t)pk->used;
+	pk->used += len;
+	return pk->piece;
+}
+
+static inline uint64_t objfs_pack_pieces(const struct objfs_pack *pk)
+{
+	return pk->piece + (pk->used > 0);
 }
 
 #endif

@@ -5,20 +5,36 @@
  * fill workers, and the ring discipline.
  *
  * Threads: one accept thread, one thread per session, and a pool of fill
- * workers. The session thread reads the socket, waits for slot releases
- * and dispatches pieces (struct job, one per slot: a slot holds at most one
- * piece between dispatch and publication); workers copy pieces from the
- * block cache into their slots in parallel, several per session. Pieces
- * are published strictly in order all the same, which is what makes
+ * workers. The session thread reads the socket (HELLO, then FILL, ATTACH,
+ * DETACH: side_proto.h, 5 and 6), waits for slot releases and dispatches
+ * pieces (struct job, one per slot: a slot holds at most one piece between
+ * dispatch and publication); workers fill pieces in parallel, several per
+ * session, each piece as runs of its entries (struct run: adjacent or
+ * overlapping ranges of one object, sorted, one objfs_cache_fill each).
+ * Pieces are published strictly in order all the same, which is what makes
  * err_piece meaningful: the worker that ends a job publishes every
  * consecutive finished piece from ss->pub_piece on (publish_locked), so a
- * piece never becomes visible before the ones below it, and a failed piece
- * poisons the ring with everything below it published and intact. The
- * session thread unmaps the ring and closes the socket only after its last
- * job ended (ss->inflight == 0).
+ * piece never becomes visible before the ones below it. A run that fails
+ * marks its entries (ent.err) and its piece is published anyway: the
+ * request's DONEs list the failed entries and the session goes on (before
+ * version 2 a failed fetch poisoned the ring and ended the session, which
+ * with one session per process would have failed every file of the
+ * mount). Only a session that fails (SIGBUS guard, a vanished client, a
+ * job cancelled) poisons the ring, with everything below published and
+ * intact. The session thread unmaps the ring and closes the socket only
+ * after its last job ended (ss->inflight == 0).
+ *
+ * Handles: the session thread owns the handle table (ss->hnd); a queued
+ * entry borrows its handle's capability record, so DETACH only marks a
+ * handle, and handles_sweep frees it once the last request queued before
+ * the DETACH has had its DONE (ss->done_seq: the daemon's own count of
+ * requests, not the client's ids, which a hostile client could make go
+ * backwards and so free a record a queued request still reads). Answers to ATTACH, like
+ * DONEs, never block: those a full socket refuses wait in ss->aq.
  *
  * Replies never block a shared thread. A request keeps its queue entry
- * until its DONE has gone out; DONEs owed are sent in order, under ss->lock,
+ * (and its entries, ss->qents of them at most OBJFS_SESSION_ENTS) until
+ * its last DONE has gone out; DONEs owed are sent in order, under ss->lock,
  * with MSG_DONTWAIT, by whoever published the last piece (a fill worker,
  * an engine or disk thread) and by the session thread. When the client
  * does not read and its socket is full, the rest wait in the queue and the
@@ -80,6 +96,7 @@
 #define RELEASE_POLL_MAX_NS  2000000L
 #define SOCK_POLL_EVERY      16 /* release waits between socket polls */
 #define BUSY_POLL_MS         10 /* session thread's socket poll while requests are open */
+#define PUMP_BATCH           64 /* messages handled per socket poll */
 
 #ifndef TMPFS_MAGIC
 #define TMPFS_MAGIC 0x01021994
@@ -87,13 +104,42 @@
 
 enum sess_state { S_HELLO, S_SERVING, S_CLOSED };
 
-struct req {
-	uint64_t id;
+/* One entry of a request, as received and placed (side_proto.h, 6). */
+struct ent {
+	struct cap *cap;             /* borrowed from the handle table (detach defers) */
 	int64_t off;
 	uint64_t len;
-	uint64_t done;               /* bytes handed to fill workers */
-	uint64_t last_piece;         /* DONE is owed once this one is published */
+	uint64_t piece;              /* its first piece */
+	uint32_t slot_off;           /* in that piece's slot */
+	int err;                     /* positive errno once its fill failed (atomic) */
+};
+
+struct req {
+	uint64_t id;
+	struct ent *ents;            /* owned; nent entries */
+	uint32_t nent;
+	uint32_t got;                /* entries received (while assembling) */
+	uint64_t first_piece, last_piece; /* DONE is owed once last_piece is published */
+	uint32_t disp_ent;           /* next entry to dispatch */
+	uint64_t disp_done;          /* bytes of a long entry dispatched */
+	uint32_t nfail, fail_sent;   /* failed entries; of them reported in DONEs */
+	uint32_t fail_cursor;        /* entries scanned for the DONE being sent */
+	uint64_t bytes;              /* bytes of entries that succeeded */
 	int err;                     /* positive errno for the DONE, once owed */
+};
+
+/*
+ * One fill of a job: a run of the piece's entries (sorted by object and
+ * offset) that are adjacent or overlap, filled with one objfs_cache_fill,
+ * straight into the slot when the run is laid out there as in the file,
+ * else into @tmp and copied to each entry.
+ */
+struct run {
+	struct job *j;                /* its job */
+	const uint32_t *idx;         /* entries of the run: r->ents[idx[0..n)] */
+	uint32_t n;
+	int64_t off;                 /* the run's range */
+	char *tmp;                   /* owned; NULL: filled in place */
 };
 
 /* A slot's piece between dispatch and publication (ss->lock). */
@@ -101,13 +147,26 @@ enum job_state { J_FREE, J_RUNNING, J_DONE, J_FAILED };
 
 struct job {
 	struct session *ss;
+	struct req *r;               /* its request (stays queued until its DONE) */
 	uint64_t piece;
-	int64_t off;
-	size_t len;
+	uint32_t e0, ne;             /* entries [e0, e0 + ne) of r, in this piece */
+	int64_t sub_off;             /* with a long entry (ne 1): its part in this piece */
+	size_t sub_len;
+	size_t len;                  /* bytes of the piece (the published len) */
 	uint32_t slot;
+	unsigned left;               /* fills running + 1 while they are started (atomic) */
+	void *mem;                   /* owned while running: entry order and runs */
+	struct run one;              /* the run of a long entry's part */
 	enum job_state state;
 	int err;                     /* positive errno with J_FAILED */
 	STAILQ_ENTRY(job) next;      /* side->jobs */
+};
+
+/* A handle of a session: a capability reference (side_proto.h, 5). */
+struct hnd {
+	struct cap *cap;             /* NULL: free */
+	uint64_t detached_at;        /* detached; freed once requests up to this id are done */
+	int detached;
 };
 
 struct session {
@@ -118,19 +177,29 @@ struct session {
 	enum sess_state state;
 	uid_t uid;
 	pid_t pid;
-	struct cap *cap;             /* holds one cap->sessions reference */
+	struct hnd *hnd;             /* session thread: the handle table, handle 0 = HELLO's */
+	uint32_t nhnd, hcount;       /* table size, handles held (detached ones included) */
+	uint32_t hmax;               /* the uid's capability share */
+	uint32_t ndet;               /* detached handles not yet freed */
+	struct objfs_msg_attach_ok aq[OBJFS_ATTACH_PIPELINE]; /* session thread: answers */
+	unsigned aq_head, aq_len;    /* waiting for room in the socket */
 	struct objfs_ring_hdr *ring; /* shared with the client: untrusted */
 	size_t ring_bytes;
 	uint32_t slots, slot_size;   /* from the validated HELLO */
 	char *data;                  /* slot 0 */
 	uint64_t next_piece;         /* first piece of the next FILL */
 	uint64_t fill_piece;         /* next piece to dispatch (written under ss->lock) */
+	struct objfs_pack pack;      /* session thread: the request being assembled */
+	uint64_t last_seq;           /* session thread: requests queued so far */
 	pthread_mutex_t lock;        /* guards what follows, up to finished */
 	pthread_cond_t cond;         /* a job of this session ended */
 	struct req q[OBJFS_SESSION_QUEUE]; /* FILLs until their DONE is sent */
 	unsigned qhead, qlen;
 	unsigned qowed;              /* q[qhead..] whose DONE is owed (published) */
 	unsigned qdisp;              /* q[qhead + qdisp] is the one being dispatched */
+	int assembling;              /* q[qhead + qlen] is being received */
+	uint64_t qents;              /* entries of queued (and assembling) requests */
+	uint64_t done_seq;           /* requests whose last DONE went out */
 	uint64_t pub_piece;          /* pieces below are published */
 	unsigned inflight;           /* jobs queued or running */
 	int failed;                  /* positive errno: nothing more is published */
@@ -225,9 +294,11 @@ static ssize_t recv_msg(int fd, void *buf, int *fd_out)
 		return -EMSGSIZE;
 	}
 	err = objfs_msg_check(buf, (size_t)n);
-	/* Clients send HELLO (with the ring, and only then a descriptor) and FILL. */
+	/* Clients send HELLO (with the ring, and only then a descriptor), FILL,
+	 * ATTACH and DETACH. */
 	if (!err && (h->type == OBJFS_MSG_HELLO ? nfds != 1 || !fd_out
-						: h->type != OBJFS_MSG_FILL || nfds != 0))
+						: (h->type != OBJFS_MSG_FILL && h->type != OBJFS_MSG_ATTACH &&
+						   h->type != OBJFS_MSG_DETACH) || nfds != 0))
 		err = -EPROTO;
 	if (err) {
 		close_fds(fds, nfds);
@@ -317,16 +388,28 @@ static int do_hello(struct session *ss, const struct objfs_msg_hello *m, int mem
 {
 	struct objfs_side *s = ss->side;
 	struct objfs_msg_hello_ok ok = { 0 };
+	struct cap *c;
 	const char *why;
 	void *map;
 	int err;
 
-	ss->cap = objfs_side_cap_ref(s, m->token);
+	c = objfs_side_cap_ref(s, m->token);
 	/* One answer for every mismatch: no oracle for tokens. */
-	if (!ss->cap || ss->cap->uid != ss->uid || ss->cap->ino != m->ino) {
+	if (!c || c->uid != ss->uid || c->ino != m->ino) {
+		objfs_side_cap_unref(s, c);
 		err = -EACCES;
 		goto out_fd;
 	}
+	ss->hnd = calloc(16, sizeof(*ss->hnd));
+	if (!ss->hnd) {
+		objfs_side_cap_unref(s, c);
+		err = -ENOMEM;
+		goto out_fd;
+	}
+	ss->nhnd = 16;
+	ss->hnd[0].cap = c;
+	ss->hcount = 1;
+	ss->hmax = (uint32_t)objfs_side_share(s->cfg.max_caps, s->cfg.uid_caps);
 	if (!objfs_ring_geometry_ok(m->slots, m->slot_size) ||
 	    m->ring_bytes != objfs_ring_bytes(m->slots, m->slot_size)) {
 		err = -EINVAL;
@@ -365,38 +448,241 @@ out_fd:
 	return err;
 }
 
-/* Checks and queues a FILL. 0, or -errno (the session then ends). */
+/*
+ * ATTACH: adds the capability of @m->token to the session as a new handle
+ * (side_proto.h, 5). A refusal (EACCES for any mismatch, ENOSPC past the
+ * uid's capability share, ENOMEM) is answered and the session goes on.
+ * Session thread. 0, or -errno when the answer cannot be sent.
+ */
+static int do_attach(struct session *ss, const struct objfs_msg_attach *m)
+{
+	struct objfs_side *s = ss->side;
+	struct objfs_msg_attach_ok ok = { 0 };
+	struct cap *c = NULL;
+	uint32_t h = 0;
+	int err = 0;
+
+	if (ss->hcount >= ss->hmax) {
+		err = ENOSPC;
+		goto answer;
+	}
+	c = objfs_side_cap_ref(s, m->token);
+	if (!c || c->uid != ss->uid || c->ino != m->ino) {
+		err = EACCES;
+		goto answer;
+	}
+	for (h = ss->hcount; h < ss->nhnd && ss->hnd[h].cap; h++)
+		;
+	if (h == ss->nhnd) { /* below hcount there may be holes: look there too */
+		for (h = 0; h < ss->nhnd && ss->hnd[h].cap; h++)
+			;
+	}
+	if (h == ss->nhnd) {
+		uint32_t n = ss->nhnd * 2;
+		struct hnd *t = realloc(ss->hnd, n * sizeof(*t));
+
+		if (!t) {
+			err = ENOMEM;
+			goto answer;
+		}
+		memset(t + ss->nhnd, 0, (n - ss->nhnd) * sizeof(*t));
+		ss->hnd = t;
+		ss->nhnd = n;
+	}
+	ss->hnd[h] = (struct hnd){ c, 0, 0 };
+	ss->hcount++;
+	c = NULL;
+answer:
+	objfs_side_cap_unref(s, c);
+	objfs_msg_init(&ok.h, OBJFS_MSG_ATTACH_OK, sizeof(ok));
+	ok.cookie = m->cookie;
+	ok.err = err;
+	ok.handle = err ? 0 : h;
+	/*
+	 * Clients pipeline ATTACHes (10,000 opens in a row), so the answers can
+	 * fill the socket. As for DONEs, nothing waits: answers a full socket
+	 * refuses wait in ss->aq (in order) for pump's POLLOUT. A client keeps
+	 * at most OBJFS_ATTACH_PIPELINE unanswered; one that does not read past
+	 * the queue's room has its session ended.
+	 */
+	if (!ss->aq_len) {
+		int r = send_msg(ss->fd, &ok, sizeof(ok));
+
+		if (r != -EAGAIN)
+			return r;
+	}
+	if (ss->aq_len == OBJFS_ATTACH_PIPELINE)
+		return -EAGAIN;
+	ss->aq[(ss->aq_head + ss->aq_len++) % OBJFS_ATTACH_PIPELINE] = ok;
+	return 0;
+}
+
+/* Sends the ATTACH_OKs a full socket held back, in order. Session thread. */
+static int aq_flush(struct session *ss)
+{
+	while (ss->aq_len) {
+		int r = send_msg(ss->fd, &ss->aq[ss->aq_head], sizeof(ss->aq[0]));
+
+		if (r == -EAGAIN)
+			return 0;
+		if (r)
+			return r;
+		ss->aq_head = (ss->aq_head + 1) % OBJFS_ATTACH_PIPELINE;
+		ss->aq_len--;
+	}
+	return 0;
+}
+
+/*
+ * Frees detached handles that no queued request can name any more (their
+ * DETACH came after the last request naming them was queued, and that one's
+ * DONE has gone out). Session thread.
+ */
+static void handles_sweep(struct session *ss)
+{
+	uint64_t done;
+
+	pthread_mutex_lock(&ss->lock);
+	done = ss->done_seq;
+	pthread_mutex_unlock(&ss->lock);
+	for (uint32_t h = 0; h < ss->nhnd; h++) {
+		struct hnd *x = &ss->hnd[h];
+
+		if (x->cap && x->detached && x->detached_at <= done) {
+			objfs_side_cap_unref(ss->side, x->cap);
+			*x = (struct hnd){ NULL, 0, 0 };
+			ss->hcount--;
+			ss->ndet--;
+		}
+	}
+}
+
+/* DETACH: the handle is gone for the client. 0, or -EBADF (unknown handle). */
+static int do_detach(struct session *ss, const struct objfs_msg_detach *m)
+{
+	struct hnd *x;
+
+	if (m->handle >= ss->nhnd || !ss->hnd[m->handle].cap || ss->hnd[m->handle].detached)
+		return -EBADF;
+	x = &ss->hnd[m->handle];
+	x->detached = 1;
+	x->detached_at = ss->last_seq; /* requests after it cannot name it */
+	ss->ndet++;
+	handles_sweep(ss);
+	return 0;
+}
+
+/*
+ * Receives one FILL message: the first of a request reserves its queue
+ * entry and entries, every one places its entries (side_proto.h, 6); the
+ * last queues the request. Session thread. 0, or -errno (the session then
+ * ends): -EPROTO (out of sequence), -EBADF (unknown handle), -EINVAL (a
+ * range past the object, len 0), -EAGAIN (queue or entry bounds),
+ * -EOVERFLOW (ring generations).
+ */
 static int do_fill(struct session *ss, const struct objfs_msg_fill *m)
 {
-	struct cap *c = ss->cap;
-	uint64_t pieces;
 	struct req *r;
+	uint64_t pieces;
 
-	if (!objfs_side_token_eq(m->token, c->token) || m->ino != c->ino)
-		return -EACCES;
-	if (m->first_piece != ss->next_piece)
-		return -EPROTO;
-	if (!m->len || m->len > OBJFS_FILL_MAX_LEN || m->off < 0 ||
-	    (uint64_t)m->off > (uint64_t)c->obj->size ||
-	    m->len > (uint64_t)c->obj->size - (uint64_t)m->off)
-		return -EINVAL;
-	pieces = objfs_pieces(m->len, ss->slot_size);
-	if (objfs_piece_gen(ss->next_piece + pieces - 1, ss->slots) >= OBJFS_RING_GEN_MAX)
-		return -EOVERFLOW;
+	/* Its place: qhead + qlen moves only here (workers move both at once). */
 	pthread_mutex_lock(&ss->lock);
-	if (ss->qlen == OBJFS_SESSION_QUEUE) {
+	r = &ss->q[(ss->qhead + ss->qlen) % OBJFS_SESSION_QUEUE];
+	pthread_mutex_unlock(&ss->lock);
+
+	if (!ss->assembling) {
+		if (m->first != 0 || m->first_piece != ss->next_piece)
+			return -EPROTO;
+		if (!m->nent || m->nent > OBJFS_FILL_MAX_ENTS)
+			return -EINVAL;
+		pthread_mutex_lock(&ss->lock);
+		if (ss->qlen == OBJFS_SESSION_QUEUE || ss->qents + m->nent > OBJFS_SESSION_ENTS) {
+			pthread_mutex_unlock(&ss->lock);
+			return -EAGAIN;
+		}
+		ss->qents += m->nent;
 		pthread_mutex_unlock(&ss->lock);
-		return -EAGAIN;
+		memset(r, 0, sizeof(*r));
+		r->ents = calloc(m->nent, sizeof(*r->ents));
+		if (!r->ents)
+			return -ENOMEM;
+		r->id = m->req_id;
+		r->nent = m->nent;
+		r->first_piece = ss->next_piece;
+		ss->pack = (struct objfs_pack){ 0, 0 };
+		ss->assembling = 1;
+	} else if (m->req_id != r->id || m->nent != r->nent || m->first != r->got ||
+		   m->first_piece != r->first_piece) {
+		return -EPROTO;
 	}
-	r = &ss->q[(ss->qhead + ss->qlen++) % OBJFS_SESSION_QUEUE];
-	r->id = m->req_id;
-	r->off = m->off;
-	r->len = m->len;
-	r->done = 0;
-	r->last_piece = ss->next_piece + pieces - 1;
+	if (m->count > r->nent - r->got)
+		return -EPROTO;
+	for (uint32_t i = 0; i < m->count; i++) {
+		const struct objfs_fill_ent *e = &m->ent[i];
+		struct ent *x = &r->ents[r->got + i];
+		struct cap *c;
+
+		if (e->handle >= ss->nhnd || !ss->hnd[e->handle].cap || ss->hnd[e->handle].detached)
+			return -EBADF;
+		c = ss->hnd[e->handle].cap;
+		if (!e->len || e->len > OBJFS_FILL_MAX_LEN || e->off < 0 ||
+		    (uint64_t)e->off > (uint64_t)c->obj->size ||
+		    e->len > (uint64_t)c->obj->size - (uint64_t)e->off)
+			return -EINVAL;
+		x->cap = c;
+		x->off = e->off;
+		x->len = e->len;
+		x->piece = r->first_piece +
+			   objfs_pack_place(&ss->pack, e->len, ss->slot_size, &x->slot_off);
+	}
+	r->got += m->count;
+	if (r->got < r->nent)
+		return 0;
+	pieces = objfs_pack_pieces(&ss->pack);
+	if (objfs_piece_gen(r->first_piece + pieces - 1, ss->slots) >= OBJFS_RING_GEN_MAX)
+		return -EOVERFLOW;
+	r->last_piece = r->first_piece + pieces - 1;
+	ss->assembling = 0;
+	ss->last_seq++;
+	pthread_mutex_lock(&ss->lock);
+	ss->qlen++;
 	pthread_mutex_unlock(&ss->lock);
 	ss->next_piece += pieces;
 	return 0;
+}
+
+/*
+ * The next DONE message of @r (the first of them, or the one after the
+ * failures reported so far) into @d, whose room holds
+ * OBJFS_DONE_FAILS_PER_MSG failures. Returns its size; r->fail_cursor and
+ * r->fail_sent move on only when the caller sent it (done_advance).
+ */
+static size_t done_build(const struct req *r, struct objfs_msg_done *d, uint32_t *cursor)
+{
+	uint32_t k = 0, i = r->fail_cursor;
+	size_t len;
+
+	if (!r->err) {
+		for (; i < r->nent && k < OBJFS_DONE_FAILS_PER_MSG; i++) {
+			int e = __atomic_load_n(&r->ents[i].err, __ATOMIC_RELAXED);
+
+			if (e) {
+				d->fail[k].idx = i;
+				d->fail[k].err = e;
+				k++;
+			}
+		}
+	}
+	len = objfs_msg_size(OBJFS_MSG_DONE, k);
+	objfs_msg_init(&d->h, OBJFS_MSG_DONE, (uint32_t)len);
+	d->req_id = r->id;
+	d->err = r->err;
+	d->count = k;
+	d->more = !r->err && r->fail_sent + k < r->nfail;
+	d->pad = 0;
+	d->bytes = r->err ? 0 : r->bytes;
+	*cursor = i;
+	return len;
 }
 
 /*
@@ -406,16 +692,16 @@ static int do_fill(struct session *ss, const struct objfs_msg_fill *m)
  */
 static int flush_locked(struct session *ss)
 {
+	char buf[OBJFS_MSG_MAX] __attribute__((aligned(8)));
+	struct objfs_msg_done *d = (struct objfs_msg_done *)buf;
+
 	while (ss->qowed) {
 		struct req *r = &ss->q[ss->qhead];
-		struct objfs_msg_done d = { 0 };
+		uint32_t cursor;
+		size_t len = done_build(r, d, &cursor);
 		int err;
 
-		objfs_msg_init(&d.h, OBJFS_MSG_DONE, sizeof(d));
-		d.req_id = r->id;
-		d.err = r->err;
-		d.bytes = r->err ? 0 : r->len;
-		err = send_msg(ss->fd, &d, sizeof(d));
+		err = send_msg(ss->fd, d, len);
 		if (err == -EAGAIN) {
 			pthread_mutex_lock(&ss->side->lock);
 			ss->side->st.replies_deferred++;
@@ -427,6 +713,14 @@ static int flush_locked(struct session *ss)
 				__atomic_store_n(&ss->failed, -err, __ATOMIC_RELAXED);
 			return err;
 		}
+		r->fail_sent += d->count;
+		r->fail_cursor = cursor;
+		if (d->more)
+			continue;
+		ss->done_seq++; /* requests complete in queue order */
+		ss->qents -= r->nent;
+		free(r->ents);
+		r->ents = NULL;
 		ss->qhead = (ss->qhead + 1) % OBJFS_SESSION_QUEUE;
 		ss->qlen--;
 		ss->qowed--;
@@ -450,7 +744,7 @@ static int pump(struct session *ss, int timeout_ms)
 	if (ss->side->stopping)
 		return -ESHUTDOWN;
 	pthread_mutex_lock(&ss->lock);
-	if (ss->qowed)
+	if (ss->qowed || ss->aq_len)
 		p.events |= POLLOUT;
 	if (ss->qlen && timeout_ms > BUSY_POLL_MS)
 		timeout_ms = BUSY_POLL_MS; /* a worker may meet a full socket meanwhile */
@@ -464,19 +758,40 @@ static int pump(struct session *ss, int timeout_ms)
 		pthread_mutex_lock(&ss->lock);
 		r = flush_locked(ss);
 		pthread_mutex_unlock(&ss->lock);
+		if (!r)
+			r = aq_flush(ss);
 		if (r)
 			return r;
 	}
 	if (!(p.revents & (POLLIN | POLLHUP | POLLERR)))
 		return 0;
-	n = recv_msg(ss->fd, buf, NULL);
-	if (n == -EAGAIN)
-		return 0;
-	if (n < 0)
-		return (int)n;
-	if (((struct objfs_msg_hdr *)buf)->type != OBJFS_MSG_FILL)
-		return -EPROTO;
-	return do_fill(ss, (const struct objfs_msg_fill *)buf);
+	/*
+	 * Up to PUMP_BATCH messages a call: a request of 65,536 entries is 410
+	 * FILL messages, and wait_release calls this only every SOCK_POLL_EVERY
+	 * waits, so one message a call held such a request back by seconds.
+	 */
+	for (int k = 0; k < PUMP_BATCH; k++) {
+		n = recv_msg(ss->fd, buf, NULL);
+		if (n == -EAGAIN)
+			return 0;
+		if (n < 0)
+			return (int)n;
+		switch (((struct objfs_msg_hdr *)buf)->type) {
+		case OBJFS_MSG_FILL: r = do_fill(ss, (const struct objfs_msg_fill *)buf); break;
+		case OBJFS_MSG_ATTACH:
+			r = ss->assembling ? -EPROTO
+					   : do_attach(ss, (const struct objfs_msg_attach *)buf);
+			break;
+		case OBJFS_MSG_DETACH:
+			r = ss->assembling ? -EPROTO
+					   : do_detach(ss, (const struct objfs_msg_detach *)buf);
+			break;
+		default: r = -EPROTO;
+		}
+		if (r)
+			return r;
+	}
+	return 0;
 }
 
 /* The @i-th wait's poll: short while a consumer is streaming, then backing off. */
@@ -545,9 +860,8 @@ static void publish_locked(struct session *ss)
 		if (j->state == J_RUNNING || j->state == J_FREE || j->piece != p)
 			break;
 		if (j->state == J_FAILED) {
-			objfs_info("side: session %llu: fill of ino %llu at %lld+%zu failed: %s",
-				   (unsigned long long)ss->id, (unsigned long long)ss->cap->ino,
-				   (long long)j->off, j->len, strerror(j->err));
+			objfs_info("side: session %llu: piece %llu failed: %s",
+				   (unsigned long long)ss->id, (unsigned long long)p, strerror(j->err));
 			objfs_ring_poison(ss->ring, ss->slots, p, j->err);
 			__atomic_store_n(&ss->failed, j->err, __ATOMIC_RELAXED);
 			r->err = j->err;
@@ -572,21 +886,32 @@ static void publish_locked(struct session *ss)
 		j->state = J_FREE;
 		ss->pub_piece++;
 		if (p == r->last_piece) {
+			uint64_t bytes = 0;
+			uint32_t nfail = 0;
+
+			for (uint32_t i = 0; i < r->nent; i++) {
+				if (__atomic_load_n(&r->ents[i].err, __ATOMIC_RELAXED))
+					nfail++;
+				else
+					bytes += r->ents[i].len;
+			}
 			r->err = 0;
+			r->nfail = nfail;
+			r->bytes = bytes;
 			ss->qowed++;
 			pthread_mutex_lock(&s->lock);
 			s->st.fills++;
-			s->st.fill_bytes += r->len;
+			s->st.fill_bytes += bytes;
+			s->st.fill_errors += nfail;
 			pthread_mutex_unlock(&s->lock);
 		}
 	}
 	pthread_cond_broadcast(&ss->cond);
 }
 
-/* A job's fill ended (any thread): publish what is in order, send its DONEs. */
-static void job_end(void *arg, int err)
+/* A job's fills ended (any thread): publish what is in order, send its DONEs. */
+static void job_end(struct job *j, int err)
 {
-	struct job *j = arg;
 	struct session *ss = j->ss;
 
 	pthread_mutex_lock(&ss->lock);
@@ -600,22 +925,128 @@ static void job_end(void *arg, int err)
 	pthread_mutex_unlock(&ss->lock);
 }
 
+/* Drops one of j->left; the last publishes (entries' failures are theirs). */
+static void job_put(struct job *j)
+{
+	if (__atomic_sub_fetch(&j->left, 1, __ATOMIC_ACQ_REL) == 0) {
+		free(j->mem);
+		j->mem = NULL;
+		job_end(j, 0);
+	}
+}
+
+/* A run's fill ended (any thread): scatter or mark its entries failed. */
+static void run_done(void *arg, int err)
+{
+	struct run *u = arg;
+	struct job *j = u->j;
+	struct session *ss = j->ss;
+	char *slot = ss->data + (size_t)j->slot * ss->slot_size;
+
+	for (uint32_t i = 0; i < u->n; i++) {
+		struct ent *e = &j->r->ents[u->idx[i]];
+		int zero = 0;
+
+		if (err)
+			__atomic_compare_exchange_n(&e->err, &zero, -err, 0, __ATOMIC_RELAXED,
+						    __ATOMIC_RELAXED);
+		else if (u->tmp && !__atomic_load_n(&ss->failed, __ATOMIC_RELAXED))
+			memcpy(slot + e->slot_off, u->tmp + (e->off - u->off), e->len);
+	}
+	free(u->tmp);
+	job_put(j);
+}
+
+/* Orders entry indexes by (object, offset). */
+static int ent_cmp(const void *a, const void *b, void *arg)
+{
+	const struct ent *ents = arg;
+	const struct ent *x = &ents[*(const uint32_t *)a], *y = &ents[*(const uint32_t *)b];
+
+	if (x->cap->obj != y->cap->obj)
+		return (uintptr_t)x->cap->obj < (uintptr_t)y->cap->obj ? -1 : 1;
+	return x->off < y->off ? -1 : x->off > y->off;
+}
+
 /*
- * Runs one job on a fill worker: starts filling its slot (objfs_cache_fill:
- * cached blocks are copied here, the rest lands in the slot straight from
- * the network or the disk cache); job_end publishes when the fill ends.
+ * Runs one job on a fill worker: its entries sorted by object and offset,
+ * cut into runs of adjacent or overlapping ranges (side_proto.h, 6), one
+ * objfs_cache_fill each (cached blocks are copied, the rest lands in the
+ * slot from the network or the disk cache); the last fill to end
+ * publishes. A long entry's part is one run.
  */
 static void job_run(struct job *j)
 {
 	struct session *ss = j->ss;
+	struct objfs_cache *cache = ss->side->cache;
+	char *slot = ss->data + (size_t)j->slot * ss->slot_size;
+	struct ent *ents = j->r->ents;
+	uint32_t *idx;
+	struct run *runs;
 
 	if (__atomic_load_n(&ss->ending, __ATOMIC_RELAXED) ||
 	    __atomic_load_n(&ss->failed, __ATOMIC_RELAXED)) {
 		job_end(j, -ECANCELED);
 		return;
 	}
-	objfs_cache_fill(ss->side->cache, &ss->cap->obj->cobj, j->off, j->len,
-			 ss->data + (size_t)j->slot * ss->slot_size, job_end, j);
+	j->left = 1;
+	j->mem = NULL;
+	if (j->sub_len) { /* a part of a long entry: one run, marked failed if it fails */
+		j->one = (struct run){ j, &j->e0, 1, j->sub_off, NULL };
+		j->left++;
+		__atomic_add_fetch(&ss->side->fill_runs, 1, __ATOMIC_RELAXED);
+		objfs_cache_fill(cache, &ents[j->e0].cap->obj->cobj, j->sub_off, j->sub_len, slot,
+				 run_done, &j->one);
+		job_put(j);
+		return;
+	}
+	/* idx, then the runs at an 8-byte boundary; freed by job_put. */
+	idx = malloc((j->ne + 1) * sizeof(*idx) + j->ne * sizeof(*runs));
+	if (!idx) {
+		j->left = 0;
+		job_end(j, -ENOMEM);
+		return;
+	}
+	runs = (struct run *)(void *)(idx + j->ne + (j->ne & 1));
+	for (uint32_t i = 0; i < j->ne; i++)
+		idx[i] = j->e0 + i;
+	qsort_r(idx, j->ne, sizeof(*idx), ent_cmp, ents);
+	j->mem = idx;
+	for (uint32_t a = 0, nr = 0; a < j->ne; nr++) {
+		const struct ent *f = &ents[idx[a]];
+		int64_t end = f->off + (int64_t)f->len;
+		int64_t delta = (int64_t)f->slot_off - f->off;
+		int direct = 1;
+		uint32_t b = a + 1;
+		struct run *u = &runs[nr];
+
+		for (; b < j->ne; b++) {
+			const struct ent *e = &ents[idx[b]];
+
+			if (e->cap->obj != f->cap->obj || e->off > end)
+				break;
+			if (e->off < end || (int64_t)e->slot_off - e->off != delta)
+				direct = 0;
+			if (e->off + (int64_t)e->len > end)
+				end = e->off + (int64_t)e->len;
+		}
+		*u = (struct run){ j, idx + a, b - a, f->off, NULL };
+		if (!direct) {
+			u->tmp = malloc((size_t)(end - f->off));
+			if (!u->tmp) {
+				__atomic_add_fetch(&j->left, 1, __ATOMIC_ACQ_REL);
+				run_done(u, -ENOMEM);
+				a = b;
+				continue;
+			}
+		}
+		__atomic_add_fetch(&j->left, 1, __ATOMIC_ACQ_REL);
+		__atomic_add_fetch(&ss->side->fill_runs, 1, __ATOMIC_RELAXED);
+		objfs_cache_fill(cache, &f->cap->obj->cobj, f->off, (size_t)(end - f->off),
+				 u->tmp ? u->tmp : slot + f->off + delta, run_done, u);
+		a = b;
+	}
+	job_put(j);
 }
 
 static void *worker_main(void *arg)
@@ -652,8 +1083,7 @@ static int dispatch_one(struct session *ss)
 	uint32_t g = (uint32_t)objfs_piece_gen(p, ss->slots);
 	struct job *j = &ss->jobs[slot];
 	struct req *r;
-	int64_t off;
-	size_t len;
+	struct ent *e;
 	int err;
 
 	err = wait_release(ss, slot, g);
@@ -668,17 +1098,37 @@ static int dispatch_one(struct session *ss)
 		return 0;
 	}
 	r = &ss->q[(ss->qhead + ss->qdisp) % OBJFS_SESSION_QUEUE];
-	off = r->off + (int64_t)r->done;
-	len = r->len - r->done < ss->slot_size ? (size_t)(r->len - r->done) : ss->slot_size;
 	j->ss = ss;
+	j->r = r;
 	j->piece = p;
-	j->off = off;
-	j->len = len;
 	j->slot = slot;
 	j->state = J_RUNNING;
 	j->err = 0;
-	r->done += len;
-	if (r->done == r->len)
+	j->e0 = r->disp_ent;
+	e = &r->ents[r->disp_ent];
+	if (e->len > ss->slot_size) { /* a long entry: its next part, a whole piece */
+		j->ne = 1;
+		j->sub_off = e->off + (int64_t)r->disp_done;
+		j->sub_len = e->len - r->disp_done < ss->slot_size ? (size_t)(e->len - r->disp_done)
+								    : ss->slot_size;
+		j->len = j->sub_len;
+		r->disp_done += j->sub_len;
+		if (r->disp_done == e->len) {
+			r->disp_ent++;
+			r->disp_done = 0;
+		}
+	} else { /* every entry placed in this piece */
+		uint32_t k = r->disp_ent;
+
+		while (k < r->nent && r->ents[k].piece == p)
+			k++;
+		j->ne = k - r->disp_ent;
+		j->sub_off = 0;
+		j->sub_len = 0;
+		j->len = r->ents[k - 1].slot_off + r->ents[k - 1].len;
+		r->disp_ent = k;
+	}
+	if (r->disp_ent == r->nent)
 		ss->qdisp++;
 	ss->inflight++;
 	ss->fill_piece++;
@@ -763,6 +1213,8 @@ static void *session_main(void *arg)
 		err = has_work(ss) ? dispatch_one(ss) : pump(ss, 200);
 		if (err)
 			break;
+		if (ss->ndet)
+			handles_sweep(ss);
 	}
 	/* Jobs of ours still queued or copying into the ring: let them end. */
 	pthread_mutex_lock(&ss->lock);
@@ -783,8 +1235,15 @@ out:
 		munmap(ss->ring, ss->ring_bytes);
 	}
 	ss->ring = NULL;
-	objfs_side_cap_unref(s, ss->cap);
-	ss->cap = NULL;
+	for (uint32_t h = 0; h < ss->nhnd; h++)
+		objfs_side_cap_unref(s, ss->hnd[h].cap);
+	free(ss->hnd);
+	ss->hnd = NULL;
+	ss->nhnd = 0;
+	for (unsigned i = 0; i < OBJFS_SESSION_QUEUE; i++) {
+		free(ss->q[i].ents);
+		ss->q[i].ents = NULL;
+	}
 	pthread_mutex_lock(&s->lock);
 	close(ss->fd);
 	ss->fd = -1;
@@ -1022,6 +1481,9 @@ int objfs_side_new(const struct objfs_side_cfg *cfg, struct objfs_cache *cache,
 	pthread_mutex_init(&s->jlock, NULL);
 	pthread_cond_init(&s->jcond, NULL);
 	STAILQ_INIT(&s->jobs);
+	err = objfs_side_caps_init(s);
+	if (err)
+		goto out_side;
 	s->cfg.sock_name = cfg->sock_name;
 	err = make_name(s, &sa, &salen);
 	s->cfg.sock_name = NULL; /* not kept: the caller's string */
@@ -1077,6 +1539,7 @@ out_sock:
 	if (s->sock[0] != '@')
 		unlink(s->sock);
 out_side:
+	free(s->chash);
 	pthread_cond_destroy(&s->jcond);
 	pthread_mutex_destroy(&s->jlock);
 	pthread_cond_destroy(&s->cond);
@@ -1089,6 +1552,7 @@ void objfs_side_get_stats(struct objfs_side *s, struct objfs_side_stats *st)
 {
 	pthread_mutex_lock(&s->lock);
 	*st = s->st;
+	st->fill_runs = __atomic_load_n(&s->fill_runs, __ATOMIC_RELAXED);
 	st->caps = s->ncaps;
 	st->ring_bytes = s->ring_bytes;
 	pthread_mutex_unlock(&s->lock);

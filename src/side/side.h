@@ -15,7 +15,12 @@
  * starts one thread per connection (bounded per uid before HELLO); a
  * session thread validates HELLO (token, SO_PEERCRED uid, inode, a ring
  * memfd on tmpfs of the right size and seals, the uid's bounds), maps the
- * ring, then dispatches FILL requests in order: for each
+ * ring, then serves the session: one per (process, mount) since protocol
+ * version 2 (issue 17), its handles being capabilities added by ATTACH
+ * (bounded by the uid's capability share) and dropped by DETACH. A FILL
+ * request is a batch of (handle, offset, length) entries, placed in ring
+ * pieces by the packing side_proto.h defines (small entries share a
+ * slot); the session thread dispatches the pieces in order: for each
  * piece it waits for the slot's release word (wrap-around) and hands the
  * piece to a pool of fill workers shared by all sessions. A worker starts
  * objfs_cache_fill() into the slot: what the shared block cache holds is
@@ -92,6 +97,8 @@ struct objfs_side_stats {
 	uint64_t replies_deferred; /* DONEs a full socket made wait for the session thread */
 	uint64_t caps, fills, fill_bytes, fill_errors;
 	uint64_t ring_wait_us; /* dispatch waited for consumers to free a slot */
+	uint64_t fill_runs;    /* cache fills started: coalesced runs of entries (fills
+				* counts requests, fill_errors failed entries) */
 };
 
 /*

@@ -10,11 +10,16 @@
  * fs.c's handles). The answer carries the token, the socket name and the
  * ring geometry.
  *
- * Lookup: a HELLO's token is compared with every record in constant time
- * and without an early exit (objfs_side_token_eq), so neither the answer
- * nor its timing says how much of a token was right or where its record
- * is; side.c answers every mismatch (token, uid, inode) with one EACCES.
- * A found record counts a session reference until the session ends.
+ * Lookup: a HELLO's or ATTACH's token picks a bucket of a hash table by a
+ * keyed hash (a random 64-bit key of this daemon mixed with the token's
+ * first 8 bytes, multiplied and shifted), and is compared with the
+ * records of that bucket only, each in constant time and without an early
+ * exit (objfs_side_token_eq). Before (version 1) it was compared with
+ * every record, which made 10,000 ATTACHes of one process quadratic. The
+ * bucket's timing can tell an attacker only about keyed-hash bits of a
+ * token he does not know, never how much of a token was right; side.c
+ * answers every mismatch (token, uid, inode) with one EACCES. A found
+ * record counts a session reference (per handle) until it is detached.
  *
  * Expiry: a record nobody uses (no session, no fetch in flight) for
  * cap_ttl seconds is dropped at the next grant; at most max_caps live at
@@ -108,16 +113,58 @@ static void cap_uncount(struct objfs_side *s, struct cap *c)
 	}
 }
 
-/* Drops records nobody uses that expired. Called with side->lock held. */
+/* The bucket of @token in side->chash (side_cap.c's header says why keyed). */
+static size_t cap_bucket(const struct objfs_side *s, const uint8_t *token)
+{
+	uint64_t k;
+
+	memcpy(&k, token, sizeof(k));
+	k = (k ^ s->chash_key) * 0x9e3779b97f4a7c15ull;
+	return (size_t)(k >> 32) & (s->chash_n - 1);
+}
+
+/* Unlinks @c from its hash bucket. side->lock held. */
+static void cap_unhash(struct objfs_side *s, struct cap *c)
+{
+	for (struct cap **pp = &s->chash[cap_bucket(s, c->token)]; *pp; pp = &(*pp)->hnext) {
+		if (*pp == c) {
+			*pp = c->hnext;
+			return;
+		}
+	}
+}
+
+int objfs_side_caps_init(struct objfs_side *s)
+{
+	size_t n = 64;
+
+	while (n < s->cfg.max_caps && n < (1u << 20))
+		n *= 2;
+	if (getrandom(&s->chash_key, sizeof(s->chash_key), 0) != (ssize_t)sizeof(s->chash_key))
+		return -EIO;
+	s->chash = calloc(n, sizeof(*s->chash));
+	if (!s->chash)
+		return -ENOMEM;
+	s->chash_n = n;
+	return 0;
+}
+
+/*
+ * Drops records nobody uses that expired (all unused ones with @all).
+ * Walks every record: a grant calls it at most once a second, or when a
+ * bound is reached. Called with side->lock held.
+ */
 static void caps_purge(struct objfs_side *s, int all)
 {
 	double now = objfs_now_s();
 
+	s->purged_at = now;
 	for (struct cap **pp = &s->caps; *pp;) {
 		struct cap *c = *pp;
 
 		if (!c->sessions && (all || now - c->last_used > s->cfg.cap_ttl)) {
 			*pp = c->next;
+			cap_unhash(s, c);
 			cap_uncount(s, c);
 			cap_free(c);
 		} else {
@@ -149,7 +196,15 @@ int objfs_side_grant(struct objfs_side *s, uid_t uid, const struct objfs_side_ob
 	c->obj = objfs_object_get(o->obj);
 
 	pthread_mutex_lock(&s->lock);
-	caps_purge(s, 0);
+	u = objfs_side_uid_get(s, uid);
+	if (!u) {
+		pthread_mutex_unlock(&s->lock);
+		err = -ENOMEM;
+		goto out_cap;
+	}
+	if (objfs_now_s() - s->purged_at > 1.0 || s->ncaps >= s->cfg.max_caps ||
+	    u->caps >= objfs_side_share(s->cfg.max_caps, s->cfg.uid_caps))
+		caps_purge(s, 0); /* may free @u's record only if it held nothing: it holds caps */
 	u = objfs_side_uid_get(s, uid);
 	if (!u) {
 		pthread_mutex_unlock(&s->lock);
@@ -173,6 +228,8 @@ int objfs_side_grant(struct objfs_side *s, uid_t uid, const struct objfs_side_ob
 	c->last_used = objfs_now_s();
 	c->next = s->caps;
 	s->caps = c;
+	c->hnext = s->chash[cap_bucket(s, c->token)];
+	s->chash[cap_bucket(s, c->token)] = c;
 	s->ncaps++;
 	s->st.caps++;
 	pthread_mutex_unlock(&s->lock);
@@ -202,9 +259,9 @@ struct cap *objfs_side_cap_ref(struct objfs_side *s, const uint8_t *token)
 	struct cap *found = NULL;
 
 	pthread_mutex_lock(&s->lock);
-	for (struct cap *c = s->caps; c; c = c->next)
+	for (struct cap *c = s->chash[cap_bucket(s, token)]; c; c = c->hnext)
 		if (objfs_side_token_eq(c->token, token))
-			found = c; /* no early exit: time does not depend on the position */
+			found = c; /* no early exit within the bucket */
 	if (found)
 		found->sessions++;
 	pthread_mutex_unlock(&s->lock);
@@ -224,6 +281,9 @@ void objfs_side_cap_unref(struct objfs_side *s, struct cap *c)
 void objfs_side_caps_drain(struct objfs_side *s)
 {
 	caps_purge(s, 1);
+	free(s->chash);
+	s->chash = NULL;
+	s->chash_n = 0;
 	while (s->uids) { /* only records of uids that held nothing else are left */
 		struct uid_use *u = s->uids;
 

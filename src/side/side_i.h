@@ -54,6 +54,7 @@ struct cap {
 	double last_used;            /* side->lock; monotonic seconds */
 	struct objfs_side *side;
 	struct cap *next;            /* side->lock */
+	struct cap *hnext;           /* side->lock: side->chash bucket */
 };
 
 struct session;
@@ -72,12 +73,17 @@ struct objfs_side {
 	pthread_cond_t cond;
 	struct cap *caps;            /* lock */
 	unsigned ncaps;              /* lock */
+	struct cap **chash;          /* lock: records by keyed token hash (side_cap.c) */
+	size_t chash_n;              /* buckets, a power of two */
+	uint64_t chash_key;          /* random, constant after objfs_side_caps_init */
+	double purged_at;            /* lock: last expiry walk */
 	struct uid_use *uids;        /* lock */
 	unsigned pending;            /* lock: connections before their HELLO */
 	uint64_t ring_bytes;         /* lock: rings mapped by sessions */
 	struct session *sessions;    /* lock */
 	uint64_t next_session;       /* lock */
 	struct objfs_side_stats st;  /* lock */
+	uint64_t fill_runs;          /* atomic: objfs_cache_fill calls of fills */
 	/* Fill workers: jobs (one piece each) from every session. */
 	pthread_mutex_t jlock;
 	pthread_cond_t jcond;
@@ -92,9 +98,13 @@ int objfs_side_token_eq(const uint8_t *a, const uint8_t *b);
 
 /*
  * The record whose token is @token, with one session reference taken, or
- * NULL. Time does not depend on where (or whether) it is found.
+ * NULL. A keyed hash picks the bucket; within it the comparison takes the
+ * same time wherever (or whether) the record is (side_cap.c).
  */
 struct cap *objfs_side_cap_ref(struct objfs_side *s, const uint8_t *token);
+
+/* Makes the token hash table (objfs_side_new, once). 0, -ENOMEM or -EIO. */
+int objfs_side_caps_init(struct objfs_side *s);
 
 /* Drops a reference of objfs_side_cap_ref; the TTL restarts. Accepts NULL. */
 void objfs_side_cap_unref(struct objfs_side *s, struct cap *c);

@@ -4,12 +4,14 @@
  *
  * For every input a fake daemon thread listens on an abstract socket; the
  * client opens a session from a capability (objfs_gpu_open_cap, as after
- * the ioctl) and reads into host memory with objfs_gpu_read. The input is
+ * the ioctl) and reads into host memory with objfs_gpu_read (a batch of
+ * one entry, protocol version 2; the fake daemon sends the request's DONE
+ * once it published its last piece, as side.c does). The input is
  *   [flags][cap bytes: 16][read: off 4, len 4][hello mode][records...]
  * flags & 1 takes the capability's geometry, size and version from the cap
  * bytes instead of a valid default; the hello mode answers HELLO with
  * HELLO_OK, ERR, garbage or a hang-up. Records are [kind][len][len bytes]:
- *   0 raw bytes as a message          1 a well-formed header of type b[0] % 6
+ *   0 raw bytes as a message          1 a well-formed header of type b[0] % 9
  *   2 publish the next piece right    3 publish it with a lying len or seq
  *   4 poison the ring (err_piece, err from the bytes)
  *   5 DONE with an error from the bytes   6 hang up now   7 pause
@@ -107,23 +109,26 @@ static int client_msg(struct daemon *d, int ms)
 	n = recv(d->fd, buf, sizeof(buf), MSG_DONTWAIT);
 	if (n <= 0)
 		return 0;
-	FUZZ_CHECK((size_t)n == sizeof(*m) && m->h.magic == OBJFS_SIDE_MAGIC &&
+	FUZZ_CHECK((size_t)n >= sizeof(*m) && m->h.magic == OBJFS_SIDE_MAGIC &&
 		   m->h.version == OBJFS_SIDE_VERSION && m->h.type == OBJFS_MSG_FILL &&
-		   m->h.len == sizeof(*m) && !m->h.reserved, "malformed message from libobjfs");
-	FUZZ_CHECK(memcmp(m->token, d->cap.token, OBJFS_TOKEN_LEN) == 0 && m->ino == d->cap.ino,
-		   "FILL with another token or inode");
+		   objfs_msg_check(buf, (size_t)n) == 0, "malformed message from libobjfs");
+	/* One read: a request of one entry of handle 0, in one message. */
+	FUZZ_CHECK(m->nent == 1 && m->first == 0 && m->count == 1 && m->ent[0].handle == 0,
+		   "FILL of %u entries (first %u, count %u, handle %u)", m->nent, m->first,
+		   m->count, m->ent[0].handle);
 	FUZZ_CHECK(m->first_piece == d->pieces, "FILL first piece %llu, want %llu",
 		   (unsigned long long)m->first_piece, (unsigned long long)d->pieces);
-	FUZZ_CHECK(m->len > 0 && m->off >= 0 && m->off + (int64_t)m->len <= d->cap.size,
-		   "FILL %lld+%llu outside the file", (long long)m->off,
-		   (unsigned long long)m->len);
+	FUZZ_CHECK(m->ent[0].len > 0 && m->ent[0].off >= 0 &&
+		   m->ent[0].off + (int64_t)m->ent[0].len <= d->cap.size,
+		   "FILL %lld+%llu outside the file", (long long)m->ent[0].off,
+		   (unsigned long long)m->ent[0].len);
 	if (d->nfills < 64) {
 		d->fill_first[d->nfills] = m->first_piece;
-		d->fill_off[d->nfills] = m->off;
-		d->fill_len[d->nfills] = m->len;
+		d->fill_off[d->nfills] = m->ent[0].off;
+		d->fill_len[d->nfills] = m->ent[0].len;
 		d->fill_req[d->nfills++] = m->req_id;
 	}
-	d->pieces += objfs_pieces(m->len, d->cap.ring_slot_size);
+	d->pieces += objfs_pieces(m->ent[0].len, d->cap.ring_slot_size);
 	return 1;
 }
 
@@ -179,6 +184,14 @@ static void publish(struct daemon *d, const uint8_t *b, size_t n, int lie)
 		return;
 	objfs_futex_wake_all(&d->ring->ctl[slot].seq);
 	d->pub++;
+	if (k + 1 == objfs_pieces(d->fill_len[i], ss)) { /* its last piece: the DONE */
+		struct objfs_msg_done m = { 0 };
+
+		objfs_msg_init(&m.h, OBJFS_MSG_DONE, sizeof(m));
+		m.req_id = d->fill_req[i];
+		m.bytes = d->fill_len[i];
+		dsend(d, &m, sizeof(m));
+	}
 }
 
 /* Poisons the ring as side_proto.h says, with any err_piece and err. */
@@ -295,7 +308,7 @@ static void *daemon_main(void *arg)
 			struct objfs_msg_hdr *h = (struct objfs_msg_hdr *)buf;
 			size_t len = sizeof(*h) + (n ? n - 1u : 0);
 
-			objfs_msg_init(h, (enum objfs_msg_type)(n ? b[0] % 6 : 0), (uint32_t)len);
+			objfs_msg_init(h, (enum objfs_msg_type)(n ? b[0] % 9 : 0), (uint32_t)len);
 			if (n > 1)
 				memcpy(buf + sizeof(*h), b + 1, n - 1u);
 			d->lied = 1; /* a well-formed DONE may end a read early */

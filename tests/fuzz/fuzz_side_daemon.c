@@ -9,20 +9,25 @@
  *   [kind][len][len bytes]
  * where kind & 7 is
  *   0 raw bytes as a message (the fuzzer builds the header itself)
- *   1 FILL with the right token: first piece, offset, length from the bytes
+ *   1 FILL of one entry of handle 0 (the HELLO's capability): first piece,
+ *     offset, length from the bytes
  *   2 HELLO (again) with token, inode, geometry and ring size from the bytes
- *   3 FILL with another capability's token
- *   4 raw bytes behind a well-formed header of type bytes[0] % 6
+ *   3 FILL naming a handle the session does not have (1..4)
+ *   4 raw bytes behind a well-formed header of type bytes[0] % 9 (ATTACH,
+ *     DETACH and multi-entry FILLs with any body among them)
  *   5 an oversized message
  *   6 a lying release word (rel) written into the ring
  *   7 consume for a while (let the daemon run)
  * and kind & 8 attaches the ring memfd. The client then consumes what was
  * published and closes.
  *
- * The daemon must: answer only well-formed HELLO_OK / DONE / ERR messages;
- * send DONEs in request order for FILLs it was sent, with the request's byte
- * count when they succeed; publish exactly the bytes asked for, piece by
- * piece (a piece below err_piece is intact even in a poisoned ring); and end
+ * The daemon must: answer only well-formed HELLO_OK / DONE / ERR /
+ * ATTACH_OK messages; send DONEs in request order for FILLs it was sent,
+ * with the request's byte count when they succeed and the entry listed as
+ * failed when its range covers the failing block (protocol version 2: a
+ * failed fetch fails its entry, the ring is not poisoned); publish exactly
+ * the bytes asked for, piece by piece (a piece below err_piece is intact
+ * even in a poisoned ring; a failed entry's bytes are not checked); and end
  * the session within seconds once the client has gone, whatever came
  * before. Once the script has lied about a release the ring's data is the
  * client's own problem and is no longer checked.
@@ -101,6 +106,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 struct fill {
 	uint64_t req_id, first, pieces, len;
 	int64_t off;
+	int fails;           /* covers FAIL_BLOCK: its entry fails */
 };
 
 struct client {
@@ -109,6 +115,9 @@ struct client {
 	size_t ring_bytes;
 	char *data;
 	int consume, verify, eof;
+	int raw;             /* a raw message went out: it may have been a valid FILL
+			      * (version 2 FILLs name a handle, not a token), so
+			      * requests and bytes are no longer modelled */
 	struct fill fills[MAX_FILLS];
 	size_t nfills, ndone;
 	uint64_t next_first; /* first piece of the next FILL, if all are accepted */
@@ -174,6 +183,8 @@ static void check_piece(const struct client *c, uint64_t p, uint32_t slot)
 
 	FUZZ_CHECK(f, "piece %llu published, but no accepted FILL covers it",
 		   (unsigned long long)p);
+	if (f->fails)
+		return; /* a failed entry's bytes are undefined */
 	k = p - f->first;
 	poff = f->off + (int64_t)(k * SLOT_SIZE);
 	plen = f->len - k * SLOT_SIZE < SLOT_SIZE ? f->len - k * SLOT_SIZE : SLOT_SIZE;
@@ -216,19 +227,34 @@ static int drain(struct client *c)
 				   "ERR size %zd err %d", n, e->err);
 			break;
 		}
+		case OBJFS_MSG_ATTACH_OK: {
+			const struct objfs_msg_attach_ok *a = (const void *)buf;
+
+			FUZZ_CHECK((size_t)n == sizeof(*a) && a->err >= 0 && a->err < 4096,
+				   "ATTACH_OK size %zd err %d", n, a->err);
+			break;
+		}
 		case OBJFS_MSG_DONE: {
 			const struct objfs_msg_done *d = (const void *)buf;
 			const struct fill *f;
 
-			FUZZ_CHECK((size_t)n == sizeof(*d), "DONE size %zd", n);
+			FUZZ_CHECK((size_t)n == objfs_msg_size(OBJFS_MSG_DONE, d->count),
+				   "DONE size %zd count %u", n, d->count);
+			if (c->raw)
+				break;
+			FUZZ_CHECK(d->count <= 1 && !d->more, "DONE count %u more %u", d->count,
+				   d->more);
 			FUZZ_CHECK(c->ndone < c->nfills, "DONE %llu without a FILL",
 				   (unsigned long long)d->req_id);
 			f = &c->fills[c->ndone++];
 			FUZZ_CHECK(d->req_id == f->req_id, "DONE for request %llu, want %llu",
 				   (unsigned long long)d->req_id, (unsigned long long)f->req_id);
 			FUZZ_CHECK(d->err >= 0 && d->err < 4096, "DONE err %d", d->err);
-			FUZZ_CHECK(d->err || d->bytes == f->len, "DONE bytes %llu, want %llu",
-				   (unsigned long long)d->bytes, (unsigned long long)f->len);
+			FUZZ_CHECK(d->err || d->count == (uint32_t)f->fails,
+				   "DONE lists %u failures, want %d", d->count, f->fails);
+			FUZZ_CHECK(d->err || d->count || d->bytes == f->len,
+				   "DONE bytes %llu, want %llu", (unsigned long long)d->bytes,
+				   (unsigned long long)f->len);
 			break;
 		}
 		default:
@@ -327,7 +353,9 @@ static void hello(struct objfs_msg_hello *m, const uint8_t *token, uint64_t ino)
 static int do_fill(struct client *c, const uint8_t *p, size_t n, int other_cap, int fd)
 {
 	uint8_t b[26] = { 0 };
-	struct objfs_msg_fill m;
+	char mb[OBJFS_MSG_MAX] __attribute__((aligned(8)));
+	struct objfs_msg_fill *m = (struct objfs_msg_fill *)mb;
+	size_t len = objfs_msg_size(OBJFS_MSG_FILL, 1);
 	struct fill f;
 
 	memcpy(b, p, n < sizeof(b) ? n : sizeof(b));
@@ -343,21 +371,25 @@ static int do_fill(struct client *c, const uint8_t *p, size_t n, int other_cap, 
 						   FILE_SIZE - f.off + 2 : 1000);
 	f.req_id = (b[0] & 8) ? fuzz_le(b + 18, 8) : c->nfills + 1000;
 	f.pieces = f.len / SLOT_SIZE + (f.len % SLOT_SIZE != 0);
-	memset(&m, 0, sizeof(m));
-	objfs_msg_init(&m.h, OBJFS_MSG_FILL, sizeof(m));
-	memcpy(m.token, other_cap ? other.token : cap.token, OBJFS_TOKEN_LEN);
-	m.ino = (b[0] & 16) ? 43 : 42;
-	m.req_id = f.req_id;
-	m.first_piece = f.first;
-	m.off = f.off;
-	m.len = f.len;
-	if (!other_cap && m.ino == 42 && c->nfills < MAX_FILLS) {
+	f.fails = f.off >= 0 && f.off < (int64_t)(FAIL_BLOCK + 1) * (64 << 10) &&
+		  f.len <= (uint64_t)FILE_SIZE &&
+		  (uint64_t)f.off + f.len > (uint64_t)FAIL_BLOCK * (64 << 10);
+	memset(mb, 0, len);
+	objfs_msg_init(&m->h, OBJFS_MSG_FILL, (uint32_t)len);
+	m->req_id = f.req_id;
+	m->first_piece = f.first;
+	m->nent = 1;
+	m->count = 1;
+	m->ent[0] = (struct objfs_fill_ent){ other_cap ? 1 + b[0] % 4 : 0, 0, f.off, f.len };
+	if (!other_cap && !(b[0] & 16) && c->nfills < MAX_FILLS) {
 		c->fills[c->nfills++] = f;
 		c->next_first = f.first + f.pieces;
-	} else if (!other_cap && m.ino == 42) {
+	} else if (!other_cap && !(b[0] & 16)) {
 		return -1; /* the model is full: stop here */
+	} else if (!other_cap) {
+		m->nent = 2; /* an unfinished request: the next FILL breaks the sequence */
 	}
-	return send_fd(c, &m, sizeof(m), fd);
+	return send_fd(c, m, len, fd);
 }
 
 static int do_hello(struct client *c, const uint8_t *p, size_t n, int fd)
@@ -381,12 +413,14 @@ static int do_raw(struct client *c, const uint8_t *p, size_t n, int framed, int 
 	char buf[OBJFS_MSG_MAX + sizeof(struct objfs_msg_hdr)] __attribute__((aligned(8)));
 	size_t len = n;
 
+	c->raw = 1;
+	c->verify = 0;
 	memset(buf, 0, sizeof(buf));
 	if (framed) {
 		struct objfs_msg_hdr *h = (struct objfs_msg_hdr *)buf;
 
 		len = sizeof(*h) + (n ? n - 1 : 0);
-		objfs_msg_init(h, (enum objfs_msg_type)(n ? p[0] % 6 : 0), (uint32_t)len);
+		objfs_msg_init(h, (enum objfs_msg_type)(n ? p[0] % 9 : 0), (uint32_t)len);
 		if (n > 1)
 			memcpy(buf + sizeof(*h), p + 1, n - 1);
 	} else {

@@ -47,16 +47,7 @@
 #include <unistd.h>
 
 #include "objfs.h"
-
-#define CK(x)                                                                      \
-	do {                                                                       \
-		cudaError_t e_ = (x);                                              \
-		if (e_ != cudaSuccess) {                                           \
-			fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #x, \
-				cudaGetErrorString(e_));                           \
-			exit(1);                                                   \
-		}                                                                  \
-	} while (0)
+#include "gpu_test.cuh"
 
 static int failures;
 
@@ -68,19 +59,6 @@ static void check(int ok, const char *fmt, const char *what, long long a, long l
 	fflush(stdout);
 	if (!ok)
 		failures++;
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-__host__ __device__ static inline uint64_t weight(uint64_t pos)
-{
-	return ((pos * 0x9E3779B97F4A7C15ull) >> 40) | 1;
 }
 
 /* sum of b[i] * weight(base + i), and count of bytes != guard in the guards */
@@ -95,54 +73,6 @@ __global__ void k_sum(const unsigned char *b, size_t n, uint64_t base, unsigned 
 		s += __shfl_down_sync(0xffffffffu, s, o);
 	if ((threadIdx.x & 31) == 0)
 		atomicAdd(out, s);
-}
-
-__global__ void k_count_not(const unsigned char *b, size_t n, unsigned char v,
-			    unsigned long long *out)
-{
-	unsigned long long c = 0;
-
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x)
-		c += b[i] != v;
-	for (int o = 16; o; o >>= 1)
-		c += __shfl_down_sync(0xffffffffu, c, o);
-	if ((threadIdx.x & 31) == 0)
-		atomicAdd(out, c);
-}
-
-/* Spins ~@ns on the GPU, then writes @v over the buffer: the "writer" kernel. */
-__global__ void k_late_fill(unsigned char *b, size_t n, unsigned char v, long long ns)
-{
-	long long t0 = clock64();
-
-	if (ns)
-		while (clock64() - t0 < ns * 2) /* clock64 ticks ~2 per ns at ~2 GHz */
-			;
-	for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-	     i += (size_t)gridDim.x * blockDim.x)
-		b[i] = v;
-}
-
-static uint64_t cpu_sum(int fd, int64_t off, size_t n)
-{
-	static unsigned char buf[1 << 22];
-	uint64_t s = 0;
-	size_t done = 0;
-
-	while (done < n) {
-		size_t want = n - done < sizeof(buf) ? n - done : sizeof(buf);
-		ssize_t r = pread(fd, buf, want, off + (int64_t)done);
-
-		if (r <= 0) {
-			perror("pread source");
-			exit(2);
-		}
-		for (ssize_t i = 0; i < r; i++)
-			s += (uint64_t)buf[i] * weight((uint64_t)off + done + (size_t)i);
-		done += (size_t)r;
-	}
-	return s;
 }
 
 static uint64_t gpu_sum(const unsigned char *d, size_t n, uint64_t base, cudaStream_t st,
@@ -245,7 +175,7 @@ static int do_sizes(const char *mnt, const char *src, size_t max)
 		      (long long)want);
 		if (err || n != (ssize_t)want)
 			continue;
-		check(gpu_sum(d + doff, want, (uint64_t)off, st, acc) == cpu_sum(sfd, off, want),
+		check(gpu_sum(d + doff, want, (uint64_t)off, st, acc) == cpu_sum(sfd, off, want, (uint64_t)off),
 		      "%s: GPU checksum equals the source's%lld%lld", what, 0, 0);
 		check(gpu_count_not(d, doff, 0xA5, acc) == 0 &&
 		      gpu_count_not(d + doff + want, max + 2 * guard + 64 - doff - want, 0xA5, acc) == 0,
@@ -257,7 +187,8 @@ static int do_sizes(const char *mnt, const char *src, size_t max)
 		int err = objfs_gpu_read(h, d + 1, 4096, size - 100, &n);
 
 		check(!err && n == 100, "%s: %lld bytes, want %lld", "read across EOF", n, 100);
-		check(gpu_sum(d + 1, 100, (uint64_t)size - 100, st, acc) == cpu_sum(sfd, size - 100, 100),
+		check(gpu_sum(d + 1, 100, (uint64_t)size - 100, st, acc) ==
+			      cpu_sum(sfd, size - 100, 100, (uint64_t)(size - 100)),
 		      "%s: checksum%lld%lld", "read across EOF", 0, 0);
 	}
 	/* Pageable host memory, ordered on a stream (host function path). */
@@ -314,7 +245,7 @@ static int do_order(const char *mnt, const char *src)
 		k_sum<<<1024, 256, 0, st>>>(d, len, (uint64_t)off, acc);
 		CK(cudaMemcpyAsync(&got, acc, sizeof(got), cudaMemcpyDeviceToHost, st));
 		CK(cudaStreamSynchronize(st));
-		check(n == (ssize_t)len && got == cpu_sum(sfd, off, len),
+		check(n == (ssize_t)len && got == cpu_sum(sfd, off, len, (uint64_t)off),
 		      "%s: writer kernel, fill, reader kernel on one stream: count %lld (want %lld), "
 		      "checksum equal to the source", "stream order", n, (long long)len);
 	}
@@ -342,7 +273,8 @@ static int do_pool(const char *mnt, const char *src)
 		CK(cudaMallocAsync(&d, len + 5, st));
 		err = objfs_gpu_read_async(h, d + 5, len, off, &n, st);
 		check(!err, "%s %lld: enqueue into cudaMallocAsync memory: %lld", "pool", i, err);
-		int sum_ok = gpu_sum(d + 5, len, (uint64_t)off, st, acc) == cpu_sum(sfd, off, len);
+		int sum_ok = gpu_sum(d + 5, len, (uint64_t)off, st, acc) ==
+			     cpu_sum(sfd, off, len, (uint64_t)off);
 
 		check(sum_ok && n == (ssize_t)len, "%s %lld: count %lld and checksum right", "pool", i, n);
 		CK(cudaFreeAsync(d, st));
@@ -361,6 +293,7 @@ static int do_kill(const char *mnt)
 	unsigned char *d;
 	cudaStream_t st;
 	struct timespec ts;
+	int done;
 	int err;
 
 	CK(cudaMalloc(&d, len));
@@ -372,14 +305,9 @@ static int do_kill(const char *mnt)
 	}
 	printf("enqueued\n");
 	fflush(stdout);
-	for (double t0 = now(); now() - t0 < 120;) {
-		if (cudaStreamQuery(st) == cudaSuccess)
-			break;
-		usleep(1000);
-	}
-	clock_gettime(CLOCK_REALTIME, &ts);
+	done = stream_wait(st, 120, &ts);
 	printf("stream %s nread=%zd at %.3f\n",
-	       cudaStreamQuery(st) == cudaSuccess ? "completed" : "HUNG", (ssize_t)n,
+	       done ? "completed" : "HUNG", (ssize_t)n,
 	       ts.tv_sec + ts.tv_nsec / 1e9);
 	fflush(stdout);
 	objfs_gpu_close(h);

@@ -37,6 +37,18 @@ for off, n in cases:
     want = expect(off, n)
     report(got == len(want) and bytes(b[:got]) == want, "bytearray, %d bytes at %d" % (n, off))
 
+# objfs.Session: one batch of host buffers over the file, odd offsets and
+# sizes, one past the end, one failing its checks (negative offset).
+with objfs.Session(os.path.dirname(mnt)) as s:
+    name = os.path.basename(mnt)
+    items = [(name, off, bytearray(n)) for off, n in cases + [(size + 3, 10)]]
+    got = s.read_into(items)
+    ok = all(g == len(expect(off, len(b))) and bytes(b[:g]) == expect(off, len(b))
+             for g, (_, off, b) in zip(got, items))
+    report(ok, "Session.read_into: %d ranges in one batch (counts %s)" % (len(items), got))
+    bad = s.read_into([(name, -1, bytearray(4)), (s.file(name), 5, bytearray(4))], check=False)
+    report(bad[0] == -22 and bad[1] == 4, "Session.read_into: a bad entry fails alone (%s)" % bad)
+
 try:
     import torch
     if not torch.cuda.is_available():
@@ -56,6 +68,26 @@ try:
             got = f.read_into(t, 4096)
         report(got == 4 << 20 and t.cpu().numpy().tobytes() == expect(4096, 4 << 20),
                "torch float32 tensor on a side stream")
+    import objfs_torch
+    n = 64
+    index = [(os.path.basename(mnt), (i * 7919 * 13) % (size - 70000), 65536 + (i % 2) * 0)
+             for i in range(n)]
+    ds = objfs_torch.ShardDataset(os.path.dirname(mnt), index)
+    dl = torch.utils.data.DataLoader(
+        ds, batch_sampler=torch.utils.data.BatchSampler(range(n), 16, False),
+        collate_fn=objfs_torch.ShardDataset.collate)
+    ok, k = True, 0
+    for batch in dl:
+        for row in batch:
+            ok &= row.cpu().numpy().tobytes() == expect(index[k][1], index[k][2])
+            k += 1
+    report(ok and k == n, "ShardDataset through a DataLoader: %d samples, batches of 16" % k)
+    ok, k = True, 0
+    for batch in ds.prefetching([list(range(i, i + 16)) for i in range(0, n, 16)]):
+        for row in batch:
+            ok &= row.cpu().numpy().tobytes() == expect(index[k][1], index[k][2])
+            k += 1
+    report(ok and k == n, "ShardDataset.prefetching: %d samples" % k)
     print("torch %s" % torch.__version__)
 except ImportError as e:
     print("skip: PyTorch cases (%s)" % e)

@@ -36,6 +36,10 @@ mkdir -p "$SRC"
 head -c $((40 * 1024 * 1024 + 7)) /dev/urandom >"$SRC/big.bin"
 head -c 10 /dev/urandom >"$SRC/small.bin"
 head -c 5000 /dev/urandom >"$SRC/other.bin"
+mkdir -p "$SRC/shards"
+for ((i = 0; i < 300; i++)); do
+	head -c $((i * 997 % 200000 + i % 3)) /dev/urandom >"$SRC/shards/s$i.bin"
+done
 
 # rings PID: how many side API rings the process has mapped
 rings() {
@@ -65,8 +69,15 @@ if [ "$(timeout 60 sha256sum <"$MNT/big.bin" | cut -d' ' -f1)" = "$(sha256sum <"
 else
 	fail "expected cat through the mount to equal the source after side reads"
 fi
+if out=$(timeout 120 "$CLIENT" batch "$MNT/shards" "$SRC/shards" 2>&1); then
+	pass "batches of 1-3,000 entries over 300 files (one session, one ring) equal the source"
+	printf '%s\n' "$out" | grep '^opened' | sed 's/^/    | /'
+else
+	fail "expected every batch entry to equal the source; side_client said:"
+	printf '%s\n' "$out" | grep -v '^ok' | sed 's/^/    | /' | head -20
+fi
 if out=$(timeout 60 "$CLIENT" wrongino "$MNT/big.bin" "$MNT/other.bin" 2>&1); then
-	pass "a token of another inode is refused (HELLO and FILL, EACCES)"
+	pass "a token of another inode is refused (HELLO, ATTACH: EACCES; an unknown handle: EBADF)"
 else
 	fail "expected B's token to be refused for A; side_client said:"
 	printf '%s\n' "$out" | sed 's/^/    | /'

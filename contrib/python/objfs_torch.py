@@ -1,0 +1,183 @@
+"""objfs_torch: PyTorch data loading through objfs's GPU side API (libobjfs).
+
+Two things, both built on objfs.Session (one objfs_gpu_readv per batch: the
+daemon coalesces neighbouring ranges, serves cached bytes, fetches the rest
+in parallel, and the bytes land in GPU memory through one pinned ring per
+process and mount):
+
+ShardDataset -- a map-style Dataset over a sample index of (file, offset,
+length) triples; a batch of samples arrives as GPU tensors through one
+readv:
+
+    ds = ShardDataset("/mnt/data", index, device="cuda")
+    dl = torch.utils.data.DataLoader(
+        ds, batch_sampler=torch.utils.data.BatchSampler(
+            torch.utils.data.RandomSampler(ds), 256, drop_last=False),
+        collate_fn=ShardDataset.collate, num_workers=0)   # main process
+    for batch in dl:             # uint8 [256, L] on the GPU when all lengths are L,
+        ...                      # else a list of 1-D uint8 tensors (views of one buffer)
+
+  The DataLoader calls __getitems__ with the batch's indices (PyTorch >= 2.0);
+  the GPU work belongs in the main process (num_workers=0): CUDA and the
+  side API's session are per process. ds.prefetching(batches) runs batch
+  k + 1's readv on a side stream while batch k is used (the current stream
+  waits on an event, no host synchronisation).
+
+load_safetensors(path, device) -- a safetensors checkpoint straight into GPU
+memory: the header is parsed here, every tensor's bytes are one entry of one
+readv into one device buffer (adjacent tensors are adjacent ranges: the
+daemon coalesces them, the library merges the copies); returns
+{name: tensor} views of that buffer.
+"""
+
+import json
+import os
+import struct
+
+import torch
+
+import objfs
+
+__all__ = ["ShardDataset", "load_safetensors"]
+
+
+def _stream_handle(st):
+    return st.cuda_stream
+
+
+class ShardDataset(torch.utils.data.Dataset):
+    """Samples (file, offset, length) of files on one objfs mount, read
+    straight into GPU memory, one readv per batch."""
+
+    def __init__(self, mount, index, device="cuda", dtype=torch.uint8):
+        self.session = objfs.Session(mount)
+        self.index = list(index)
+        self.device = torch.device(device)
+        self.dtype = dtype
+
+    def __len__(self):
+        return len(self.index)
+
+    def _alloc(self, idx):
+        lens = [self.index[i][2] for i in idx]
+        total = sum(lens)
+        flat = torch.empty(total, dtype=torch.uint8, device=self.device)
+        views, off = [], 0
+        for n in lens:
+            views.append(flat[off:off + n])
+            off += n
+        same = len(set(lens)) == 1
+        out = flat.view(len(lens), lens[0]) if same and lens else views
+        return out, views
+
+    def _items(self, idx, views):
+        return [(self.index[i][0], self.index[i][1], v) for i, v in zip(idx, views)]
+
+    def _finish(self, out, iov, n, idx):
+        for k in range(n):
+            c = iov[k].nread
+            if c != self.index[idx[k]][2]:
+                f, off, ln = self.index[idx[k]]
+                raise OSError(-c if c < 0 else 5,
+                              "objfs: sample %d (%s at %d, %d bytes): got %d" % (idx[k], f, off, ln, c))
+        if self.dtype != torch.uint8:
+            out = out.view(self.dtype) if isinstance(out, torch.Tensor) else [v.view(self.dtype) for v in out]
+        return out
+
+    def __getitems__(self, idx):
+        """One batch: one readv on the current stream, waited for."""
+        idx = list(idx)
+        out, views = self._alloc(idx)
+        iov, n, wait = self.session.submit(self._items(idx, views))
+        wait()
+        return self._finish(out, iov, n, idx)
+
+    def __getitem__(self, i):
+        return self.__getitems__([i])[0]
+
+    @staticmethod
+    def collate(batch):
+        """The batch as __getitems__ made it (DataLoader's collate_fn)."""
+        return batch
+
+    def prefetching(self, batches, depth=1):
+        """Yields the batches of @batches (lists of indices) with the next
+        @depth batches' readvs already enqueued on a side stream; the current
+        stream waits for each batch's event; the host waits for a batch
+        only when it is yielded (its counts are checked then)."""
+        side = torch.cuda.Stream(device=self.device)
+        cur = torch.cuda.current_stream(self.device)
+        pending = []
+        it = iter(batches)
+
+        def launch():
+            idx = next(it, None)
+            if idx is None:
+                return False
+            idx = list(idx)
+            with torch.cuda.stream(side):
+                out, views = self._alloc(idx)
+                iov, n, _ = self.session.submit(self._items(idx, views),
+                                                stream=_stream_handle(side))
+                ev = torch.cuda.Event()
+                ev.record(side)
+            pending.append((idx, out, views, iov, n, ev))
+            return True
+
+        for _ in range(depth + 1):
+            if not launch():
+                break
+        while pending:
+            idx, out, views, iov, n, ev = pending.pop(0)
+            cur.wait_event(ev)
+            ev.synchronize()  # nread is written by the stream's last host function
+            for v in views:
+                v.record_stream(cur)
+            yield self._finish(out, iov, n, idx)
+            launch()
+
+
+_DTYPES = {
+    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
+    "U8": torch.uint8, "BOOL": torch.bool,
+}
+for _n, _a in (("F8_E4M3", "float8_e4m3fn"), ("F8_E5M2", "float8_e5m2")):
+    if hasattr(torch, _a):
+        _DTYPES[_n] = getattr(torch, _a)
+
+
+def load_safetensors(path, device="cuda", session=None):
+    """{name: tensor on @device} of the safetensors file @path (on an objfs
+    mount), its bytes filled by one readv into one device buffer."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        if n > 100 << 20:
+            raise ValueError("%s: header of %d bytes" % (path, n))
+        header = json.loads(f.read(n))
+    header.pop("__metadata__", None)
+    base = 8 + n
+    end = max((v["data_offsets"][1] for v in header.values()), default=0)
+    flat = torch.empty(end, dtype=torch.uint8, device=device)
+    own = session is None
+    s = session or objfs.Session(os.path.dirname(os.path.abspath(path)))
+    try:
+        h = s.file(os.path.abspath(path))
+        items = []
+        for name, v in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
+            a, b = v["data_offsets"]
+            if b > a:
+                items.append((h, base + a, flat[a:b]))
+        counts = s.read_into(items) if items else []
+        for (_, off, t), c in zip(items, counts):
+            if c != t.numel():
+                raise OSError(5, "%s: short read at %d (%d of %d bytes)" % (path, off, c, t.numel()))
+    finally:
+        if own:
+            s.close()
+    out = {}
+    for name, v in header.items():
+        a, b = v["data_offsets"]
+        dt = _DTYPES[v["dtype"]]
+        out[name] = flat[a:b].view(dt).reshape(v["shape"])
+    return out
