@@ -385,11 +385,12 @@ size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
 		objfs_appendf(buf, cap, &len,
 		    "side_sessions_open %llu\nside_sessions_total %llu\nside_fills %llu\n"
 		    "side_fill_bytes %llu\nside_fill_errors %llu\nside_ring_wait_us %llu\n"
-		    "side_sessions_refused %llu\nside_ring_bytes %llu\nside_replies_deferred %llu\n",
+		    "side_sessions_refused %llu\nside_ring_bytes %llu\nside_replies_deferred %llu\n"
+		    "side_fill_runs %llu\n",
 		    (unsigned long long)sd->sessions_open, (unsigned long long)sd->sessions_total,
 		    (unsigned long long)sd->fills, (unsigned long long)sd->fill_bytes,
 		    (unsigned long long)sd->fill_errors, (unsigned long long)sd->ring_wait_us,
 		    (unsigned long long)sd->sessions_refused, (unsigned long long)sd->ring_bytes,
-		    (unsigned long long)sd->replies_deferred);
+		    (unsigned long long)sd->replies_deferred, (unsigned long long)sd->fill_runs);
 	return len;
 }
