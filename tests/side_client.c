@@ -531,6 +531,25 @@ static void fill(int sock, const struct objfs_side_cap *cap, uint64_t first, int
 	*sent = send(sock, f, f->h.len, MSG_NOSIGNAL | flags);
 }
 
+/*
+ * A session on the capability in @capfile: 1 when it is up (*@cap, *@r),
+ * else what the mode exits with: 0 after printing the refusal, 2 when the
+ * capability cannot be read.
+ */
+static int hostile_session(const char *capfile, struct objfs_side_cap *cap, struct raw *r)
+{
+	int rc;
+
+	if (read_cap(capfile, cap))
+		return 2;
+	rc = raw_session(cap, cap->token, cap->ino, 0, r);
+	if (rc) {
+		printf("refused %s\n", rc < 0 ? strerror(errno) : strerror(rc));
+		return 0;
+	}
+	return 1;
+}
+
 /* One-piece FILLs as fast as the daemon takes them; DONEs never read. */
 static int do_nodone(const char *capfile, double secs)
 {
@@ -538,15 +557,10 @@ static int do_nodone(const char *capfile, double secs)
 	struct raw r;
 	uint64_t n = 0;
 	double t0 = now_s();
-	int rc;
+	int rc = hostile_session(capfile, &cap, &r);
 
-	if (read_cap(capfile, &cap))
-		return 2;
-	rc = raw_session(&cap, cap.token, cap.ino, 0, &r);
-	if (rc) {
-		printf("refused %s\n", rc < 0 ? strerror(errno) : strerror(rc));
-		return 0;
-	}
+	if (rc != 1)
+		return rc;
 	release_all(&r, cap.ring_slots);
 	while (now_s() - t0 < secs) {
 		struct pollfd p = { r.sock, POLLOUT, 0 };
@@ -696,15 +710,10 @@ static int do_norelease(const char *capfile, double secs)
 	struct raw r;
 	uint64_t len;
 	ssize_t k;
-	int rc;
+	int rc = hostile_session(capfile, &cap, &r);
 
-	if (read_cap(capfile, &cap))
-		return 2;
-	rc = raw_session(&cap, cap.token, cap.ino, 0, &r);
-	if (rc) {
-		printf("refused %s\n", rc < 0 ? strerror(errno) : strerror(rc));
-		return 0;
-	}
+	if (rc != 1)
+		return rc;
 	len = (uint64_t)cap.ring_slots * cap.ring_slot_size + cap.ring_slot_size;
 	if (len > (uint64_t)cap.size)
 		len = (uint64_t)cap.size;

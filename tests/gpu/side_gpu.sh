@@ -19,14 +19,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 
 skip_unless_fuse
 require_objfs
-FILL=${GPU_FILL:-$(dirname "$OBJFS")/../tests/gpu/gpu_fill}
-[ -x "$FILL" ] || { echo "ERROR: gpu_fill not found at $FILL" >&2; exit 99; }
-"$FILL" probe >/dev/null 2>&1
-case $? in
-0) ;;
-77) skip "no usable GPU" ;;
-*) echo "ERROR: $FILL probe failed" >&2; exit 99 ;;
-esac
+FILL=$(test_binary gpu/gpu_fill GPU_FILL) || exit 99
+gpu_probe "$FILL"
 MAX=${SIDE_GPU_MAX:-1073741824}
 
 SRC=$TEST_TMP/src

@@ -27,14 +27,8 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 
 skip_unless_fuse
 require_objfs
-GB=${GPU_BATCH:-$(dirname "$OBJFS")/../tests/gpu/gpu_batch}
-[ -x "$GB" ] || { echo "ERROR: gpu_batch not found at $GB" >&2; exit 99; }
-"$GB" probe >/dev/null 2>&1
-case $? in
-0) ;;
-77) skip "no usable GPU" ;;
-*) echo "ERROR: $GB probe failed" >&2; exit 99 ;;
-esac
+GB=$(test_binary gpu/gpu_batch GPU_BATCH) || exit 99
+gpu_probe "$GB"
 NF=${BATCH_FILES:-1000}
 
 SRC=$TEST_TMP/src

@@ -259,6 +259,25 @@ check_unmount() {
 	fi
 }
 
+# test_binary NAME [ENVVAR]: the path of tests/NAME next to $OBJFS's build
+# ($ENVVAR overrides it); exits 99 when it is missing (make check builds it).
+test_binary() {
+	local p=${2:+${!2:-}}
+	[ -n "$p" ] || p=$(dirname "$OBJFS")/../tests/$1
+	[ -x "$p" ] || { echo "ERROR: $1 not found at $p (make check builds it)" >&2; exit 99; }
+	printf '%s\n' "$p"
+}
+
+# gpu_probe BIN: skip (77) without a usable GPU, per "BIN probe".
+gpu_probe() {
+	"$1" probe >/dev/null 2>&1
+	case $? in
+	0) ;;
+	77) skip "no usable GPU" ;;
+	*) echo "ERROR: $1 probe failed" >&2; exit 99 ;;
+	esac
+}
+
 # second_user NAME: makes the unprivileged system user NAME when missing
 # (useradd may race with another test run making it too); sets TUID, TGID
 # and AS_USER (the command prefix that runs as it). Returns 1 if it cannot.

@@ -39,8 +39,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 
 skip_unless_fuse
 require_objfs
-CLIENT=${SIDE_CLIENT:-$(dirname "$OBJFS")/../tests/side_client}
-[ -x "$CLIENT" ] || { echo "ERROR: side_client not found at $CLIENT (make check builds it)" >&2; exit 99; }
+CLIENT=$(test_binary side_client SIDE_CLIENT) || exit 99
 
 if [ "$(id -u)" -ne 0 ]; then
 	[ "${CI:-}" = true ] && { echo "FAIL: perms.sh runs as root under CI"; exit 1; }

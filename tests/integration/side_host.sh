@@ -25,8 +25,7 @@ HERE=$(cd "$(dirname "$0")" && pwd)
 
 skip_unless_fuse
 require_objfs
-CLIENT=${SIDE_CLIENT:-$(dirname "$OBJFS")/../tests/side_client}
-[ -x "$CLIENT" ] || { echo "ERROR: side_client not found at $CLIENT (make check builds it)" >&2; exit 99; }
+CLIENT=$(test_binary side_client SIDE_CLIENT) || exit 99
 
 SRC=$TEST_TMP/src
 MNT=$TEST_TMP/mnt
