@@ -208,6 +208,9 @@ ap.add_argument("--bound", type=float, required=True)
 ap.add_argument("--out", required=True)
 ap.add_argument("--files", default="")
 ap.add_argument("--direct", action="store_true")
+# local files (the checker's own test): never O_DIRECT, which a disk file
+# system refuses at unaligned offsets (EINVAL), while FUSE takes any offset
+ap.add_argument("--buffered", action="store_true")
 ap.add_argument("--no-seq", action="store_true")
 ap.add_argument("--in-bounds", action="store_true")
 a = ap.parse_args()
@@ -322,7 +325,7 @@ def worker(k):
             if name in fds and rng.random() < 0.02:
                 os.close(fds.pop(name)[0])
             if name not in fds:
-                direct = a.direct or rng.random() < 0.8
+                direct = not a.buffered and (a.direct or rng.random() < 0.8)
                 flags = os.O_RDONLY | (os.O_DIRECT if direct else 0)
                 path = os.path.join(a.mnt, name)
                 desc = "open(%s)" % name
@@ -468,7 +471,7 @@ t_checker() {
 		dd of="$bad/obj-04.bin" bs=1 seek=123456 conv=notrunc status=none
 	truncate -s $((3 << 20)) "$bad/obj-08.bin"
 	if timeout 300 "$PY" "$WORK/reader.py" --mnt "$bad" --src "$SRC" --reads 400 --threads 2 \
-		--seed 3 --bound 60 --out "$out" --files obj-04.bin,obj-08.bin >/dev/null 2>&1 &&
+		--seed 3 --bound 60 --out "$out" --files obj-04.bin,obj-08.bin --buffered >/dev/null 2>&1 &&
 		[ "$(jget "$out" wrong_bytes)" -gt 0 ] && [ "$(jget "$out" short_reads)" -gt 0 ]; then
 		pass "checker: a copy with one flipped byte and a cut copy give $(jget "$out" wrong_reads) wrong reads ($(jget "$out" short_reads) short) out of 400"
 	else
