@@ -275,7 +275,7 @@ static void mounted(void *arg)
 	char desc[1024];
 	pthread_t t;
 
-	objfs_opts_describe(cfg->opts, desc, sizeof(desc));
+	objfs_opts_describe(cfg->opts, sysconf(_SC_NPROCESSORS_ONLN), desc, sizeof(desc));
 	objfs_log_notice("mounted %s on %s (pid %d%s%s%s%s)", cfg->source, cfg->mountpoint,
 			 (int)getpid(), m->store->auth ? "; credentials: " : "",
 			 m->store->auth ? m->store->auth : "",

@@ -360,12 +360,13 @@ int objfs_opts_parse(struct objfs_opts *o, const char *list, char *err, size_t e
 	return ret;
 }
 
-size_t objfs_opts_describe(const struct objfs_opts *o, char *buf, size_t cap)
+size_t objfs_opts_describe(const struct objfs_opts *o, long ncpu, char *buf, size_t cap)
 {
 	struct objfs_opts def;
 	size_t len = 0;
 
 	objfs_opts_init(&def);
+	objfs_opts_machine(&def, ncpu);
 	if (cap)
 		buf[0] = '\0';
 	for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {

@@ -81,10 +81,12 @@ void objfs_opts_clear(struct objfs_opts *o);
 int objfs_opts_parse(struct objfs_opts *o, const char *list, char *err, size_t errlen);
 
 /*
- * Writes the options of @o that differ from the defaults as one "-o" list
- * (for the summary at mount; no option holds a secret). Returns its length.
+ * Writes the options of @o that differ from the defaults for @ncpu cores
+ * (objfs_opts_machine: counts filled from the machine are defaults too) as
+ * one "-o" list, for the summary at mount; no option holds a secret.
+ * Returns its length.
  */
-size_t objfs_opts_describe(const struct objfs_opts *o, char *buf, size_t cap);
+size_t objfs_opts_describe(const struct objfs_opts *o, long ncpu, char *buf, size_t cap);
 
 /*
  * Fills the options left at 0 ("from the machine") for @ncpu cores: FUSE

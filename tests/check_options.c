@@ -178,16 +178,23 @@ START_TEST(test_mount_options)
 	ck_assert_str_eq(o.proxy, "http://p:3128");
 	ck_assert_str_eq(o.credentials_file, "/c");
 	ck_assert_str_eq(o.config_file, "/f");
-	/* the summary names what differs from the defaults, nothing else */
-	objfs_opts_describe(&o, desc, sizeof(desc));
+	/* the summary names what differs from the defaults, nothing else; counts
+	 * filled from the machine, as main does, are defaults */
+	objfs_opts_machine(&o, 16);
+	objfs_opts_describe(&o, 16, desc, sizeof(desc));
 	ck_assert_msg(strstr(desc, "chunk_size=8388608") && strstr(desc, "log_file=/var/log/o.log") &&
 		      strstr(desc, "rw") && strstr(desc, "nodev,nosuid") &&
-		      !strstr(desc, "max_connections") && !strstr(desc, "cache_size"), "%s", desc);
+		      !strstr(desc, "max_connections") && !strstr(desc, "threads") &&
+		      !strstr(desc, "cache_size"), "%s", desc);
 	objfs_opts_clear(&o);
 	ck_assert(o.fuse_opts == NULL && o.log_file == NULL && o.metrics == NULL);
 	objfs_opts_init(&o);
-	objfs_opts_describe(&o, desc, sizeof(desc));
+	objfs_opts_machine(&o, 16);
+	objfs_opts_describe(&o, 16, desc, sizeof(desc));
 	ck_assert_str_eq(desc, "");
+	ck_assert_int_eq(objfs_opts_parse(&o, "threads=8", err, sizeof(err)), 0);
+	objfs_opts_describe(&o, 16, desc, sizeof(desc));
+	ck_assert_str_eq(desc, "threads=8");
 	objfs_opts_clear(&o);
 }
 END_TEST

@@ -83,7 +83,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* as main does: counts left at 0 come from the machine (any core count) */
 	objfs_opts_machine(&o, (long)(size % 300));
 	check_ranges(&o);
-	objfs_opts_describe(&o, err, errlen);
+	objfs_opts_describe(&o, (long)(size % 300), err, errlen);
 	FUZZ_CHECK(memchr(err, '\0', errlen), "description not terminated in %zu bytes", errlen);
 	objfs_opts_clear(&o);
 	objfs_opts_clear(&o);
