@@ -818,6 +818,7 @@ static int sess_new(const struct objfs_side_cap *cap, struct objfs_sess **out)
 		goto out_memfd;
 	}
 	s->ring = map;
+	objfs_cuda_place(s); /* before the first touch below */
 	s->data = (char *)map + objfs_ring_hdr_size(s->slots);
 	s->ring->magic = OBJFS_SIDE_MAGIC;
 	s->ring->version = OBJFS_SIDE_VERSION;

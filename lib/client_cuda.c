@@ -11,6 +11,15 @@
  * 53 GB/s H2D, as pinned memory; pageable memory ~7 GB/s). A
  * failure to register is not an error: the handle serves host memory.
  *
+ * Placement. On a machine of several NUMA nodes the ring goes to the node
+ * of the GPU current at the session's first open (the one its copies
+ * read it from): objfs_cuda_place sets a preferred-node policy on the
+ * still untouched mapping (mbind on a shared memfd is the file's own
+ * policy, so the daemon's faults follow it too) and the registration
+ * faults the pages in there. The daemon logs the node it found (side.c).
+ * One session serves every GPU of a process; a process per GPU, the usual
+ * layout, gets each ring beside its GPU.
+ *
  * Consumers of a batch, per piece p in slot s = p % k, use g = p / k + 1,
  * all enqueued on the caller's stream under s->lock (client.c says why),
  * through client.c's walk of the batch's packing:
@@ -43,8 +52,11 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "client_i.h"
 
@@ -108,6 +120,46 @@ static int cuda_err(cudaError_t e)
 	case cudaErrorNotSupported: return -EOPNOTSUPP;
 	default: return -EIO;
 	}
+}
+
+/* The NUMA node of the current device from sysfs, or -1 (one node, unknown). */
+static int device_node(void)
+{
+	char bus[32], path[96];
+	int dev, node = -1;
+	FILE *f;
+
+	if (access("/sys/devices/system/node/node1", F_OK))
+		return -1; /* one node: nothing to place */
+	if (cudaGetDevice(&dev) != cudaSuccess ||
+	    cudaDeviceGetPCIBusId(bus, sizeof(bus), dev) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return -1;
+	}
+	for (char *p = bus; *p; p++) /* CUDA writes 0000:3B:00.0, sysfs 0000:3b:00.0 */
+		if (*p >= 'A' && *p <= 'F')
+			*p = (char)(*p - 'A' + 'a');
+	snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/numa_node", bus);
+	f = fopen(path, "re");
+	if (f) {
+		if (fscanf(f, "%d", &node) != 1)
+			node = -1;
+		fclose(f);
+	}
+	return node;
+}
+
+void objfs_cuda_place(struct objfs_sess *s)
+{
+	unsigned long mask[16] = { 0 }; /* 1,024 nodes */
+	int node;
+
+	pthread_once(&cuda_once, cuda_init);
+	if (!cuda_usable || (node = device_node()) < 0 || node >= 1024)
+		return;
+	mask[node / 64] = 1ul << (node % 64);
+	/* MPOL_PREFERRED (1): the node if it has room, others otherwise; no libnuma. */
+	(void)syscall(SYS_mbind, s->ring, s->ring_bytes, 1, mask, sizeof(mask) * 8 + 1, 0);
 }
 
 void objfs_cuda_attach(struct objfs_sess *s)
@@ -363,7 +415,12 @@ int objfs_cuda_sync(struct CUstream_st *st)
 	return cudaStreamSynchronize((cudaStream_t)st) == cudaSuccess ? 0 : -EIO;
 }
 
-#else /* !HAVE_CUDA: stubs; client.c reaches none but attach and detach */
+#else /* !HAVE_CUDA: stubs; client.c reaches none but place, attach and detach */
+
+void objfs_cuda_place(struct objfs_sess *s)
+{
+	(void)s;
+}
 
 void objfs_cuda_attach(struct objfs_sess *s)
 {

@@ -184,6 +184,14 @@ OBJFS_HIDDEN int objfs_client_cpu_accessible(void *buf, size_t len);
 /* ------------------------------------------------ client_cuda.c, for client.c */
 
 /*
+ * Places @s's ring (mapped, not yet touched) on the NUMA node of the current
+ * CUDA device, on a machine of several nodes: a preferred-node policy on
+ * the memfd, which the pages follow when cudaHostRegister faults them in.
+ * Advisory: nothing fails when it cannot.
+ */
+OBJFS_HIDDEN void objfs_cuda_place(struct objfs_sess *s);
+
+/*
  * Registers @s's ring with CUDA when a GPU is usable and sets s->cuda; a
  * failure only leaves s->cuda NULL (host memory is served all the same).
  * Called once, after the session is up and before it is shared.

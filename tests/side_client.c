@@ -15,6 +15,14 @@
  *                                       random batches over all of them at
  *                                       odd offsets and sizes, compared with
  *                                       the same files in SRCDIR
+ *   side_client fill MNTFILE GOFILE     contrib/gpu/bench_multi.sh's client
+ *                                       without a GPU: opens MNTFILE, prints
+ *                                       "ready", waits for GOFILE to exist,
+ *                                       reads the whole
+ *                                       file into host memory in one
+ *                                       objfs_gpu_read and prints "fill
+ *                                       BYTES T0 T1 RESULT" (CLOCK_MONOTONIC
+ *                                       seconds, comparable across processes)
  *   side_client hello CAPFILE           HELLO with the capability in CAPFILE
  *                                       (run as another user: perms.sh);
  *                                       prints "accepted" or "refused ERRNO"
@@ -515,15 +523,43 @@ static int do_hello(const char *capfile)
 	return 0;
 }
 
-/* ---------------------------------------------------------- hostile */
-
-static double now_s(void)
+/*
+ * One process of the multi-process benchmark: the handle is opened (session
+ * and ring made) before the start signal, so the timed part is the fill.
+ */
+static int do_fill(const char *mnt, const char *go)
 {
-	struct timespec ts;
+	struct objfs_gpu *h;
+	struct stat st;
+	ssize_t n = 0;
+	double t0, t1;
+	char *buf;
+	int err;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+	if (stat(mnt, &st) || !(buf = malloc((size_t)st.st_size ? (size_t)st.st_size : 1))) {
+		fprintf(stderr, "fill %s: %s\n", mnt, strerror(errno));
+		return 2;
+	}
+	err = open_handle(mnt, &h);
+	if (err) {
+		fprintf(stderr, "objfs_gpu_open %s: %s\n", mnt, objfs_strerror(err));
+		return 2;
+	}
+	memset(buf, 0, (size_t)st.st_size); /* faulted in before the clock starts */
+	printf("ready\n");
+	fflush(stdout);
+	while (access(go, F_OK))
+		usleep(200);
+	t0 = mono_s();
+	err = objfs_gpu_read(h, buf, (size_t)st.st_size, 0, &n);
+	t1 = mono_s();
+	printf("fill %zd %.6f %.6f %s\n", n, t0, t1, err ? objfs_strerror(err) : "ok");
+	objfs_gpu_close(h);
+	free(buf);
+	return err || n != st.st_size;
 }
+
+/* ---------------------------------------------------------- hostile */
 
 static void release_all(const struct raw *r, uint32_t slots)
 {
@@ -572,13 +608,13 @@ static int do_nodone(const char *capfile, double secs)
 	struct objfs_side_cap cap;
 	struct raw r;
 	uint64_t n = 0;
-	double t0 = now_s();
+	double t0 = mono_s();
 	int rc = hostile_session(capfile, &cap, &r);
 
 	if (rc != 1)
 		return rc;
 	release_all(&r, cap.ring_slots);
-	while (now_s() - t0 < secs) {
+	while (mono_s() - t0 < secs) {
 		struct pollfd p = { r.sock, POLLOUT, 0 };
 		uint64_t len = cap.size < 4096 ? (uint64_t)cap.size : 4096;
 		ssize_t k;
@@ -596,7 +632,7 @@ static int do_nodone(const char *capfile, double secs)
 		n++;
 	}
 	printf("sent %llu fills in %.1f s without reading a reply\n", (unsigned long long)n,
-	       now_s() - t0);
+	       mono_s() - t0);
 	return 0;
 }
 
@@ -752,6 +788,8 @@ int main(int argc, char **argv)
 		return do_wrongino(argv[2], argv[3]);
 	if (argc == 4 && strcmp(argv[1], "cap") == 0)
 		return do_cap(argv[2], argv[3]);
+	if (argc == 4 && strcmp(argv[1], "fill") == 0)
+		return do_fill(argv[2], argv[3]);
 	if (argc == 3 && strcmp(argv[1], "hello") == 0)
 		return do_hello(argv[2]);
 	if (argc == 4 && strcmp(argv[1], "nodone") == 0)

@@ -82,6 +82,7 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/vfs.h>
 #include <unistd.h>
@@ -383,6 +384,26 @@ static int admit(struct session *ss, uint64_t bytes)
 	return err;
 }
 
+/*
+ * Logs the NUMA node of a new ring, on a machine of several: the client
+ * places it by its GPU's node (lib/client_cuda.c), and this line is how an
+ * operator sees the choice. Reading the node faults the page in under the
+ * ring's own policy, so it lands where the client asked.
+ */
+static void log_ring_node(const struct session *ss)
+{
+	int node = -1;
+
+	if (access("/sys/devices/system/node/node1", F_OK))
+		return;
+	/* get_mempolicy(MPOL_F_NODE | MPOL_F_ADDR): the node of the page at ss->data */
+	if (syscall(SYS_get_mempolicy, &node, NULL, 0, ss->data, 3) != 0)
+		node = -1;
+	objfs_info("side: session %llu (pid %d uid %u): ring of %llu MiB on NUMA node %d",
+		   (unsigned long long)ss->id, (int)ss->pid, (unsigned)ss->uid,
+		   (unsigned long long)(ss->ring_bytes >> 20), node);
+}
+
 /* Validates HELLO and maps the ring. Takes ownership of @memfd. 0 or -errno. */
 static int do_hello(struct session *ss, const struct objfs_msg_hello *m, int memfd)
 {
@@ -440,6 +461,7 @@ static int do_hello(struct session *ss, const struct objfs_msg_hello *m, int mem
 	if (ss->ring->magic != OBJFS_SIDE_MAGIC || ss->ring->slots != m->slots ||
 	    ss->ring->slot_size != m->slot_size)
 		return -EINVAL; /* the client's own header disagrees: a broken client */
+	log_ring_node(ss);
 	objfs_msg_init(&ok.h, OBJFS_MSG_HELLO_OK, sizeof(ok));
 	ok.session = ss->id;
 	return send_msg(ss->fd, &ok, sizeof(ok));

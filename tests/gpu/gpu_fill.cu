@@ -26,6 +26,13 @@
  *                                      gpu runs $BENCH_SNAP_CMD (if set) with
  *                                      system() right before and after the read
  *                                      (contrib/gpu/bench_gpu.sh)
+ *   gpu_fill fill DEV MNTFILE GOFILE   contrib/gpu/bench_multi.sh's client: on
+ *                                      device DEV, opens MNTFILE, prints
+ *                                      "ready", waits for GOFILE to exist,
+ *                                      one objfs_gpu_read of the whole file
+ *                                      into device memory;
+ *                                      prints "fill BYTES T0 T1 RESULT"
+ *                                      (CLOCK_MONOTONIC seconds)
  *   gpu_fill h2d                       the PCIe ceiling: 8 MiB cudaMemcpyAsync
  *                                      host -> device on one stream, from
  *                                      cudaMallocHost memory and from a
@@ -501,6 +508,34 @@ static int do_h2d(void)
 	return 0;
 }
 
+/* One process of the multi-process benchmark; side_client fill is its host twin. */
+static int do_fill(int dev, const char *mnt, const char *go)
+{
+	int64_t size;
+	struct objfs_gpu *h;
+	unsigned char *d;
+	ssize_t n = 0;
+	double t0, t1;
+	int err;
+
+	CK(cudaSetDevice(dev));
+	h = open_h(mnt, &size); /* the session's ring is registered on this device */
+	CK(cudaMalloc(&d, (size_t)size));
+	CK(cudaMemset(d, 0, (size_t)size));
+	CK(cudaDeviceSynchronize());
+	printf("ready\n");
+	fflush(stdout);
+	while (access(go, F_OK))
+		usleep(200);
+	t0 = now();
+	err = objfs_gpu_read(h, d, (size_t)size, 0, &n);
+	t1 = now();
+	printf("fill %zd %.6f %.6f %s\n", n, t0, t1, err ? objfs_strerror(err) : "ok");
+	objfs_gpu_close(h);
+	cudaFree(d);
+	return err || n != size;
+}
+
 int main(int argc, char **argv)
 {
 	int n = 0;
@@ -517,6 +552,8 @@ int main(int argc, char **argv)
 		return do_order(argv[2], argv[3]);
 	if (argc == 4 && !strcmp(argv[1], "pool"))
 		return do_pool(argv[2], argv[3]);
+	if (argc == 5 && !strcmp(argv[1], "fill"))
+		return do_fill(atoi(argv[2]), argv[3], argv[4]);
 	if (argc == 3 && !strcmp(argv[1], "kill"))
 		return do_kill(argv[2]);
 	if (argc == 2 && !strcmp(argv[1], "h2d"))
