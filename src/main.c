@@ -21,8 +21,10 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "creds.h"
 #include "listing.h"
 #include "log.h"
 #include "mount.h"
@@ -36,12 +38,14 @@ struct cli {
 	const char *source;
 	const char *mountpoint;
 	int ready_fd; /* daemon mode: pipe to the waiting parent, else -1 */
+	int show_creds; /* --show-credential-source: no mount point, nothing mounted */
 };
 
 static void usage(FILE *f, const char *prog)
 {
 	fprintf(f,
 "usage: %s [options] SOURCE MOUNTPOINT\n"
+"       %s [-o options] --show-credential-source s3://BUCKET\n"
 "\n"
 "Mount an HTTP(S) object store or an S3 bucket read-only as a directory tree.\n"
 "SOURCE is http://host[:port]/path/ (a directory index), the URL of one file,\n"
@@ -53,6 +57,8 @@ static void usage(FILE *f, const char *prog)
 "  -o opt[,opt...]    mount options (below)\n"
 "  -h, --help         this help\n"
 "  -V, --version      print the version\n"
+"  --show-credential-source  name the credential source that wins for SOURCE\n"
+"                     (never a secret) and exit\n"
 "\n"
 "Options:\n"
 "  chunk_size=SIZE        cache block and largest ranged GET (default 4M)\n"
@@ -109,7 +115,7 @@ static void usage(FILE *f, const char *prog)
 "\n"
 "MOUNTPOINT may be /dev/fd/N: an open /dev/fuse descriptor whose mount the caller\n"
 "made (containers, CSI drivers). As a mount helper: mount -t fuse.objfs SOURCE DIR.\n",
-		prog);
+		prog, prog);
 }
 
 static int parse_cli(int argc, char **argv, struct cli *c)
@@ -125,6 +131,8 @@ static int parse_cli(int argc, char **argv, struct cli *c)
 		} else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
 			printf("objfs %s\n", PACKAGE_VERSION);
 			exit(0);
+		} else if (strcmp(a, "--show-credential-source") == 0) {
+			c->show_creds = 1;
 		} else if (strcmp(a, "-f") == 0) {
 			c->foreground = 1;
 		} else if (strcmp(a, "-d") == 0) {
@@ -152,7 +160,7 @@ static int parse_cli(int argc, char **argv, struct cli *c)
 			return -EINVAL;
 		}
 	}
-	if (!c->source || !c->mountpoint) {
+	if (!c->source || (!c->mountpoint && !c->show_creds)) {
 		usage(stderr, argv[0]);
 		return -EINVAL;
 	}
@@ -180,6 +188,44 @@ static void on_ready(void *arg)
 			close(fd);
 	}
 	objfs_log_use_syslog(1);
+}
+
+/*
+ * --show-credential-source: resolves the chain as a mount of @c->source
+ * would and prints which source won and when its credentials expire,
+ * never a key. The exit status says whether a mount could sign.
+ */
+static int show_creds(const struct cli *c)
+{
+	struct objfs_creds cr;
+	char err[512] = "";
+	int rc;
+
+	if (strncmp(c->source, "s3://", 5)) {
+		printf("%s: no credentials (http and https sources are read unsigned)\n", c->source);
+		return 0;
+	}
+	if (c->opts.no_sign) {
+		printf("%s: anonymous (no_sign)\n", c->source);
+		return 0;
+	}
+	rc = objfs_creds_resolve(c->opts.profile, &cr, err, sizeof(err));
+	if (rc) {
+		fprintf(stderr, "objfs: %s: %s\n", c->source, err);
+		return 1;
+	}
+	if (cr.expires) {
+		char when[32];
+		time_t t = (time_t)cr.expires;
+		struct tm tm;
+
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+		printf("%s: %s (temporary, expires %s)\n", c->source, cr.source, when);
+	} else {
+		printf("%s: %s\n", c->source, cr.source);
+	}
+	objfs_creds_clear(&cr);
+	return 0;
 }
 
 /* Probe, mount and serve. Returns the process exit status. */
@@ -307,6 +353,11 @@ int main(int argc, char **argv)
 	if (objfs_secret_nodump_process(c.opts.debug_dumpable))
 		objfs_warn("could not turn core dumps off: %s", strerror(errno));
 	objfs_listing_global_init();
+	if (c.show_creds) {
+		ret = set_env_options(&c.opts) ? 1 : show_creds(&c);
+		objfs_opts_clear(&c.opts);
+		return ret;
+	}
 	if (fuse_fd_mountpoint(c.mountpoint, &ret)) {
 		if (ret < 0) {
 			fprintf(stderr, "objfs: mount point '%s' names no open descriptor of "

@@ -1,7 +1,10 @@
 /*
- * Unit tests of src/creds.c: the INI reader, the credential chain in SDK
- * order (environment, shared credentials file, config file, instance
- * metadata through a loopback stand-in), profile settings, refresh of
+ * Unit tests of src/store/creds.c and creds_remote.c: the INI reader, the
+ * credential chain in SDK order (environment, a profile's role, web
+ * identity, shared credentials file, config file, credential_process,
+ * container endpoint, instance metadata; the remote ones through the
+ * loopback stand-in tests/imds_stub.py), the JSON and STS parsers, the
+ * container URI rule, files re-read when they change, profile settings, refresh of
  * expiring credentials, and that no secret ever reaches the log; which
  * profile is read (argument, AWS_PROFILE, "default"), table-driven.
  * Every test runs with its own HOME and AWS_* environment. Secrets live in
@@ -22,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "creds.h"
+#include "creds_i.h"
 #include "log.h"
 #include "sigv4.h"
 #ifdef OBJFS_BEFORE_FIX
@@ -54,7 +57,11 @@ static void setup(void)
 	static const char *const vars[] = {
 		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE",
 		"AWS_SHARED_CREDENTIALS_FILE", "AWS_CONFIG_FILE", "AWS_EC2_METADATA_SERVICE_ENDPOINT",
-		"AWS_EC2_METADATA_DISABLED",
+		"AWS_EC2_METADATA_DISABLED", "AWS_WEB_IDENTITY_TOKEN_FILE", "AWS_ROLE_ARN",
+		"AWS_ROLE_SESSION_NAME", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+		"AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+		"AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_ENDPOINT_URL_STS", "AWS_ENDPOINT_URL",
+		"AWS_REGION", "AWS_DEFAULT_REGION",
 	};
 
 	snprintf(home, sizeof(home), "/tmp/objfs-creds-XXXXXX");
@@ -550,6 +557,439 @@ START_TEST(test_process_not_dumpable)
 }
 END_TEST
 
+/* ---- parsers ---- */
+
+static const struct json_case {
+	const char *doc;
+	int process, rc;
+	const char *ak, *tok;
+	int64_t expires;
+} json_cases[] = {
+	{ "{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\",\"Token\":\"T\","
+	  "\"Expiration\":\"2030-01-02T03:04:05Z\"}", 0, 0, "AK", "T", 1893553445 },
+	{ "{\"Version\":1,\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\","
+	  "\"SessionToken\":\"T\",\"Expiration\":\"2030-01-02T03:04:05.123+00:00\"}", 1, 0, "AK",
+	  "T", 1893553445 },
+	{ "{\"Version\":1,\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\"}", 1, 0, "AK", NULL, 0 },
+	{ "{\"Version\":2,\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\"}", 1, -EPROTO },
+	{ "{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\"}", 1, -EPROTO }, /* no Version */
+	{ "{\"Version\":\"1\",\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\"}", 1, -EPROTO },
+	{ "{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\",\"Expiration\":\"soon\"}", 0, -EPROTO },
+	{ "{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\",\"Expiration\":\"2030-01-02T03:04:05Zjunk\"}",
+	  0, -EPROTO },
+	{ "{\"AccessKeyId\":\"AK\"}", 0, -EPROTO },
+	{ "{\"AccessKeyId\":\"\",\"SecretAccessKey\":\"SK\"}", 0, -EPROTO },
+	{ "{\"AccessKeyId\":1,\"SecretAccessKey\":\"SK\"}", 0, -EPROTO },
+	{ "[\"AccessKeyId\"]", 0, -EPROTO },
+	{ "{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\"} trailing", 0, -EPROTO },
+	{ "", 0, -EPROTO },
+	{ "{\"Code\":\"Denied\",\"Message\":\"no role\"}", 0, -EPROTO },
+};
+
+START_TEST(test_parse_json)
+{
+	const struct json_case *t = &json_cases[_i];
+	struct objfs_creds c;
+	char err[512] = "";
+	int rc = objfs_creds_parse_json(t->doc, strlen(t->doc), t->process, "src", &c, err,
+					sizeof(err));
+
+	ck_assert_msg(rc == t->rc, "case %d: %d (%s)", _i, rc, err);
+	if (rc) {
+		ck_assert_ptr_null(c.access_key);
+		ck_assert_msg(!strncmp(err, "src: ", 5), "case %d: message '%s'", _i, err);
+		ck_assert_ptr_null(strstr(err, "SK"));
+		return;
+	}
+	ck_assert_str_eq(c.access_key, t->ak);
+	ck_assert_str_eq(c.secret_key, "SK");
+	if (t->tok)
+		ck_assert_str_eq(c.session_token, t->tok);
+	else
+		ck_assert_ptr_null(c.session_token);
+	ck_assert_int_eq(c.expires, t->expires);
+	ck_assert_str_eq(c.source, "src");
+	objfs_creds_clear(&c);
+}
+END_TEST
+
+START_TEST(test_parse_sts)
+{
+	static const char ok[] =
+		"<AssumeRoleResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\">"
+		"<AssumeRoleResult><AssumedRoleUser><Arn>arn:x</Arn></AssumedRoleUser><Credentials>"
+		"<AccessKeyId>ASIA1</AccessKeyId><SecretAccessKey>s+k/&amp;&lt;x&gt;</SecretAccessKey>"
+		"<SessionToken>tok&quot;en</SessionToken><Expiration>2030-01-02T03:04:05Z</Expiration>"
+		"</Credentials></AssumeRoleResult></AssumeRoleResponse>";
+	static const char denied[] =
+		"<ErrorResponse><Error><Type>Sender</Type><Code>AccessDenied</Code>"
+		"<Message>Not authorized to perform sts:AssumeRole</Message></Error></ErrorResponse>";
+	static const char *const bad[] = {
+		"", "<Credentials>", "<Credentials><AccessKeyId>A</AccessKeyId></Credentials>",
+		"<Credentials><AccessKeyId>A</AccessKeyId><SecretAccessKey>S</SecretAccessKey>"
+		"<SessionToken>T</SessionToken></Credentials>", /* no Expiration */
+		"<Credentials><AccessKeyId>A</AccessKeyId><SecretAccessKey>S</SecretAccessKey>"
+		"<SessionToken>T</SessionToken><Expiration>x</Expiration></Credentials>",
+		"<Credentials><AccessKeyId>A<AccessKeyId>", "<Code>unterminated",
+	};
+	struct objfs_creds c;
+	char err[512] = "";
+
+	ck_assert_int_eq(objfs_creds_parse_sts(ok, sizeof(ok) - 1, "sts", &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.access_key, "ASIA1");
+	ck_assert_str_eq(c.secret_key, "s+k/&<x>");
+	ck_assert_str_eq(c.session_token, "tok\"en");
+	ck_assert_int_eq(c.expires, 1893553445);
+	objfs_creds_clear(&c);
+	ck_assert_int_eq(objfs_creds_parse_sts(denied, sizeof(denied) - 1, "sts", &c, err,
+					       sizeof(err)), -EACCES);
+	ck_assert_str_eq(err, "sts: AccessDenied: Not authorized to perform sts:AssumeRole");
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		ck_assert_msg(objfs_creds_parse_sts(bad[i], strlen(bad[i]), "sts", &c, err,
+						    sizeof(err)) == -EPROTO, "bad[%zu]", i);
+		ck_assert_ptr_null(c.access_key);
+	}
+}
+END_TEST
+
+START_TEST(test_creds_time)
+{
+	ck_assert_int_eq(objfs_creds_time("2030-01-02T03:04:05Z"), 1893553445);
+	ck_assert_int_eq(objfs_creds_time("2030-01-02T03:04:05"), 1893553445);
+	ck_assert_int_eq(objfs_creds_time("2030-01-02T03:04:05.999999Z"), 1893553445);
+	ck_assert_int_eq(objfs_creds_time("2030-01-02T04:04:05+01:00"), 1893553445);
+	ck_assert_int_eq(objfs_creds_time("2030-01-02T02:04:05-01:00"), 1893553445);
+	ck_assert_int_eq(objfs_creds_time("2030-01-02"), -1);
+	ck_assert_int_eq(objfs_creds_time("2030-01-02T03:04:05Q"), -1);
+	ck_assert_int_eq(objfs_creds_time(NULL), -1);
+}
+END_TEST
+
+START_TEST(test_container_uri)
+{
+	static const struct { const char *uri; int ok; } t[] = {
+		{ "https://example.com/creds", 1 },
+		{ "http://127.0.0.1:8080/creds", 1 },
+		{ "http://127.1.2.3/creds", 1 },
+		{ "http://169.254.170.2/v2/creds", 1 },
+		{ "http://169.254.170.23/v1/credentials", 1 },
+		{ "http://[fd00:ec2::23]/v1/credentials", 1 },
+		{ "http://localhost:9/x", 1 },
+		{ "http://[::1]:9/x", 1 },
+		{ "http://example.com/creds", 0 },
+		{ "http://169.254.169.254/latest", 0 },
+		{ "http://127.0.0.1.example.com/x", 0 },
+		{ "http://127.0.0.256/x", 0 },
+		{ "ftp://127.0.0.1/x", 0 },
+		{ "not a url", 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
+		ck_assert_msg(objfs_creds_container_uri_ok(t[i].uri) == t[i].ok, "%s", t[i].uri);
+}
+END_TEST
+
+/* ---- credential_process ---- */
+
+static void write_script(const char *name, const char *body)
+{
+	char rel[128];
+
+	snprintf(rel, sizeof(rel), ".aws/%s", name);
+	write_file(rel, body, 0700);
+}
+
+START_TEST(test_process)
+{
+	struct objfs_creds c;
+	char err[512] = "", cmd[1200];
+
+	write_script("ok.sh", "#!/bin/sh\necho progress >&2\nprintf '{\"Version\": 1, "
+		     "\"AccessKeyId\": \"AKPROC\", \"SecretAccessKey\": \"SKPROC\", "
+		     "\"SessionToken\": \"TPROC\", \"Expiration\": \"2030-01-02T03:04:05Z\"}'\n");
+	write_script("fail.sh", "#!/bin/sh\necho 'token expired, run aws sso login' >&2\nexit 3\n");
+	write_script("junk.sh", "#!/bin/sh\necho hello\n");
+	write_script("v2.sh", "#!/bin/sh\necho '{\"Version\":2,\"AccessKeyId\":\"A\","
+		     "\"SecretAccessKey\":\"S\"}'\n");
+	snprintf(cmd, sizeof(cmd), "%s/.aws/ok.sh --profile 'a b'", home);
+	ck_assert_int_eq(objfs_creds_from_process(cmd, &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.access_key, "AKPROC");
+	ck_assert_str_eq(c.session_token, "TPROC");
+	ck_assert_int_eq(c.expires, 1893553445);
+	ck_assert_str_eq(c.source, "credential_process");
+	objfs_creds_clear(&c);
+	snprintf(cmd, sizeof(cmd), "%s/.aws/fail.sh", home);
+	ck_assert_int_eq(objfs_creds_from_process(cmd, &c, err, sizeof(err)), -EACCES);
+	ck_assert_msg(strstr(err, "exit status 3") != NULL, "%s", err);
+	snprintf(cmd, sizeof(cmd), "%s/.aws/junk.sh", home);
+	ck_assert_int_eq(objfs_creds_from_process(cmd, &c, err, sizeof(err)), -EPROTO);
+	ck_assert_msg(strstr(err, "not a JSON object") != NULL, "%s", err);
+	snprintf(cmd, sizeof(cmd), "%s/.aws/v2.sh", home);
+	ck_assert_int_eq(objfs_creds_from_process(cmd, &c, err, sizeof(err)), -EPROTO);
+	ck_assert_msg(strstr(err, "Version") != NULL, "%s", err);
+	ck_assert_int_eq(objfs_creds_from_process("/nonexistent/helper", &c, err, sizeof(err)),
+			 -EACCES);
+	ck_assert_msg(strstr(err, "exit status 127") != NULL, "%s", err);
+	/* From a profile; static keys of the same profile win over the process. */
+	snprintf(cmd, sizeof(cmd), "[profile p]\ncredential_process = %s/.aws/ok.sh\n"
+		 "[profile both]\ncredential_process = %s/.aws/fail.sh\n", home, home);
+	write_file(".aws/config", cmd, 0600);
+	write_file(".aws/credentials", "[both]\naws_access_key_id=AKSTATIC\n"
+		   "aws_secret_access_key=SKSTATIC\n", 0600);
+	ck_assert_int_eq(objfs_creds_resolve("p", &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.access_key, "AKPROC");
+	objfs_creds_clear(&c);
+	ck_assert_int_eq(objfs_creds_resolve("both", &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.access_key, "AKSTATIC");
+	objfs_creds_clear(&c);
+}
+END_TEST
+
+/* The stand-in's /counts field @key (a number or a string). */
+static char *stub_count(int port, const char *key)
+{
+	char url[128], *body = NULL, *v, *r;
+	char pat[64];
+	long st;
+
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d/counts", port);
+	ck_assert_int_eq(objfs_creds_http("GET", url, NULL, NULL, 2000, &body, &st), 0);
+	snprintf(pat, sizeof(pat), "\"%s\": ", key);
+	v = strstr(body, pat);
+	ck_assert_ptr_nonnull(v);
+	v += strlen(pat);
+	if (*v == '"')
+		v++;
+	r = strndup(v, strcspn(v, "\","));
+	free(body);
+	return r;
+}
+
+static int count_is(int port, const char *key, const char *want)
+{
+	char *v = stub_count(port, key);
+	int ok = !strcmp(v, want);
+
+	if (!ok)
+		fprintf(stderr, "stub count %s: %s, expected %s\n", key, v, want);
+	free(v);
+	return ok;
+}
+
+/* STS through the stand-in: web identity (environment and profile), roles chained. */
+START_TEST(test_sts_chain)
+{
+	struct objfs_creds c;
+	char err[512] = "", ep[64], text[2048];
+	int port = stub_start(3600);
+
+	ck_assert_msg(port > 0, "could not start tests/imds_stub.py");
+	snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", port);
+	setenv("AWS_ENDPOINT_URL_STS", ep, 1);
+	setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+	write_file(".aws/token", "eyJhbGciOi.web.token\n", 0600);
+	snprintf(text, sizeof(text), "%s/.aws/token", home);
+	/* Environment web identity (EKS IRSA). */
+	setenv("AWS_WEB_IDENTITY_TOKEN_FILE", text, 1);
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "AWS_ROLE_ARN") != NULL, "%s", err);
+	setenv("AWS_ROLE_ARN", "arn:aws:iam::1:role/irsa", 1);
+	setenv("AWS_ROLE_SESSION_NAME", "pod-7", 1);
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.source, "web identity (STS AssumeRoleWithWebIdentity)");
+	ck_assert_ptr_nonnull(c.session_token);
+	ck_assert_int_gt(c.expires, time(NULL) + 3000);
+	objfs_creds_clear(&c);
+	ck_assert(count_is(port, "web_identity", "1"));
+	ck_assert(count_is(port, "last_role", "arn:aws:iam::1:role/irsa"));
+	ck_assert(count_is(port, "last_session", "pod-7"));
+	/* It comes before a profile's static keys, as in the SDKs. */
+	write_file(".aws/credentials", "[default]\naws_access_key_id=AKSRC\n"
+		   "aws_secret_access_key=SKSRC\n", 0600);
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.source, "web identity (STS AssumeRoleWithWebIdentity)");
+	objfs_creds_clear(&c);
+	/* An empty token file is refused with its name. */
+	write_file(".aws/token", "\n", 0600);
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), -EACCES);
+	ck_assert_msg(strstr(err, "is empty") != NULL, "%s", err);
+	unsetenv("AWS_WEB_IDENTITY_TOKEN_FILE");
+	unsetenv("AWS_ROLE_ARN");
+	/* role_arn + source_profile: AssumeRole signed with the source's keys. */
+	snprintf(text, sizeof(text),
+		 "[profile role]\nrole_arn = arn:aws:iam::1:role/reader\nsource_profile = default\n"
+		 "role_session_name = s1\n"
+		 "[profile chained]\nrole_arn = arn:aws:iam::1:role/second\nsource_profile = role\n"
+		 "[profile self]\nrole_arn = arn:aws:iam::1:role/self\nsource_profile = self\n"
+		 "aws_access_key_id = AKSELF\naws_secret_access_key = SKSELF\n"
+		 "[profile envsrc]\nrole_arn = arn:aws:iam::1:role/e\ncredential_source = Environment\n"
+		 "[profile badsrc]\nrole_arn = arn:aws:iam::1:role/e\ncredential_source = Moon\n"
+		 "[profile nosrc]\nrole_arn = arn:aws:iam::1:role/e\n"
+		 "[profile loop1]\nrole_arn = arn:aws:iam::1:role/l\nsource_profile = loop2\n"
+		 "[profile loop2]\nrole_arn = arn:aws:iam::1:role/l\nsource_profile = loop1\n"
+		 "[profile deny]\nrole_arn = arn:aws:iam::1:role/deny\nsource_profile = default\n"
+		 "[profile webp]\nrole_arn = arn:aws:iam::1:role/webp\n"
+		 "web_identity_token_file = %s/.aws/token\n", home);
+	write_file(".aws/config", text, 0600);
+	ck_assert_int_eq(objfs_creds_resolve("role", &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.source, "assumed role (STS AssumeRole)");
+	objfs_creds_clear(&c);
+	ck_assert(count_is(port, "last_signer", "AKSRC"));
+	ck_assert(count_is(port, "last_session", "s1"));
+	ck_assert_int_eq(objfs_creds_resolve("chained", &c, err, sizeof(err)), 0);
+	objfs_creds_clear(&c);
+	ck_assert(count_is(port, "last_role", "arn:aws:iam::1:role/second"));
+	ck_assert(count_is(port, "assume_role", "3")); /* role, then chained's two steps */
+	ck_assert_int_eq(objfs_creds_resolve("self", &c, err, sizeof(err)), 0);
+	objfs_creds_clear(&c);
+	ck_assert(count_is(port, "last_signer", "AKSELF"));
+	ck_assert_int_eq(objfs_creds_resolve("envsrc", &c, err, sizeof(err)), -ENOENT);
+	ck_assert_msg(strstr(err, "credential_source Environment") != NULL, "%s", err);
+	setenv("AWS_ACCESS_KEY_ID", "AKENV", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "SKENV", 1);
+	ck_assert_int_eq(objfs_creds_resolve("envsrc", &c, err, sizeof(err)), 0);
+	objfs_creds_clear(&c);
+	ck_assert(count_is(port, "last_signer", "AKENV"));
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	ck_assert_int_eq(objfs_creds_resolve("badsrc", &c, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "Moon") != NULL, "%s", err);
+	ck_assert_int_eq(objfs_creds_resolve("nosrc", &c, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(objfs_creds_resolve("loop1", &c, err, sizeof(err)), -ELOOP);
+	ck_assert_int_eq(objfs_creds_resolve("deny", &c, err, sizeof(err)), -EACCES);
+	ck_assert_msg(strstr(err, "AccessDenied: Not authorized") != NULL, "%s", err);
+	write_file(".aws/token", "eyJhbGciOi.web.token\n", 0600);
+	ck_assert_int_eq(objfs_creds_resolve("webp", &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.source, "web identity (STS AssumeRoleWithWebIdentity)");
+	objfs_creds_clear(&c);
+	ck_assert(count_is(port, "web_identity", "3"));
+	/* An unreachable STS: a clear message, quickly. */
+	setenv("AWS_ENDPOINT_URL_STS", "http://127.0.0.1:1", 1);
+	ck_assert_int_eq(objfs_creds_resolve("role", &c, err, sizeof(err)), -EHOSTUNREACH);
+	ck_assert_msg(strstr(err, "no answer from http://127.0.0.1:1") != NULL, "%s", err);
+	stub_stop();
+}
+END_TEST
+
+START_TEST(test_container)
+{
+	struct objfs_creds c;
+	char err[512] = "", uri[128], path[512];
+	int port = stub_start(3600);
+
+	ck_assert_msg(port > 0, "could not start tests/imds_stub.py");
+	setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+	snprintf(uri, sizeof(uri), "http://127.0.0.1:%d/container/creds", port);
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", uri, 1);
+	/* No token: the endpoint refuses, and the message says so. */
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), -EACCES);
+	ck_assert_msg(strstr(err, "HTTP 401") != NULL, "%s", err);
+	setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN", "stub-container-token", 1);
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.source, "container credentials");
+	ck_assert_ptr_nonnull(c.session_token);
+	objfs_creds_clear(&c);
+	/* The token file wins over the variable (EKS Pod Identity rotates it). */
+	write_file(".aws/eks-token", "wrong-token\n", 0600);
+	snprintf(path, sizeof(path), "%s/.aws/eks-token", home);
+	setenv("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", path, 1);
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), -EACCES);
+	write_file(".aws/eks-token", "stub-container-token\n", 0600);
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), 0);
+	objfs_creds_clear(&c);
+	ck_assert(count_is(port, "container", "2"));
+	/* A host the rule refuses is not asked at all. */
+	setenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", "http://example.com/creds", 1);
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), -EINVAL);
+	ck_assert_msg(strstr(err, "loopback") != NULL, "%s", err);
+	/* Static keys in a file come first. */
+	write_file(".aws/credentials", "[default]\naws_access_key_id=AKF\n"
+		   "aws_secret_access_key=SKF\n", 0600);
+	ck_assert_int_eq(objfs_creds_resolve(NULL, &c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.access_key, "AKF");
+	objfs_creds_clear(&c);
+	stub_stop();
+}
+END_TEST
+
+/* Keys from a file are read again when the file changes; a broken file keeps the old ones. */
+START_TEST(test_file_reread)
+{
+	struct objfs_creds_provider *p;
+	struct objfs_creds c;
+	char err[512] = "";
+
+	write_file(".aws/credentials", "[default]\naws_access_key_id=AKOLD\n"
+		   "aws_secret_access_key=SKOLD\n", 0600);
+	ck_assert_int_eq(objfs_creds_provider_new(NULL, 0, &p, err, sizeof(err)), 0);
+	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
+	ck_assert_str_eq(c.access_key, "AKOLD");
+	objfs_creds_clear(&c);
+	write_file(".aws/credentials", "[default]\naws_access_key_id=AKNEW1\n"
+		   "aws_secret_access_key=SKNEW\n", 0600);
+	sleep(6); /* FILE_CHECK_EVERY_S */
+	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
+	ck_assert_str_eq(c.access_key, "AKNEW1");
+	objfs_creds_clear(&c);
+	write_file(".aws/credentials", "[default]\naws_access_key_id=AKHALF\n", 0600);
+	sleep(6);
+	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
+	ck_assert_str_eq(c.access_key, "AKNEW1"); /* kept, and the failure logged */
+	objfs_creds_clear(&c);
+	objfs_creds_provider_free(p);
+}
+END_TEST
+
+/* The remote sources at debug level: no secret in anything logged. */
+static int secret_port;
+
+static void remote_sources(void)
+{
+	struct objfs_creds c;
+	char err[512] = "", ep[64];
+
+	snprintf(ep, sizeof(ep), "http://127.0.0.1:%d", secret_port);
+	setenv("AWS_ENDPOINT_URL_STS", ep, 1);
+	if (objfs_creds_resolve("role", &c, err, sizeof(err)) == 0)
+		objfs_creds_clear(&c);
+	fprintf(stderr, "%s\n", err);
+	if (objfs_creds_resolve("proc", &c, err, sizeof(err)) == 0)
+		objfs_creds_clear(&c);
+	fprintf(stderr, "%s\n", err);
+	if (objfs_creds_resolve("deny", &c, err, sizeof(err)) == 0)
+		objfs_creds_clear(&c);
+	fprintf(stderr, "%s\n", err);
+}
+
+START_TEST(test_remote_no_secret_in_logs)
+{
+	char text[1024], *out;
+
+	setenv("IMDS_STUB_ACCESS_KEY", "AKREMOTE", 1);
+	setenv("IMDS_STUB_SECRET_KEY", "TOPSECRETREMOTE", 1);
+	setenv("IMDS_STUB_SESSION_TOKEN", "TOPSECRETSESSION", 1);
+	secret_port = stub_start(3600);
+	unsetenv("IMDS_STUB_ACCESS_KEY");
+	unsetenv("IMDS_STUB_SECRET_KEY");
+	unsetenv("IMDS_STUB_SESSION_TOKEN");
+	ck_assert_msg(secret_port > 0, "could not start tests/imds_stub.py");
+	write_file(".aws/credentials", "[default]\naws_access_key_id=AKSRC\n"
+		   "aws_secret_access_key=TOPSECRETSOURCE\n", 0600);
+	write_script("p.sh", "#!/bin/sh\necho 'TOPSECRET is not echoed here' >/dev/null\n"
+		     "echo '{\"Version\":1,\"AccessKeyId\":\"AKP\",\"SecretAccessKey\":\"TOPSECRETPROC\"}'\n");
+	snprintf(text, sizeof(text),
+		 "[profile role]\nrole_arn = arn:aws:iam::1:role/r\nsource_profile = default\n"
+		 "[profile deny]\nrole_arn = arn:aws:iam::1:role/deny\nsource_profile = default\n"
+		 "[profile proc]\ncredential_process = %s/.aws/p.sh\n", home);
+	write_file(".aws/config", text, 0600);
+	out = capture(remote_sources);
+	ck_assert_msg(strstr(out, "credentials: assumed role") != NULL, "log: %s", out);
+	ck_assert_msg(strstr(out, "TOPSECRET") == NULL, "a secret in the log: %s", out);
+	free(out);
+	stub_stop();
+}
+END_TEST
+
 static Suite *creds_suite(void)
 {
 	Suite *s = suite_create("creds");
@@ -571,6 +1011,15 @@ static Suite *creds_suite(void)
 	tcase_add_test(tc, test_anonymous);
 	tcase_add_test(tc, test_secrets_not_dumped);
 	tcase_add_test(tc, test_process_not_dumpable);
+	tcase_add_loop_test(tc, test_parse_json, 0, sizeof(json_cases) / sizeof(json_cases[0]));
+	tcase_add_test(tc, test_parse_sts);
+	tcase_add_test(tc, test_creds_time);
+	tcase_add_test(tc, test_container_uri);
+	tcase_add_test(tc, test_process);
+	tcase_add_test(tc, test_sts_chain);
+	tcase_add_test(tc, test_container);
+	tcase_add_test(tc, test_file_reread);
+	tcase_add_test(tc, test_remote_no_secret_in_logs);
 	suite_add_tcase(s, tc);
 	return s;
 }

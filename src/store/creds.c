@@ -14,9 +14,7 @@
 #include "config.h"
 
 #include <ctype.h>
-#include <curl/curl.h>
 #include <errno.h>
-#include <json-c/json.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,13 +22,12 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "creds.h"
+#include "creds_i.h"
 #include "log.h"
 #include "secret.h"
 
 #define INI_LINE_MAX (64u << 10)
 #define FILE_MAX (1u << 20)
-#define IMDS_BODY_MAX (64u << 10)
 
 /* ---- INI ---- */
 
@@ -350,8 +347,8 @@ void objfs_aws_profile_clear(struct objfs_aws_profile *p)
 	p->region = p->endpoint_url = NULL;
 }
 
-static int set_creds(struct objfs_creds *c, const char *ak, const char *sk, const char *tok,
-		     int64_t expires, const char *source)
+int objfs_creds_set(struct objfs_creds *c, const char *ak, const char *sk, const char *tok,
+		    int64_t expires, const char *source)
 {
 	c->access_key = strdup(ak);
 	c->secret_key = objfs_secret_strdup(sk);
@@ -401,130 +398,195 @@ out:
 	return rc;
 }
 
-/* Credentials of profile @name from the shared files. 0, 1 when absent. */
-static int from_files(const char *profile, struct objfs_creds *out, char *err, size_t errlen)
+/* A setting of profile @name: its credentials file section, then its config file section. */
+static const char *pget(const struct aws_files *f, const char *name, const char *key)
 {
-	struct aws_files f;
-	const char *ak, *sk, *tok, *where = NULL;
-	struct stat st;
-	int rc = aws_files_load(profile, &f);
+	char sec[300];
+	const char *v = objfs_ini_get(f->cr, name, key);
 
-	if (rc) {
-		if (f.cfg)
-			snprintf(err, errlen, "cannot read AWS credentials (%s, %s): %s", f.crd,
-				 f.cfg, strerror(-rc));
-		goto out;
-	}
-	ak = objfs_ini_get(f.cr, f.name, "aws_access_key_id");
-	sk = objfs_ini_get(f.cr, f.name, "aws_secret_access_key");
-	tok = objfs_ini_get(f.cr, f.name, "aws_session_token");
-	if (ak || sk) {
-		where = f.crd;
-	} else {
-		ak = objfs_ini_get(f.ci, f.sec, "aws_access_key_id");
-		sk = objfs_ini_get(f.ci, f.sec, "aws_secret_access_key");
-		tok = objfs_ini_get(f.ci, f.sec, "aws_session_token");
-		where = f.cfg;
-	}
+	if (v && *v)
+		return v;
+	snprintf(sec, sizeof(sec), strcmp(name, "default") ? "profile %s" : "%s", name);
+	v = objfs_ini_get(f->ci, sec, key);
+	return v && *v ? v : NULL;
+}
+
+/* Static keys of profile @name from the shared files. 0, 1 when it has none, -errno. */
+static int profile_static(const struct aws_files *f, const char *name, struct objfs_creds *out,
+			  char *err, size_t errlen)
+{
+	char sec[300];
+	const char *ak, *sk, *tok, *where;
+	struct stat st;
+	int rc;
+
+	snprintf(sec, sizeof(sec), strcmp(name, "default") ? "profile %s" : "%s", name);
+	ak = objfs_ini_get(f->cr, name, "aws_access_key_id");
+	sk = objfs_ini_get(f->cr, name, "aws_secret_access_key");
+	tok = objfs_ini_get(f->cr, name, "aws_session_token");
+	where = f->crd;
 	if (!ak && !sk) {
-		if (profile_missing(&f, profile)) {
-			snprintf(err, errlen, "profile '%s' not found in %s or %s", f.name, f.crd,
-				 f.cfg);
-			rc = -ENOENT;
-		} else {
-			rc = 1;
-		}
-		goto out;
+		ak = objfs_ini_get(f->ci, sec, "aws_access_key_id");
+		sk = objfs_ini_get(f->ci, sec, "aws_secret_access_key");
+		tok = objfs_ini_get(f->ci, sec, "aws_session_token");
+		where = f->cfg;
 	}
+	if (!ak && !sk)
+		return 1;
 	if (!ak || !sk || !*ak || !*sk) {
-		snprintf(err, errlen, "profile '%s' in %s has %s but not %s", f.name, where,
+		snprintf(err, errlen, "profile '%s' in %s has %s but not %s", name, where,
 			 ak ? "aws_access_key_id" : "aws_secret_access_key",
 			 ak ? "aws_secret_access_key" : "aws_access_key_id");
-		rc = -EINVAL;
-		goto out;
+		return -EINVAL;
 	}
 	/* the config file is loaded as not secret; this profile keeps its key there */
-	if (where == f.cfg && stat(f.cfg, &st) == 0)
-		warn_shared(f.cfg, st.st_mode);
-	rc = set_creds(out, ak, sk, tok, 0, where == f.crd ? "shared credentials file" :
-					   "config file");
+	if (where == f->cfg && stat(f->cfg, &st) == 0)
+		warn_shared(f->cfg, st.st_mode);
+	rc = objfs_creds_set(out, ak, sk, tok, 0, where == f->crd ? "shared credentials file" :
+				   "config file");
 	if (!rc)
-		objfs_info("credentials: profile '%s' from %s", f.name, where);
-out:
-	aws_files_clear(&f);
+		objfs_info("credentials: profile '%s' from %s", name, where);
 	return rc;
 }
 
-/* ---- instance metadata (IMDSv2) ---- */
-
-struct membuf {
-	char *p;
-	size_t n;
-};
-
-static size_t mem_write(char *p, size_t sz, size_t nm, void *ud)
+/* credential_process of profile @name. 0, 1 when it has none, -errno. */
+static int profile_process(const struct aws_files *f, const char *name, struct objfs_creds *out,
+			   char *err, size_t errlen)
 {
-	struct membuf *m = ud;
-	size_t n = sz * nm;
-	char *np;
+	const char *cmd = pget(f, name, "credential_process");
 
-	if (m->n + n > IMDS_BODY_MAX)
-		return 0;
-	np = realloc(m->p, m->n + n + 1);
-	if (!np)
-		return 0;
-	memcpy(np + m->n, p, n);
-	m->p = np;
-	m->n += n;
-	m->p[m->n] = '\0';
-	return n;
+	return cmd ? objfs_creds_from_process(cmd, out, err, errlen) : 1;
 }
 
-/* One IMDS request; the body is returned in *body (caller wipes, frees). */
-static int imds_call(const char *url, int put, const char *hdr, char **body)
+/* The environment's keys. 0, 1 when unset, -EINVAL when half set. */
+static int env_keys(struct objfs_creds *out, char *err, size_t errlen)
 {
-	struct membuf m = { 0 };
-	struct curl_slist *h = NULL;
-	long status = 0;
-	CURLcode rc = CURLE_FAILED_INIT;
-	CURL *c;
+	const char *ak = getenv("AWS_ACCESS_KEY_ID"), *sk = getenv("AWS_SECRET_ACCESS_KEY");
 
-	for (int attempt = 0; attempt < 2 && rc != CURLE_OK; attempt++) {
-		c = curl_easy_init();
-		if (!c)
-			return -ENOMEM;
-		free(m.p);
-		m.p = NULL;
-		m.n = 0;
-		h = curl_slist_append(NULL, hdr);
-		curl_easy_setopt(c, CURLOPT_URL, url);
-		curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-		curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-		curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 1000L);
-		curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, 2000L);
-		curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
-		curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-		curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, mem_write);
-		curl_easy_setopt(c, CURLOPT_WRITEDATA, &m);
-		if (put)
-			curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, "PUT");
-		rc = curl_easy_perform(c);
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-		curl_easy_cleanup(c);
-		curl_slist_free_all(h);
-		if (rc == CURLE_OK && status != 200)
-			break;
+	if (ak && !*ak)
+		ak = NULL;
+	if (sk && !*sk)
+		sk = NULL;
+	if (!ak && !sk)
+		return 1;
+	if (!ak || !sk) {
+		snprintf(err, errlen, "%s is set but %s is not", ak ? "AWS_ACCESS_KEY_ID" :
+			 "AWS_SECRET_ACCESS_KEY", ak ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
+		return -EINVAL;
 	}
-	if (rc != CURLE_OK || status != 200 || !m.p) {
-		if (m.p) {
-			explicit_bzero(m.p, m.n);
-			free(m.p);
+	objfs_info("credentials: environment");
+	return objfs_creds_set(out, ak, sk, getenv("AWS_SESSION_TOKEN"), 0, "environment");
+}
+
+static int from_imds(struct objfs_creds *out);
+
+/* The region STS calls go to: AWS_REGION, AWS_DEFAULT_REGION, then the profile's. */
+static const char *sts_region(const struct aws_files *f, const char *name)
+{
+	const char *r = getenv("AWS_REGION");
+
+	if (!r || !*r)
+		r = getenv("AWS_DEFAULT_REGION");
+	return r && *r ? r : f ? pget(f, name, "region") : NULL;
+}
+
+#define ROLE_DEPTH_MAX 5
+
+/*
+ * role_arn of profile @name: AssumeRoleWithWebIdentity with its
+ * web_identity_token_file, else AssumeRole signed with the credentials of
+ * its source_profile (that profile's own role, keys or process; its own
+ * keys when it names itself) or of its credential_source. 0, 1 when the
+ * profile has no role_arn, -errno.
+ */
+static int profile_role(const struct aws_files *f, const char *name, int depth,
+			struct objfs_creds *out, char *err, size_t errlen)
+{
+	const char *arn = pget(f, name, "role_arn"), *sp, *cs, *wf;
+	struct objfs_creds src = { 0 };
+	struct objfs_sts_call c = { 0 };
+	int rc;
+
+	if (!arn)
+		return 1;
+	c.role_arn = arn;
+	c.session_name = pget(f, name, "role_session_name");
+	c.external_id = pget(f, name, "external_id");
+	c.region = sts_region(f, name);
+	wf = pget(f, name, "web_identity_token_file");
+	sp = pget(f, name, "source_profile");
+	cs = pget(f, name, "credential_source");
+	if (wf) {
+		c.token_file = wf;
+		return objfs_creds_from_sts(&c, out, err, errlen);
+	}
+	if (sp) {
+		if (depth >= ROLE_DEPTH_MAX) {
+			snprintf(err, errlen, "profile '%s': more than %d source_profile steps (a loop?)",
+				 name, ROLE_DEPTH_MAX);
+			return -ELOOP;
 		}
-		return rc != CURLE_OK ? -EHOSTUNREACH : -EACCES;
+		if (!strcmp(sp, name)) {
+			rc = profile_static(f, sp, &src, err, errlen);
+		} else {
+			rc = profile_role(f, sp, depth + 1, &src, err, errlen);
+			if (rc == 1)
+				rc = profile_static(f, sp, &src, err, errlen);
+			if (rc == 1)
+				rc = profile_process(f, sp, &src, err, errlen);
+		}
+		if (rc == 1)
+			snprintf(err, errlen, "profile '%s': its source_profile '%s' has no credentials",
+				 name, sp);
+	} else if (cs) {
+		if (!strcasecmp(cs, "Environment"))
+			rc = env_keys(&src, err, errlen);
+		else if (!strcasecmp(cs, "Ec2InstanceMetadata"))
+			rc = from_imds(&src);
+		else if (!strcasecmp(cs, "EcsContainer"))
+			rc = objfs_creds_from_container(&src, err, errlen);
+		else {
+			snprintf(err, errlen, "profile '%s': credential_source must be Environment, "
+				 "Ec2InstanceMetadata or EcsContainer, not '%.40s'", name, cs);
+			return -EINVAL;
+		}
+		if (rc == 1)
+			snprintf(err, errlen, "profile '%s': credential_source %s gave no credentials",
+				 name, cs);
+	} else {
+		snprintf(err, errlen, "profile '%s' has role_arn but no source_profile, "
+			 "credential_source or web_identity_token_file", name);
+		return -EINVAL;
 	}
-	*body = m.p;
-	return 0;
+	if (rc == 0) {
+		c.src = &src;
+		rc = objfs_creds_from_sts(&c, out, err, errlen);
+	}
+	objfs_creds_clear(&src);
+	return rc == 1 ? -ENOENT : rc;
 }
+
+/* AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN (EKS IRSA). 0, 1 when unset, -errno. */
+static int env_web_identity(const struct aws_files *f, struct objfs_creds *out, char *err,
+			    size_t errlen)
+{
+	const char *tf = getenv("AWS_WEB_IDENTITY_TOKEN_FILE"), *arn = getenv("AWS_ROLE_ARN");
+	struct objfs_sts_call c = { 0 };
+
+	if (!tf || !*tf)
+		return 1;
+	if (!arn || !*arn) {
+		snprintf(err, errlen, "AWS_WEB_IDENTITY_TOKEN_FILE is set but AWS_ROLE_ARN is not");
+		return -EINVAL;
+	}
+	c.role_arn = arn;
+	c.token_file = tf;
+	c.session_name = getenv("AWS_ROLE_SESSION_NAME");
+	c.region = sts_region(f, f->name);
+	return objfs_creds_from_sts(&c, out, err, errlen);
+}
+
+/* ---- instance metadata (IMDSv2) ---- */
 
 static void wipe_free(char *s)
 {
@@ -534,12 +596,22 @@ static void wipe_free(char *s)
 	}
 }
 
-static int64_t iso8601(const char *s)
-{
-	struct tm tm = { 0 };
-	const char *end = s ? strptime(s, "%Y-%m-%dT%H:%M:%S", &tm) : NULL;
 
-	return end ? (int64_t)timegm(&tm) : 0;
+/* One IMDS request, tried twice; the body in *body (caller wipes, frees). */
+static int imds_call(const char *url, int put, const char *hdr, char **body)
+{
+	const char *h[] = { hdr, NULL };
+	long status = 0;
+	int rc = -EHOSTUNREACH;
+
+	for (int attempt = 0; attempt < 2 && rc == -EHOSTUNREACH; attempt++)
+		rc = objfs_creds_http(put ? "PUT" : "GET", url, h, NULL, 2000, body, &status);
+	if (!rc && status != 200) {
+		wipe_free(*body);
+		*body = NULL;
+		rc = -EACCES;
+	}
+	return rc;
 }
 
 static int from_imds(struct objfs_creds *out)
@@ -547,7 +619,6 @@ static int from_imds(struct objfs_creds *out)
 	const char *dis = getenv("AWS_EC2_METADATA_DISABLED");
 	const char *ep = getenv("AWS_EC2_METADATA_SERVICE_ENDPOINT");
 	char url[1024], hdr[1024], *token = NULL, *role = NULL, *doc = NULL;
-	struct json_object *j = NULL, *ak, *sk, *tk, *ex;
 	size_t rl;
 	int rc;
 
@@ -578,28 +649,20 @@ static int from_imds(struct objfs_creds *out)
 	rc = imds_call(url, 0, hdr, &doc);
 	if (rc)
 		goto out;
-	j = json_tokener_parse(doc);
-	if (!j || !json_object_object_get_ex(j, "AccessKeyId", &ak) ||
-	    !json_object_object_get_ex(j, "SecretAccessKey", &sk) ||
-	    !json_object_is_type(ak, json_type_string) || !json_object_is_type(sk, json_type_string)) {
-		rc = -EPROTO;
-		goto out;
+	{
+		char perr[256];
+
+		rc = objfs_creds_parse_json(doc, strlen(doc), 0, "instance metadata", out, perr,
+					    sizeof(perr));
+		if (rc)
+			objfs_info("%s", perr);
 	}
-	if (!json_object_object_get_ex(j, "Token", &tk) || !json_object_is_type(tk, json_type_string))
-		tk = NULL;
-	if (!json_object_object_get_ex(j, "Expiration", &ex) ||
-	    !json_object_is_type(ex, json_type_string))
-		ex = NULL;
-	rc = set_creds(out, json_object_get_string(ak), json_object_get_string(sk),
-		       tk ? json_object_get_string(tk) : NULL,
-		       ex ? iso8601(json_object_get_string(ex)) : 0, "instance metadata");
 	if (!rc)
 		objfs_info("credentials: instance metadata role '%s'", role);
 out:
 	if (rc < 0)
 		objfs_info("instance metadata: %s", rc == -EPROTO ? "malformed answer" :
 			   strerror(-rc));
-	json_object_put(j);
 	wipe_free(token);
 	wipe_free(doc);
 	free(role);
@@ -609,49 +672,94 @@ out:
 
 int objfs_creds_resolve(const char *profile, struct objfs_creds *out, char *err, size_t errlen)
 {
-	const char *ak = getenv("AWS_ACCESS_KEY_ID"), *sk = getenv("AWS_SECRET_ACCESS_KEY");
+	int named = profile && *profile;
+	struct aws_files f;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (ak && !*ak)
-		ak = NULL;
-	if (sk && !*sk)
-		sk = NULL;
-	if (ak && sk && !(profile && *profile)) {
-		objfs_info("credentials: environment");
-		return set_creds(out, ak, sk, getenv("AWS_SESSION_TOKEN"), 0, "environment");
-	}
-	if ((ak || sk) && !(profile && *profile)) {
-		snprintf(err, errlen, "%s is set but %s is not", ak ? "AWS_ACCESS_KEY_ID" :
-			 "AWS_SECRET_ACCESS_KEY", ak ? "AWS_SECRET_ACCESS_KEY" : "AWS_ACCESS_KEY_ID");
-		return -EINVAL;
-	}
-	rc = from_files(profile, out, err, errlen);
-	if (rc <= 0)
+	if (!named && (rc = env_keys(out, err, errlen)) <= 0)
 		return rc;
-	if (from_imds(out) == 0)
-		return 0;
-	{
-		/* name the file actually looked at (AWS_SHARED_CREDENTIALS_FILE) */
-		char *crd = aws_file("AWS_SHARED_CREDENTIALS_FILE", "credentials");
-
+	rc = aws_files_load(profile, &f);
+	if (rc) {
+		if (f.cfg)
+			snprintf(err, errlen, "cannot read AWS credentials (%s, %s): %s", f.crd,
+				 f.cfg, strerror(-rc));
+		goto out;
+	}
+	if (profile_missing(&f, profile)) {
+		snprintf(err, errlen, "profile '%s' not found in %s or %s", f.name, f.crd, f.cfg);
+		rc = -ENOENT;
+		goto out;
+	}
+	/* The SDKs' order (botocore's): a profile's role, web identity, keys, process. */
+	rc = profile_role(&f, f.name, 0, out, err, errlen);
+	if (rc == 1)
+		rc = env_web_identity(&f, out, err, errlen);
+	if (rc == 1)
+		rc = profile_static(&f, f.name, out, err, errlen);
+	if (rc == 1)
+		rc = profile_process(&f, f.name, out, err, errlen);
+	if (rc == 1)
+		rc = objfs_creds_from_container(out, err, errlen);
+	if (rc == 1)
+		rc = from_imds(out);
+	if (rc == 1) {
 		snprintf(err, errlen, "no AWS credentials found: set AWS_ACCESS_KEY_ID and "
 			 "AWS_SECRET_ACCESS_KEY, add profile '%s' to %s, run on an instance "
-			 "with a role, or use -o no_sign for a public bucket",
-			 profile_name(profile), crd ? crd : "~/.aws/credentials");
-		free(crd);
+			 "or in a container with a role, or use -o no_sign for a public bucket",
+			 f.name, f.crd);
+		rc = -ENOENT;
 	}
-	return -ENOENT;
+out:
+	aws_files_clear(&f);
+	return rc;
 }
 
 /* ---- provider ---- */
+
+#define REFRESH_BEFORE_S   300 /* ask again five minutes before expiry */
+#define FILE_CHECK_EVERY_S 5   /* static keys from files: look for a change this often */
+#define FAIL_LOG_EVERY_S   60  /* a failing refresh is logged at most this often */
+#define RETRY_AFTER_S      10  /* a failed refresh is not tried again sooner */
+
+/* The identity of a file as stat sees it; all zero when it does not exist. */
+struct file_id {
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+};
 
 struct objfs_creds_provider {
 	pthread_mutex_t lock;
 	char *profile;
 	int anonymous;
-	struct objfs_creds cur; /* guarded by lock */
+	struct objfs_creds cur;   /* guarded by lock */
+	struct file_id files[2];  /* the credentials and config files at resolution */
+	int64_t checked, failed_log; /* unix times: last file check, last failure logged */
+	int64_t retry_at;         /* after a failed refresh, not before this */
 };
+
+static void file_ids(struct file_id id[2])
+{
+	char *path[2] = { aws_file("AWS_SHARED_CREDENTIALS_FILE", "credentials"),
+			  aws_file("AWS_CONFIG_FILE", "config") };
+
+	for (int i = 0; i < 2; i++) {
+		struct stat st;
+
+		memset(&id[i], 0, sizeof(id[i]));
+		if (path[i] && stat(path[i], &st) == 0)
+			id[i] = (struct file_id){ st.st_dev, st.st_ino, st.st_size, st.st_mtim };
+		free(path[i]);
+	}
+}
+
+static int from_a_file(const struct objfs_creds *c)
+{
+	return c->source && (!strcmp(c->source, "shared credentials file") ||
+			     !strcmp(c->source, "config file"));
+}
 
 int objfs_creds_provider_new(const char *profile, int no_sign, struct objfs_creds_provider **out,
 			     char *err, size_t errlen)
@@ -665,8 +773,11 @@ int objfs_creds_provider_new(const char *profile, int no_sign, struct objfs_cred
 	p->anonymous = no_sign;
 	if (profile && !(p->profile = strdup(profile)))
 		rc = -ENOMEM;
-	if (!rc && !no_sign)
+	if (!rc && !no_sign) {
+		file_ids(p->files);
 		rc = objfs_creds_resolve(profile, &p->cur, err, errlen);
+	}
+	p->checked = (int64_t)time(NULL);
 	if (rc) {
 		objfs_creds_provider_free(p);
 		return rc;
@@ -685,6 +796,26 @@ void objfs_creds_provider_free(struct objfs_creds_provider *p)
 	free(p);
 }
 
+/*
+ * Whether p->cur should be resolved again: it expires within five minutes,
+ * or it came from a file that changed since (checked every few seconds).
+ * Called with p->lock held.
+ */
+static int stale(struct objfs_creds_provider *p, int64_t now)
+{
+	struct file_id id[2];
+
+	if (now < p->retry_at)
+		return 0;
+	if (p->cur.expires)
+		return now > p->cur.expires - REFRESH_BEFORE_S;
+	if (!from_a_file(&p->cur) || now - p->checked < FILE_CHECK_EVERY_S)
+		return 0;
+	p->checked = now;
+	file_ids(id);
+	return memcmp(id, p->files, sizeof(id)) != 0;
+}
+
 int objfs_creds_get(struct objfs_creds_provider *p, struct objfs_creds *out)
 {
 	int64_t now = (int64_t)time(NULL);
@@ -694,21 +825,39 @@ int objfs_creds_get(struct objfs_creds_provider *p, struct objfs_creds *out)
 	if (p->anonymous)
 		return -ENOKEY;
 	pthread_mutex_lock(&p->lock);
-	if (p->cur.expires && now > p->cur.expires - 300) {
+	if (stale(p, now)) {
 		struct objfs_creds fresh;
+		struct file_id id[2];
 		char err[512] = "";
 
+		file_ids(id);
 		if (objfs_creds_resolve(p->profile, &fresh, err, sizeof(err)) == 0) {
 			objfs_creds_clear(&p->cur);
 			p->cur = fresh;
-		} else if (now >= p->cur.expires) {
-			objfs_warn("credentials expired and could not be refreshed: %s", err);
+			memcpy(p->files, id, sizeof(id));
+			p->failed_log = p->retry_at = 0;
+		} else if (p->cur.expires && now >= p->cur.expires) {
+			objfs_warn("credentials from %s expired and could not be refreshed: %s",
+				   p->cur.source, err);
+			p->retry_at = now + RETRY_AFTER_S;
 			rc = -EACCES;
+		} else {
+			p->retry_at = now + RETRY_AFTER_S;
+			if (!p->cur.expires) /* a file changed into something unusable: its next change */
+				memcpy(p->files, id, sizeof(id));
+		}
+		if (!rc && p->retry_at && now - p->failed_log >= FAIL_LOG_EVERY_S) {
+			p->failed_log = now;
+			objfs_warn("credentials: refreshing those from %s failed: %s; the current ones "
+				   "are used %s", p->cur.source, err,
+				   p->cur.expires ? "until they expire" : "until the file is fixed");
 		}
 	}
+	if (!rc && p->cur.expires && now >= p->cur.expires)
+		rc = -EACCES; /* expired, and the last refresh failed moments ago */
 	if (!rc)
-		rc = set_creds(out, p->cur.access_key, p->cur.secret_key, p->cur.session_token,
-			       p->cur.expires, p->cur.source);
+		rc = objfs_creds_set(out, p->cur.access_key, p->cur.secret_key,
+				     p->cur.session_token, p->cur.expires, p->cur.source);
 	pthread_mutex_unlock(&p->lock);
 	return rc;
 }
