@@ -15,6 +15,7 @@
  */
 #include "config.h"
 
+#include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -63,8 +64,11 @@ int64_t objfs_creds_time(const char *s)
 			;
 	if (*end == 'Z' || *end == 'z')
 		end++;
-	else if ((*end == '+' || *end == '-') && strlen(end) >= 6 && end[3] == ':') {
-		int h = atoi(end + 1), m = atoi(end + 4), off = (h * 60 + m) * 60;
+	else if ((*end == '+' || *end == '-') && isdigit((unsigned char)end[1]) &&
+		 isdigit((unsigned char)end[2]) && end[3] == ':' &&
+		 isdigit((unsigned char)end[4]) && isdigit((unsigned char)end[5])) {
+		int off = ((end[1] - '0') * 10 + end[2] - '0') * 3600 +
+			  ((end[4] - '0') * 10 + end[5] - '0') * 60; /* "+HH:MM" */
 
 		t += *end == '+' ? -off : off;
 		end += 6;
@@ -213,6 +217,8 @@ int objfs_creds_parse_json(const char *doc, size_t len, int process, const char 
 		snprintf(err, errlen, "%s: malformed Expiration '%.40s'", source, ex);
 		goto out;
 	}
+	if (ex && !expires)
+		expires = 1; /* the epoch itself: expired, not "never" (0) */
 	rc = objfs_creds_set(out, ak, sk, tok, expires, source);
 out:
 	json_object_put(j);
@@ -301,8 +307,8 @@ int objfs_creds_parse_sts(const char *doc, size_t len, const char *source,
 			 source);
 	else if (!ex || (expires = objfs_creds_time(ex)) < 0)
 		snprintf(err, errlen, "%s: missing or malformed Expiration", source);
-	else
-		rc = objfs_creds_set(out, ak, sk, tok, expires, source);
+	else /* the epoch itself is expired, not "never" (0) */
+		rc = objfs_creds_set(out, ak, sk, tok, expires ? expires : 1, source);
 	objfs_secret_free(ak);
 	objfs_secret_free(sk);
 	objfs_secret_free(tok);
