@@ -1,15 +1,24 @@
 /*
  * creds: the AWS credential chain and profile settings.
  *
- * Order, as the AWS SDKs use it: the environment (AWS_ACCESS_KEY_ID,
- * AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN); the profile (-o profile=, else
- * AWS_PROFILE, else "default") in the shared credentials file
- * (AWS_SHARED_CREDENTIALS_FILE, ~/.aws/credentials) and the config file
- * (AWS_CONFIG_FILE, ~/.aws/config, section "[profile NAME]"); then EC2
- * instance metadata (IMDSv2 with a session token, short timeouts, endpoint
- * AWS_EC2_METADATA_SERVICE_ENDPOINT, off with AWS_EC2_METADATA_DISABLED).
- * Instance credentials expire; the provider refreshes them five minutes
- * before they do.
+ * Order, as the AWS SDKs (botocore) use it: the environment's keys
+ * (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN; not when a
+ * profile is named); the profile's role (role_arn with
+ * web_identity_token_file, source_profile or credential_source: STS);
+ * web identity from the environment (AWS_WEB_IDENTITY_TOKEN_FILE,
+ * AWS_ROLE_ARN); the profile's keys (-o profile=, else AWS_PROFILE, else
+ * "default") in the shared credentials file (AWS_SHARED_CREDENTIALS_FILE,
+ * ~/.aws/credentials), then the config file (AWS_CONFIG_FILE,
+ * ~/.aws/config, section "[profile NAME]"); the profile's
+ * credential_process; container credentials (AWS_CONTAINER_CREDENTIALS_*);
+ * then EC2 instance metadata (IMDSv2 with a session token, short timeouts,
+ * endpoint AWS_EC2_METADATA_SERVICE_ENDPOINT, off with
+ * AWS_EC2_METADATA_DISABLED). creds_remote.c has the remote sources.
+ *
+ * The provider refreshes temporary credentials five minutes before they
+ * expire, and reads keys from the shared files again when a file changes;
+ * a failed refresh is logged with its source and the current credentials
+ * serve until they expire.
  *
  * Secrets never appear in a log line or a message: messages name the
  * source and the file, never a value. Secret strings are wiped on free.
