@@ -548,29 +548,39 @@ t_session_token() {
 		expect_mount_msg "temporary key without its session token" "denied|access key" s3://main
 }
 
+# stub_up WHAT: starts tests/imds_stub.py (its environment: the caller's
+# VAR=value prefixes) handing out RGW's temporary credentials; sets
+# STUB_PID and STUB_PORT. Non-zero, with a failure named after WHAT, when
+# it does not start.
+STUB_PID='' STUB_PORT=''
+stub_up() {
+	local i
+	IMDS_STUB_ACCESS_KEY=$STS_AK IMDS_STUB_SECRET_KEY=$STS_SK IMDS_STUB_SESSION_TOKEN=$STS_TOKEN \
+		python3 "$HERE/../imds_stub.py" >"$WORK/stub.port" 2>"$WORK/stub.err" &
+	STUB_PID=$!
+	STUB_PORT=''
+	for ((i = 0; i < 50; i++)); do
+		STUB_PORT=$(head -n 1 "$WORK/stub.port" 2>/dev/null)
+		[ -n "$STUB_PORT" ] && return 0
+		sleep 0.1
+	done
+	fail "$1: expected tests/imds_stub.py to start; stderr: $(head -c 300 "$WORK/stub.err")"
+	kill "$STUB_PID" 2>/dev/null
+	return 1
+}
+
 # Credentials from (a loopback stand-in for) EC2 instance metadata, IMDSv2:
 # RGW's temporary credentials with a session token, checked by the real
 # server.
 t_imds() {
-	local pid port i want got
+	local pid port want got
 	if [ -z "$STS_TOKEN" ]; then
 		fail "imds: needs the temporary credentials t_session_token gets"
 		return
 	fi
 	# what a role's instance credentials look like: temporary, with a token
-	IMDS_STUB_ACCESS_KEY=$STS_AK IMDS_STUB_SECRET_KEY=$STS_SK IMDS_STUB_SESSION_TOKEN=$STS_TOKEN \
-		python3 "$HERE/../imds_stub.py" >"$WORK/imds.port" 2>"$WORK/imds.err" &
-	pid=$!
-	for ((i = 0; i < 50; i++)); do
-		port=$(head -n 1 "$WORK/imds.port" 2>/dev/null)
-		[ -n "$port" ] && break
-		sleep 0.1
-	done
-	if [ -z "$port" ]; then
-		fail "imds: expected tests/imds_stub.py to start; stderr: $(head -c 300 "$WORK/imds.err")"
-		kill "$pid" 2>/dev/null
-		return
-	fi
+	stub_up imds || return
+	pid=$STUB_PID port=$STUB_PORT
 	unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY AWS_EC2_METADATA_DISABLED
 	export AWS_EC2_METADATA_SERVICE_ENDPOINT=http://127.0.0.1:$port
 	want=$(sha_file "$SRC/size4095.bin")
@@ -591,6 +601,109 @@ t_imds() {
 	wait "$pid" 2>/dev/null
 	unset AWS_EC2_METADATA_SERVICE_ENDPOINT
 	export AWS_EC2_METADATA_DISABLED=true
+	use_env_creds
+}
+
+# Cloud credential sources (issue 15), each checked by the real server:
+# credential_process printing the RGW user's keys; a container endpoint,
+# web identity (AssumeRoleWithWebIdentity) and a role_arn profile
+# (AssumeRole signed with a source profile's keys) through the loopback
+# stand-in tests/imds_stub.py, which hands out RGW's real temporary
+# credentials (RGW's own STS needs roles and an OIDC provider that this
+# throw-away cluster does not set up). Every mount runs at log_level=debug,
+# so t_secret_not_logged searches these logs too.
+creds_mount() { # DESC OPTS REGEX: mounts, reads size4095.bin, finds REGEX in the log
+	local desc=$1 o=$2 re=$3 want got
+	want=$(sha_file "$SRC/size4095.bin")
+	if mount_objfs "s3://main" "$MNT2" "$(s3opts "log_level=debug${o:+,$o}")"; then
+		got=$(sha_file "$MNT2/size4095.bin")
+		if [ "$got" = "$want" ] && grep -q -E -- "$re" "$OBJFS_LOG"; then
+			pass "cloud creds: $desc: RGW accepts them, size4095.bin reads correctly, the log names the source"
+		else
+			fail "cloud creds: $desc: expected sha256 $want (got '$got') and a log line /$re/; log:"
+			excerpt "$OBJFS_LOG"
+		fi
+		check_unmount "cloud creds ($desc)" "$MNT2"
+	else
+		fail "cloud creds: $desc: expected s3://main to mount"
+	fi
+}
+
+show_source() { # DESC EXPECTED [OPTS]: objfs --show-credential-source names it
+	local desc=$1 want=$2 o=${3:-} out
+	out=$("$OBJFS" ${o:+-o "$o"} --show-credential-source s3://main 2>&1)
+	if [[ $out == *"$want"* ]] && [[ $out != *"$RGW_SECRET_KEY"* ]] &&
+		{ [ -z "$STS_SK" ] || [[ $out != *"$STS_SK"* ]]; }; then
+		pass "cloud creds: --show-credential-source names $desc: $out"
+	else
+		fail "cloud creds: --show-credential-source: expected '$want' for $desc, got: $out"
+	fi
+}
+
+t_cloud_creds() {
+	local cfg=$WORK/aws/cloud-config crd=$WORK/aws/cloud-credentials pid port
+	unset AWS_ACCESS_KEY_ID AWS_SECRET_ACCESS_KEY
+	# credential_process: the RGW user's keys, as an SSO or vault helper prints them
+	printf '{"Version": 1, "AccessKeyId": "%s", "SecretAccessKey": "%s"}\n' \
+		"$RGW_ACCESS_KEY" "$RGW_SECRET_KEY" >"$WORK/aws/helper.json"
+	chmod 600 "$WORK/aws/helper.json"
+	printf '%s\n' '#!/bin/sh' 'echo "helper: fetching for $1" >&2' \
+		"cat '$WORK/aws/helper.json'" >"$WORK/aws/helper.sh"
+	chmod 700 "$WORK/aws/helper.sh"
+	printf '%s\n' "[profile proc]" "credential_process = $WORK/aws/helper.sh 'the proc profile'" "" \
+		"[profile broken]" "credential_process = /bin/false" "" \
+		"[profile role]" "role_arn = arn:aws:iam::1:role/objfs-reader" \
+		"source_profile = rgwsrc" "role_session_name = objfs-test" >"$cfg"
+	printf '%s\n' "[rgwsrc]" "aws_access_key_id = $RGW_ACCESS_KEY" \
+		"aws_secret_access_key = $RGW_SECRET_KEY" >"$crd"
+	chmod 600 "$cfg" "$crd"
+	export AWS_CONFIG_FILE=$cfg AWS_SHARED_CREDENTIALS_FILE=$crd
+	creds_mount "credential_process" "profile=proc" "credentials: credential_process"
+	if grep -q "credential_process stderr: helper: fetching for the proc profile" "$OBJFS_LOG"; then
+		pass "cloud creds: the helper's stderr is in the log"
+	else
+		fail "cloud creds: expected the helper's stderr line in the log"
+	fi
+	show_source "credential_process" "credential_process" "profile=proc"
+	expect_mount_msg "cloud creds: a failing credential_process" \
+		"credential_process.*/bin/false.*exit status 1" s3://main "profile=broken"
+	if [ -z "$STS_TOKEN" ]; then
+		fail "cloud creds: the STS sources need the temporary credentials t_session_token gets"
+		return
+	fi
+	STS_STUB_WEB_TOKEN=eyJ.objfs-test.token stub_up "cloud creds" || return
+	pid=$STUB_PID port=$STUB_PORT
+	export AWS_ENDPOINT_URL_STS=http://127.0.0.1:$port
+	# a role_arn profile: AssumeRole signed with the source profile's keys
+	creds_mount "AssumeRole (role_arn + source_profile)" "profile=role" \
+		"credentials: assumed role \\(STS AssumeRole\\), role arn:aws:iam::1:role/objfs-reader"
+	if curl -sf "http://127.0.0.1:$port/counts" | grep -q "\"last_signer\": \"$RGW_ACCESS_KEY\""; then
+		pass "cloud creds: AssumeRole was signed with the source profile's key"
+	else
+		fail "cloud creds: expected the stand-in to have seen AssumeRole signed by $RGW_ACCESS_KEY: $(curl -s "http://127.0.0.1:$port/counts")"
+	fi
+	# web identity, as EKS IRSA sets it up
+	printf 'eyJ.objfs-test.token\n' >"$WORK/aws/web-token"
+	export AWS_WEB_IDENTITY_TOKEN_FILE=$WORK/aws/web-token AWS_ROLE_ARN=arn:aws:iam::1:role/irsa
+	creds_mount "web identity (AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN)" "" \
+		"credentials: web identity \\(STS AssumeRoleWithWebIdentity\\), role arn:aws:iam::1:role/irsa"
+	show_source "web identity" "web identity (STS AssumeRoleWithWebIdentity) (temporary, expires"
+	printf 'not-the-token\n' >"$WORK/aws/web-token"
+	expect_mount_msg "cloud creds: a web identity token STS refuses" "InvalidIdentityToken" s3://main
+	unset AWS_WEB_IDENTITY_TOKEN_FILE AWS_ROLE_ARN
+	# container credentials, as EKS Pod Identity sets them up
+	printf 'stub-container-token\n' >"$WORK/aws/pod-token"
+	export AWS_CONTAINER_CREDENTIALS_FULL_URI=http://127.0.0.1:$port/container/creds
+	export AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE=$WORK/aws/pod-token
+	export AWS_CONFIG_FILE=$WORK/aws/no-config AWS_SHARED_CREDENTIALS_FILE=$WORK/aws/no-credentials
+	creds_mount "container endpoint (FULL_URI + token file)" "" \
+		"credentials: container endpoint with an authorization token"
+	show_source "container credentials" "container credentials"
+	export AWS_CONTAINER_CREDENTIALS_FULL_URI=http://169.254.169.254/latest
+	expect_mount_msg "cloud creds: a container URI outside the allowed hosts" "loopback" s3://main
+	unset AWS_CONTAINER_CREDENTIALS_FULL_URI AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE AWS_ENDPOINT_URL_STS
+	kill "$pid" 2>/dev/null
+	wait "$pid" 2>/dev/null
 	use_env_creds
 }
 
@@ -709,6 +822,7 @@ t_vhost
 t_profile
 t_session_token
 t_imds
+t_cloud_creds
 t_s3_errors
 t_clock_skew
 t_overwrite
