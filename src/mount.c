@@ -226,6 +226,7 @@ static int build(struct objfs_mount *m)
 		.stats_arg = m,
 		.attr_timeout = o->attr_timeout,
 		.entry_timeout = o->entry_timeout,
+		.negative_timeout = o->negative_timeout,
 		.prefetch_max = o->prefetch_max,
 		.threads = o->threads,
 		.uid = o->have_uid ? o->uid : getuid(),

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "log.h"
 #include "options.h"
@@ -38,9 +39,11 @@ static const char *const redirect_choices[] = { "origin", "any", "none", NULL };
 static const struct opt_def defs[] = {
 	{ "chunk_size", K_SIZE, F(chunk_size), 0, 4096, 1 << 30 },
 	{ "max_connections", K_UINT, F(max_connections), 0, 1, 1024 },
-	{ "attr_timeout", K_TIME, F(attr_timeout), 0, 0, 86400 * 365 },
-	{ "entry_timeout", K_TIME, F(entry_timeout), 0, 0, 86400 * 365 },
-	{ "list_ttl", K_TIME, F(list_ttl), 0, 0, 86400 * 365 },
+	/* metadata TTLs: max INFINITY, so "inf" (immutable datasets) is accepted */
+	{ "attr_timeout", K_TIME, F(attr_timeout), 0, 0, INFINITY },
+	{ "entry_timeout", K_TIME, F(entry_timeout), 0, 0, INFINITY },
+	{ "negative_timeout", K_TIME, F(negative_timeout), 0, 0, INFINITY },
+	{ "list_ttl", K_TIME, F(list_ttl), 0, 0, INFINITY },
 	{ "retries", K_UINT, F(retries), 0, 0, 100 },
 	{ "timeout", K_TIME, F(timeout), 0, 1, 86400 },
 	{ "cache_size", K_SIZE, F(cache_size), 0, 1 << 20, 1ULL << 40 },
@@ -114,6 +117,7 @@ void objfs_opts_init(struct objfs_opts *o)
 	o->attr_timeout = 60;
 	o->entry_timeout = 60;
 	o->list_ttl = 60;
+	o->negative_timeout = 60;
 	o->retries = 3;
 	o->timeout = 30;
 	o->cache_size = 1ull << 30;
@@ -245,6 +249,11 @@ static int parse_one(struct objfs_opts *o, const struct opt_def *d, const char *
 		return 0;
 	case K_TIME:
 		errno = 0;
+		if (isinf(d->max) && (!strcasecmp(val, "inf") || !strcasecmp(val, "infinity") ||
+				      !strcasecmp(val, "forever"))) {
+			*(double *)(base + d->off) = INFINITY;
+			return 0;
+		}
 		dv = strtod(val, &end);
 		if (errno || *end || !isfinite(dv) || dv < d->min || dv > d->max) {
 			snprintf(err, errlen, "option '%s': expected seconds from %g to %g, "

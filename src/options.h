@@ -17,6 +17,7 @@ struct objfs_opts {
 	double attr_timeout;      /* kernel attribute cache, seconds */
 	double entry_timeout;     /* kernel dentry cache, seconds */
 	double list_ttl;          /* our directory listing cache, seconds */
+	double negative_timeout;  /* kernel cache of a name that does not exist, seconds */
 	unsigned retries;         /* retries of a failed request */
 	double timeout;           /* stall timeout of one request, seconds */
 	size_t cache_size;        /* block cache memory cap, bytes */

@@ -3,13 +3,15 @@
  * lookups of one directory share one listing, its success and its failure.
  * A failed listing used to be repeated by every thread that had waited for
  * it, one timeout each, so N lookups of a stalled directory took N
- * timeouts (found with tests/integration/faultproxy.py).
+ * timeouts (found with tests/integration/faultproxy.py). Lookups in a
+ * backend with its own lookup (S3) never list the directory (issue 14).
  */
 #include "config.h"
 
 #include <check.h>
 #include <errno.h>
 #include <malloc.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <stdatomic.h>
@@ -99,6 +101,120 @@ START_TEST(test_waiters_share_the_listing)
 END_TEST
 
 /*
+ * A backend with a lookup of its own (as S3's HEAD + one-key listing): a
+ * flat "bucket" where "f.bin" is a file (its type flips with flip_type),
+ * "d" a directory, "both" an object and a prefix, and nothing else; paths
+ * asked are recorded.
+ */
+static atomic_int lk_calls, lk_lists, flip_type;
+static char lk_last[256];
+
+static int lk_lookup(struct objfs_store *s, const char *path, struct objfs_stat *st)
+{
+	(void)s;
+	atomic_fetch_add(&lk_calls, 1);
+	snprintf(lk_last, sizeof(lk_last), "%s", path);
+	memset(st, 0, sizeof(*st));
+	st->size = st->mtime = -1;
+	if (!strcmp(path, "f.bin") && !atomic_load(&flip_type)) {
+		st->size = 10;
+		st->mtime = 5;
+		snprintf(st->etag, sizeof(st->etag), "\"e1\"");
+		return 0;
+	}
+	if (!strcmp(path, "d") || !strcmp(path, "both") || !strcmp(path, "f.bin"))
+		return st->is_dir = 1, 0;
+	if (!strcmp(path, "d/x.bin")) {
+		st->size = 3;
+		return 0;
+	}
+	return -ENOENT;
+}
+
+static int lk_list(struct objfs_store *s, const char *path, struct objfs_listing *out)
+{
+	(void)s;
+	(void)path;
+	atomic_fetch_add(&lk_lists, 1);
+	if (objfs_listing_add(out, "d", 1, 1, -1, -1) || objfs_listing_add(out, "both", 4, 1, -1, -1))
+		return -ENOMEM;
+	return objfs_listing_add(out, "f.bin", 5, 0, 10, 5);
+}
+
+static const struct objfs_store_ops lk_ops = { .name = "lk", .list = lk_list, .stat = fake_stat,
+					       .lookup = lk_lookup };
+
+START_TEST(test_direct_lookup)
+{
+	struct objfs_store st = { .ops = &lk_ops };
+	struct objfs_inodes *t;
+	struct objfs_attr a, b;
+	struct objfs_dirsnap *snap;
+
+	atomic_store(&lk_calls, 0);
+	atomic_store(&lk_lists, 0);
+	atomic_store(&flip_type, 0);
+	ck_assert_int_eq(objfs_inodes_new(&st, 60, 60, &t), 0);
+	/* One file of an unlisted directory: one lookup, no listing. */
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
+	ck_assert_int_eq(a.is_dir, 0);
+	ck_assert_int_eq(a.size, 10);
+	ck_assert_str_eq(a.etag, "\"e1\"");
+	ck_assert_int_eq(atomic_load(&lk_calls), 1);
+	ck_assert_int_eq(atomic_load(&lk_lists), 0);
+	/* Again within attr_ttl: nothing asked, the same inode. */
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &b), 0);
+	ck_assert_int_eq(b.ino, a.ino);
+	ck_assert_int_eq(atomic_load(&lk_calls), 1);
+	/* A missing name: one lookup, -ENOENT. */
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "nope", &b), -ENOENT);
+	ck_assert_int_eq(atomic_load(&lk_calls), 2);
+	/* A directory, and a name inside it: the store sees the whole path. */
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "d", &b), 0);
+	ck_assert_int_eq(b.is_dir, 1);
+	ck_assert_int_eq(objfs_inode_lookup(t, b.ino, "x.bin", &b), 0);
+	ck_assert_str_eq(lk_last, "d/x.bin");
+	ck_assert_int_eq(b.size, 3);
+	/* An object that is also a prefix is a directory. */
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "both", &b), 0);
+	ck_assert_int_eq(b.is_dir, 1);
+	ck_assert_int_eq(atomic_load(&lk_lists), 0);
+	/* readdir lists; lookups then come from the fresh listing, inodes kept. */
+	ck_assert_int_eq(objfs_inode_opendir(t, OBJFS_ROOT_INO, &snap), 0);
+	ck_assert_uint_eq(snap->n, 3);
+	objfs_dirsnap_free(snap);
+	ck_assert_int_eq(atomic_load(&lk_lists), 1);
+	int calls = atomic_load(&lk_calls);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &b), 0);
+	ck_assert_int_eq(b.ino, a.ino);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "nope", &b), -ENOENT);
+	ck_assert_int_eq(atomic_load(&lk_calls), calls);
+	objfs_inodes_free(t);
+
+	/* attr_ttl 0: every lookup asks again; a type change makes a new inode. */
+	ck_assert_int_eq(objfs_inodes_new(&st, 0, 0, &t), 0);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
+	calls = atomic_load(&lk_calls);
+	atomic_store(&flip_type, 1);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &b), 0);
+	ck_assert_int_eq(atomic_load(&lk_calls), calls + 1);
+	ck_assert_int_eq(b.is_dir, 1);
+	ck_assert_int_ne(b.ino, a.ino);
+	atomic_store(&flip_type, 0);
+	objfs_inodes_free(t);
+
+	/* TTLs of forever (attr_timeout=inf): asked once, never again. */
+	ck_assert_int_eq(objfs_inodes_new(&st, INFINITY, INFINITY, &t), 0);
+	calls = atomic_load(&lk_calls);
+	for (int i = 0; i < 3; i++)
+		ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
+	ck_assert_int_eq(objfs_inode_getattr(t, a.ino, &b), 0);
+	ck_assert_int_eq(atomic_load(&lk_calls), calls + 1);
+	objfs_inodes_free(t);
+}
+END_TEST
+
+/*
  * A deep tree (security audit, finding 9): every directory holds "d" and,
  * at the bottom, "f.bin". Each node used to keep its full path, so a walk
  * to depth N cost O(N^2) bytes (825 MiB at 20,000); with names and parent
@@ -173,6 +289,7 @@ int main(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_waiters_share_the_listing);
 	tcase_add_test(tc, test_deep_tree_linear);
+	tcase_add_test(tc, test_direct_lookup);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

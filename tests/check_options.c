@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <check.h>
+#include <math.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,8 @@ static const char *const bad[] = {
 	"bogus", "bogus=1", "chunk_size", "chunk_size=", "chunk_size=abc", "chunk_size=1",
 	"chunk_size=2G", "chunk_size=-4K", "chunk_size=4X", "max_connections=0",
 	"max_connections=99999", "max_connections=-1", "attr_timeout=-1",
-	"attr_timeout=nan", "attr_timeout=inf", "attr_timeout=1s", "retries=1.5",
+	"attr_timeout=nan", "attr_timeout=-inf", "attr_timeout=1s", "timeout=inf",
+	"list_timeout=forever", "negative_timeout=-1", "list_ttl=infinite", "retries=1.5",
 	"uid=abc", "uid=-1", "umask=999", "umask=8", "log_level=loud", "insecure=1",
 	"allow_other=yes", "timeout=0", "ca_file=",
 	"side", "side=yes", "side=", "ring_slots=1", "ring_slots=65", "ring_slot_size=4K",
@@ -70,6 +72,14 @@ START_TEST(test_defaults_and_values)
 	ck_assert_int_eq(o.log_level, OBJFS_LOG_DEBUG);
 	ck_assert_uint_eq(o.retries, 0);
 	ck_assert(o.timeout == 5);
+	/* Metadata TTLs of forever, for immutable datasets; a negative TTL of its own. */
+	ck_assert(o.negative_timeout == 60);
+	ck_assert_int_eq(objfs_opts_parse(&o, "attr_timeout=inf,entry_timeout=forever,"
+					  "list_ttl=Infinity,negative_timeout=2.5", err, sizeof(err)), 0);
+	ck_assert(isinf(o.attr_timeout) && isinf(o.entry_timeout) && isinf(o.list_ttl));
+	ck_assert(o.negative_timeout == 2.5);
+	ck_assert_int_eq(objfs_opts_parse(&o, "negative_timeout=inf", err, sizeof(err)), 0);
+	ck_assert(isinf(o.negative_timeout));
 	/* A later value replaces an earlier one without leaking. */
 	ck_assert_int_eq(objfs_opts_parse(&o, "ca_file=/b", err, sizeof(err)), 0);
 	ck_assert_str_eq(o.ca_file, "/b");

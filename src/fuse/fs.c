@@ -225,9 +225,9 @@ static void reply_lookup(fuse_req_t req, int err, const struct objfs_attr *a)
 	struct fuse_entry_param e;
 
 	if (err == -ENOENT) {
-		/* Negative entry: the kernel caches the miss for entry_timeout. */
+		/* Negative entry: the kernel caches the miss for negative_timeout. */
 		memset(&e, 0, sizeof(e));
-		e.entry_timeout = fs->entry_timeout;
+		e.entry_timeout = fs->negative_timeout;
 		fuse_reply_entry(req, &e);
 		return;
 	}

@@ -26,6 +26,7 @@ struct objfs_fs {
 	void *stats_arg;
 	double attr_timeout;         /* seconds, kernel and objfs */
 	double entry_timeout;        /* seconds, kernel dentries */
+	double negative_timeout;     /* seconds, kernel negative dentries */
 	size_t prefetch_max;         /* largest readahead window of one handle */
 	unsigned threads;            /* FUSE worker threads, at most */
 	uid_t uid;

@@ -45,6 +45,8 @@ struct objfs_node {
 	int64_t size, mtime;
 	char *etag;             /* NULL: none known (most HTTP listings) */
 	double attr_at;         /* monotonic time attrs were fetched, 0 never */
+	double found_at;        /* monotonic time a lookup of its own (no listing)
+				   found it, 0 never: see direct_lookup */
 	char *open_etag;        /* ETag seen by the last open (keep_cache); NULL none */
 	int64_t open_size;
 	/* Directories only: */
@@ -393,6 +395,64 @@ static int lookup_in(struct objfs_inodes *t, struct objfs_node *d, const char *n
 	return 0;
 }
 
+/*
+ * The lookup of @name in @d by the store's own lookup (a HEAD and a
+ * one-key listing on S3), for a directory not listed or listed too long
+ * ago: a million-key prefix is never listed to open one file (issue 14).
+ * A hit stays good for attr_timeout (files) or list_ttl (directories).
+ * Lock held (dropped while the store is asked).
+ */
+static int direct_lookup(struct objfs_inodes *t, struct objfs_node *d, const char *name,
+			 struct objfs_attr *a)
+{
+	struct objfs_node *n = hash_find(t, d->ino, name);
+	struct objfs_stat st;
+	double now = objfs_now_s();
+	char *dpath, *path;
+	int err;
+
+	if (n && n->found_at && now - n->found_at < (n->is_dir ? t->list_ttl : t->attr_ttl))
+		goto found;
+	dpath = node_path(d);
+	if (!dpath)
+		return -ENOMEM;
+	if (asprintf(&path, "%s%s%s", dpath, *dpath ? "/" : "", name) < 0)
+		path = NULL;
+	free(dpath);
+	if (!path)
+		return -ENOMEM;
+	pthread_mutex_unlock(&t->lock);
+	err = t->store->ops->lookup(t->store, path, &st);
+	free(path);
+	pthread_mutex_lock(&t->lock);
+	n = hash_find(t, d->ino, name); /* the table may have changed meanwhile */
+	if (err) {
+		if (n)
+			n->found_at = 0;
+		return err;
+	}
+	if (n && n->is_dir != st.is_dir) {
+		hash_remove(t, n); /* a new node; the kernel may still hold the old */
+		n = NULL;
+	}
+	if (!n)
+		n = node_new(t, d, name, st.is_dir);
+	if (!n)
+		return -ENOMEM;
+	n->found_at = objfs_now_s();
+	if (!n->is_dir) {
+		n->size = st.size;
+		if (st.mtime >= 0)
+			n->mtime = st.mtime;
+		set_str(&n->etag, st.etag);
+		n->attr_at = n->found_at;
+	}
+found:
+	n->nlookup++;
+	attr_fill(n, a);
+	return 0;
+}
+
 static int snapshot(struct objfs_node *n, struct objfs_dirsnap **out);
 
 /*
@@ -463,6 +523,12 @@ static int dir_request(struct objfs_inodes *t, uint64_t ino, const char *name,
 
 	pthread_mutex_lock(&t->lock);
 	err = dir_get(t, ino, &d);
+	if (!err && name && t->store->ops->lookup && !d->listing &&
+	    !(d->listed_at && objfs_now_s() - d->listed_at < t->list_ttl)) {
+		err = direct_lookup(t, d, name, a);
+		pthread_mutex_unlock(&t->lock);
+		return err;
+	}
 	if (!err && d->listing && done) {
 		err = park(d, name, done, arg);
 		pthread_mutex_unlock(&t->lock);

@@ -9,6 +9,12 @@
  * when it has them and from the store's stat (HEAD) otherwise, and are
  * revalidated after attr_ttl seconds.
  *
+ * A lookup in a directory not freshly listed asks the store for that name
+ * alone when the backend can (S3: a HEAD and a one-key listing at once),
+ * so opening a file of a million-key prefix costs two requests, not a
+ * thousand pages; the directory is listed only for readdir. HTTP indexes
+ * have no such lookup: their directories are listed, once at a time.
+ *
  * Locking: one mutex guards the table and every node's mutable fields;
  * network calls are made without it. A directory is listed by one thread at
  * a time (single flight); others wait for that listing. The _async calls

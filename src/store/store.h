@@ -34,6 +34,14 @@ struct objfs_store_ops {
 	/* Metadata of object @path. 0, -ENOENT or -errno. */
 	int (*stat)(struct objfs_store *s, const char *path, struct objfs_stat *st);
 	/*
+	 * Whether @path (a file or a directory) exists, without listing its
+	 * directory: a few requests whatever the directory's size. NULL when
+	 * the backend cannot (HTTP indexes: a listing is the only way). 0
+	 * with @st filled (is_dir set; a directory wins over an object of the
+	 * same name), -ENOENT or -errno.
+	 */
+	int (*lookup)(struct objfs_store *s, const char *path, struct objfs_stat *st);
+	/*
 	 * Prepares @r (already objfs_req_init'ed) to GET object @path: sets
 	 * r->url and r->headers, which stay owned by the backend through
 	 * *cookie until release(). 0 or -errno.

@@ -178,6 +178,7 @@ int objfs_s3_parse_list(const char *xml, size_t len, const char *prefix,
 
 	page->truncated = 0;
 	page->next_token = NULL;
+	page->entries = 0;
 	if (len > (size_t)INT32_MAX)
 		return -EPROTO;
 	doc = xmlReadMemory(xml, (int)len, NULL, NULL,
@@ -208,6 +209,7 @@ int objfs_s3_parse_list(const char *xml, size_t len, const char *prefix,
 			char *end = NULL;
 			long long sz = size ? strtoll(size, &end, 10) : -1;
 
+			page->entries += key != NULL;
 			if (key && size && end && !*end && sz >= 0)
 				rc = add_key(key, prefix, 0, sz, mt ? objfs_s3_parse_time(mt) : -1,
 					     etag, files);
@@ -220,6 +222,7 @@ int objfs_s3_parse_list(const char *xml, size_t len, const char *prefix,
 		} else if (xmlStrcmp(c->name, BAD_CAST "CommonPrefixes") == 0) {
 			char *p = child_text(c, "Prefix");
 
+			page->entries += p != NULL;
 			if (p)
 				rc = add_key(p, prefix, 1, -1, -1, NULL, dirs);
 			xmlFree(p);
@@ -390,18 +393,14 @@ static int run_one(struct s3_store *s, struct s3_cookie *c, enum objfs_method m,
 	return objfs_engine_run(s->base.engine, &rp, 1);
 }
 
-/* Lists one page of @prefix into @files/@dirs; @r keeps the response. */
-static int list_page(struct s3_store *s, const char *prefix, const char *token,
-		     unsigned max_keys, int64_t deadline, struct objfs_listing *files,
-		     struct objfs_listing *dirs, struct objfs_s3_page *page,
-		     struct objfs_req *r)
+/* Builds the request of one ListObjectsV2 page of @prefix into *@c. 0 or -errno. */
+static int list_page_build(struct s3_store *s, const char *prefix, const char *token,
+			   unsigned max_keys, struct s3_cookie **c)
 {
 	char *etok = NULL, *epre = objfs_url_encode(prefix, strlen(prefix), 0);
 	char *query = NULL;
-	struct s3_cookie *c = NULL;
 	int err;
 
-	objfs_req_init(r); /* the caller clears @r whatever the result */
 	if (!epre)
 		return -ENOMEM;
 	if (token && !(etok = objfs_url_encode(token, strlen(token), 0))) {
@@ -413,23 +412,45 @@ static int list_page(struct s3_store *s, const char *prefix, const char *token,
 		     etok ? etok : "", etok ? "&" : "", max_keys, epre) < 0) {
 		query = NULL;
 		err = -ENOMEM;
-		goto out;
+	} else {
+		err = s3_build(s, "GET", *s->path_base ? s->path_base : "/", query, c);
 	}
-	err = s3_build(s, "GET", *s->path_base ? s->path_base : "/", query, &c);
-	if (err)
-		goto out;
-	r->deadline_ns = deadline;
-	err = run_one(s, c, OBJFS_GET, r);
+	free(query);
+	free(epre);
+	free(etok);
+	return err;
+}
+
+/* The outcome of a listing request @r of @prefix, parsed into @files/@dirs. */
+static int list_page_parse(struct objfs_req *r, int err, const char *prefix,
+			   struct objfs_listing *files, struct objfs_listing *dirs,
+			   struct objfs_s3_page *page)
+{
 	if (!err && r->status >= 300)
 		err = -EINVAL; /* a redirect: the bucket lives in another region */
 	if (!err)
 		err = objfs_s3_parse_list(r->body ? r->body : "", r->got, prefix, files, dirs,
 					  page);
-out:
+	return err;
+}
+
+/* Lists one page of @prefix into @files/@dirs; @r keeps the response. */
+static int list_page(struct s3_store *s, const char *prefix, const char *token,
+		     unsigned max_keys, int64_t deadline, struct objfs_listing *files,
+		     struct objfs_listing *dirs, struct objfs_s3_page *page,
+		     struct objfs_req *r)
+{
+	struct s3_cookie *c = NULL;
+	int err;
+
+	objfs_req_init(r); /* the caller clears @r whatever the result */
+	err = list_page_build(s, prefix, token, max_keys, &c);
+	if (!err) {
+		r->deadline_ns = deadline;
+		err = run_one(s, c, OBJFS_GET, r);
+	}
+	err = list_page_parse(r, err, prefix, files, dirs, page);
 	cookie_free(c);
-	free(query);
-	free(epre);
-	free(etok);
 	return err;
 }
 
@@ -579,6 +600,78 @@ static int s3_stat(struct objfs_store *st, const char *path, struct objfs_stat *
 	return objfs_store_meta_errno(err);
 }
 
+/*
+ * One name, without listing its directory (issue 14): a HEAD of the key and
+ * a one-key listing of "KEY/" at once, as mountpoint-s3 does, two requests
+ * and one round trip. Anything under "KEY/" (a marker object included)
+ * makes it a directory, which wins over an object of the same name, as in
+ * a listing.
+ */
+static int s3_lookup(struct objfs_store *st, const char *path, struct objfs_stat *out)
+{
+	struct s3_store *s = (struct s3_store *)st;
+	struct objfs_listing files = { 0 }, dirs = { 0 };
+	struct objfs_s3_page page = { 0 };
+	struct s3_cookie *hc = NULL, *lc = NULL;
+	struct objfs_req head, list, *rs[2] = { &head, &list };
+	char *prefix = NULL;
+	int err, herr, lerr;
+
+	objfs_req_init(&head);
+	objfs_req_init(&list);
+	if (asprintf(&prefix, "%s%s/", s->prefix, path) < 0) {
+		prefix = NULL;
+		err = -ENOMEM;
+		goto out;
+	}
+	err = s3_build_key(s, "HEAD", path, &hc);
+	if (!err)
+		err = list_page_build(s, prefix, NULL, 1, &lc);
+	if (err)
+		goto out;
+	head.url = hc->url;
+	head.headers = hc->headers;
+	head.method = OBJFS_HEAD;
+	head.no_redirect = 1;
+	list.url = lc->url;
+	list.headers = lc->headers;
+	list.method = OBJFS_GET;
+	list.no_redirect = 1;
+	list.body_max = PAGE_MAX;
+	list.deadline_ns = objfs_store_list_deadline(st);
+	(void)objfs_engine_run(s->base.engine, rs, 2);
+	herr = head.err;
+	lerr = list_page_parse(&list, list.err, prefix, &files, &dirs, &page);
+	free(page.next_token);
+	memset(out, 0, sizeof(*out));
+	if (!lerr && page.entries) {
+		out->is_dir = 1;
+		out->size = out->mtime = -1;
+	} else if (!herr && head.status < 300 && head.total >= 0) {
+		out->size = head.total;
+		out->mtime = head.mtime;
+		snprintf(out->etag, sizeof(out->etag), "%s", head.etag_out);
+	} else if (!herr && head.status >= 300) {
+		err = -EIO;
+	} else {
+		/* both said nothing is there, or the one that failed explains */
+		err = lerr && lerr != -ENOENT ? lerr : herr;
+		if (!err)
+			err = -EIO; /* a HEAD without a size */
+	}
+	objfs_debug("lookup '%s': %s", path, err ? strerror(-err) : out->is_dir ? "directory" :
+		    "object");
+out:
+	objfs_listing_clear(&files);
+	objfs_listing_clear(&dirs);
+	objfs_req_clear(&head);
+	objfs_req_clear(&list);
+	cookie_free(hc);
+	cookie_free(lc);
+	free(prefix);
+	return objfs_store_meta_errno(err);
+}
+
 static int s3_prepare(struct objfs_store *st, const char *path, struct objfs_req *r,
 		      void **cookie)
 {
@@ -621,6 +714,7 @@ static const struct objfs_store_ops s3_ops = {
 	.name = "s3",
 	.list = s3_list,
 	.stat = s3_stat,
+	.lookup = s3_lookup,
 	.prepare = s3_prepare,
 	.release = s3_release,
 	.free = s3_free,

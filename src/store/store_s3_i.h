@@ -17,6 +17,7 @@ struct objfs_aws_profile;
 struct objfs_s3_page {
 	int truncated;
 	char *next_token; /* owned; NULL when absent */
+	unsigned entries; /* Contents and CommonPrefixes seen, markers and skipped keys included */
 };
 
 /*
