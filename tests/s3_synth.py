@@ -14,8 +14,9 @@ Prints its port on the first line of stdout, then serves on 127.0.0.1:
     default 4096) and bytes are a function of its name, so a reader can
     check them: byte i of key K is sha256(K)[i % 32];
   - ListObjectsV2 (list-type=2: prefix, delimiter, continuation-token,
-    start-after, max-keys up to 1000, encoding-type=url), HEAD and GET of
-    a key (Range: bytes=A-B);
+    start-after, max-keys up to 1000, encoding-type=url) and ListObjects
+    v1 (marker, NextMarker; s3fs uses it), HEAD and GET of a key (Range:
+    bytes=A-B);
   - every request waits L ms first (20 ms models S3), on its own thread;
   - GET /__stats: {"list": n, "head": n, "get": n, "other": n} so far;
     POST /__put?key=K&size=S adds or replaces a key, POST /__delete?key=K
@@ -211,7 +212,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.send(200, b'<?xml version="1.0" encoding="UTF-8"?><LocationConstraint/>')
             elif q.get("list-type", [""])[0] == "2":
                 self.count("list")
-                self.list_objects(q)
+                self.list_objects(q, 2)
+            elif not head and not q.get("versioning") and not q.get("acl"):
+                self.count("list")
+                self.list_objects(q, 1)  # ListObjects (v1), as s3fs sends it
             else:
                 self.count("other")
                 self.send(200, b"", head=head)
@@ -248,7 +252,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         hdrs["Content-Range"] = "bytes %d-%d/%d" % (start, end - 1, size)
         self.send(206, content(key, start, end), "application/octet-stream", hdrs)
 
-    def list_objects(self, q):
+    def list_objects(self, q, version):
         g = lambda k, d="": q.get(k, [d])[0]
         prefix, delimiter = g("prefix"), g("delimiter")
         try:
@@ -256,8 +260,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except ValueError:
             self.error(400, "InvalidArgument")
             return
-        after = g("start-after")
-        token = g("continuation-token")
+        after = g("start-after") if version == 2 else g("marker")
+        token = g("continuation-token") if version == 2 else ""
         if token:
             try:
                 after = base64.urlsafe_b64decode(token.encode()).decode()
@@ -279,9 +283,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             out.append("<Delimiter>%s</Delimiter>" % e(delimiter))
         if use_enc:
             out.append("<EncodingType>url</EncodingType>")
-        if truncated and last is not None:
+        if truncated and last is not None and version == 2:
             out.append("<NextContinuationToken>%s</NextContinuationToken>"
                        % base64.urlsafe_b64encode(last.encode()).decode())
+        elif truncated and last is not None:
+            out.append("<NextMarker>%s</NextMarker>" % e(last))
+        if version == 1:
+            out.append("<Marker>%s</Marker>" % e(g("marker")))
         for k in contents:
             size = keys.size(k)
             out.append("<Contents><Key>%s</Key><LastModified>%s</LastModified><ETag>%s</ETag>"
