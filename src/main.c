@@ -102,6 +102,7 @@ static void usage(FILE *f, const char *prog)
 "  max_list_pages=N       requests (S3 pages) of one listing (default 20000)\n"
 "  list_timeout=SECS      time one directory listing may take (default 1800)\n"
 "  allow_redirects=WHICH  origin (default), any or none; never https to http\n"
+"  http_version=1.1|2     HTTP/1.1 only (default), or offer HTTP/2 over TLS\n"
 "  debug_dumpable         allow core dumps (default: the daemon is not dumpable;\n"
 "                         secret buffers are left out of dumps either way)\n"
 "\n"

@@ -176,6 +176,7 @@ static int build(struct objfs_mount *m)
 		.retries = o->retries,
 		.direct = o->direct_recv,
 		.redirects = o->allow_redirects, /* same order as enum objfs_redirects */
+		.http2 = o->http_version == 1,
 	};
 	char err[1024] = "";
 	int ret;

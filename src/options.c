@@ -34,6 +34,7 @@ struct opt_def {
 };
 
 static const char *const redirect_choices[] = { "origin", "any", "none", NULL };
+static const char *const http_version_choices[] = { "1.1", "2", NULL };
 
 #define F(f) offsetof(struct objfs_opts, f)
 static const struct opt_def defs[] = {
@@ -74,6 +75,7 @@ static const struct opt_def defs[] = {
 	{ "no_sign", K_FLAG, F(no_sign), 0, 0, 0 },
 	{ "debug_dumpable", K_FLAG, F(debug_dumpable), 0, 0, 0 },
 	{ "allow_redirects", K_CHOICE, F(allow_redirects), 0, 0, 0, redirect_choices },
+	{ "http_version", K_CHOICE, F(http_version), 0, 0, 0, http_version_choices },
 	{ "max_dir_entries", K_UINT, F(max_dir_entries), 0, 1, 4000000000.0 },
 	{ "max_list_pages", K_UINT, F(max_list_pages), 0, 1, 100000000 },
 	{ "list_timeout", K_TIME, F(list_timeout), 0, 1, 86400 * 7 },

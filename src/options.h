@@ -59,6 +59,7 @@ struct objfs_opts {
 	/* Hardening (issue 19) */
 	int debug_dumpable;       /* keep core dumps possible (default: not dumpable) */
 	int allow_redirects;      /* 0 origin (default), 1 any, 2 none: enum objfs_redirects */
+	int http_version;         /* 0: HTTP/1.1 (default), 1: HTTP/2 offered over TLS */
 	unsigned max_dir_entries; /* entries of one directory listing, at most */
 	unsigned max_list_pages;  /* requests (S3 pages) of one listing, at most */
 	double list_timeout;      /* seconds one listing may take, all pages */

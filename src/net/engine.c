@@ -344,6 +344,14 @@ static int start(struct engine_thread *th, struct objfs_req *r)
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
 	curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, 2 * tmo);
 	curl_easy_setopt(h, CURLOPT_USERAGENT, "objfs/" PACKAGE_VERSION);
+	/*
+	 * HTTP/1.1 unless asked: libcurl would negotiate HTTP/2 with a server
+	 * that offers it over TLS and multiplex our parallel ranged GETs onto
+	 * few TCP connections (gcsfuse users measured HTTP/1.1 x 100
+	 * connections at 5x HTTP/2 for this load).
+	 */
+	curl_easy_setopt(h, CURLOPT_HTTP_VERSION,
+			 e->cfg.http2 ? (long)CURL_HTTP_VERSION_2TLS : (long)CURL_HTTP_VERSION_1_1);
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, r->own_headers);
 	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
 	curl_easy_setopt(h, CURLOPT_HEADERDATA, r);

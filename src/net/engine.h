@@ -49,6 +49,9 @@ struct objfs_engine_cfg {
 				    into dst, not through libcurl's buffer
 				    (engine_direct.c) */
 	int redirects;           /* enum objfs_redirects: which 3xx are followed */
+	int http2;               /* offer HTTP/2 over TLS (-o http_version=2);
+				    0: HTTP/1.1 only, a connection per request
+				    in flight, as parallel ranged GETs want */
 };
 
 /*

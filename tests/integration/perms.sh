@@ -121,7 +121,16 @@ HTTPS_PORT=$(free_port)
 NAMEONLY_PORT=$(free_port)
 S3_PORT=$(free_port)
 S3TLS_PORT=$(free_port)
+H2_PORT=$(free_port)
 NGINX_EXTRA_CONF="
+    log_format proto '\$server_protocol \$request';
+    server {
+        listen 127.0.0.1:$H2_PORT ssl http2;
+        ssl_certificate $TLS/ip.pem;
+        ssl_certificate_key $TLS/ip.key;
+        access_log $TEST_TMP/h2.log proto;
+        location /data/ { alias $SRC/; autoindex on; autoindex_format json; }
+    }
     server {
         listen 127.0.0.1:$HTTPS_PORT ssl;
         ssl_certificate $TLS/ip.pem;
@@ -288,6 +297,26 @@ tls_mounts() {
 	fi
 }
 
+# HTTP/1.1 by default against a server that offers HTTP/2 over TLS (one
+# connection per request in flight); -o http_version=2 takes HTTP/2.
+t_http_version() {
+	local h2=https://127.0.0.1:$H2_PORT/data/ v want
+	for v in default 2; do
+		: >"$TEST_TMP/h2.log"
+		want="HTTP/1.1"
+		[ "$v" = 2 ] && want="HTTP/2.0"
+		if tls_mounts "http_version=$v against an HTTP/2 server" "$h2" \
+			"ca_file=$TLS/ip.pem$([ "$v" = 2 ] && echo ,http_version=2)" f.txt; then
+			check_unmount "http_version=$v" "$MNT"
+			if [ -s "$TEST_TMP/h2.log" ] && ! grep -v -q "^$want " "$TEST_TMP/h2.log"; then
+				pass "http_version=$v: every request of the mount was $want ($(wc -l <"$TEST_TMP/h2.log") in the server's log)"
+			else
+				fail "http_version=$v: expected only $want requests in the server's log, got: $(sort "$TEST_TMP/h2.log" | uniq -c | head -c 300)"
+			fi
+		fi
+	done
+}
+
 t_tls() {
 	local https=https://127.0.0.1:$HTTPS_PORT/data/ s3tls=https://127.0.0.1:$S3TLS_PORT
 	tls_refused "https, self-signed, no ca_file" "TLS|certificate" "$https" "retries=0"
@@ -451,6 +480,7 @@ t_access "$DP,umask=0777" "$DP,umask=0777" "0 0 0|0 0 0|0 0 0|" "$NO" "$NO"
 t_owner_cannot_write
 t_side_uid
 t_tls
+t_http_version
 t_secrets
 t_creds_file_modes
 t_no_secret_anywhere
