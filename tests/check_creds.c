@@ -753,7 +753,7 @@ static char *stub_count(int port, const char *key)
 	long st;
 
 	snprintf(url, sizeof(url), "http://127.0.0.1:%d/counts", port);
-	ck_assert_int_eq(objfs_creds_http("GET", url, NULL, NULL, 2000, &body, &st), 0);
+	ck_assert_int_eq(objfs_creds_http("GET", url, NULL, NULL, 2000, 0, &body, &st), 0);
 	snprintf(pat, sizeof(pat), "\"%s\": ", key);
 	v = strstr(body, pat);
 	ck_assert_ptr_nonnull(v);

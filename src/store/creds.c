@@ -605,7 +605,7 @@ static int imds_call(const char *url, int put, const char *hdr, char **body)
 	int rc = -EHOSTUNREACH;
 
 	for (int attempt = 0; attempt < 2 && rc == -EHOSTUNREACH; attempt++)
-		rc = objfs_creds_http(put ? "PUT" : "GET", url, h, NULL, 2000, body, &status);
+		rc = objfs_creds_http(put ? "PUT" : "GET", url, h, NULL, 2000, 0, body, &status);
 	if (!rc && status != 200) {
 		wipe_free(*body);
 		*body = NULL;

@@ -27,13 +27,16 @@ int64_t objfs_creds_time(const char *s);
 
 /*
  * One HTTP request: @method "GET", "PUT" or "POST" (@body sent when not
- * NULL), @hdrs NULL-terminated "Name: value" lines, no proxy, the given
- * total timeout. *@out gets the body (caller wipes and frees), *@status
- * the HTTP status. 0; -EHOSTUNREACH when no answer came; -EMSGSIZE for a
- * body over OBJFS_CREDS_BODY_MAX; -ENOMEM.
+ * NULL), @hdrs NULL-terminated "Name: value" lines, the given total
+ * timeout. @remote: a service across the network (STS), reached through
+ * the proxy the environment names, with AWS_CA_BUNDLE honoured and 3 s to
+ * connect; else a local endpoint (instance metadata, container agent):
+ * never through a proxy, 1 s to connect. *@out gets the body (caller wipes
+ * and frees), *@status the HTTP status. 0; -EHOSTUNREACH when no answer
+ * came; -EMSGSIZE for a body over OBJFS_CREDS_BODY_MAX; -ENOMEM.
  */
 int objfs_creds_http(const char *method, const char *url, const char *const *hdrs,
-		     const char *body, long timeout_ms, char **out, long *status);
+		     const char *body, long timeout_ms, int remote, char **out, long *status);
 
 /*
  * A JSON credential document: a container endpoint's or IMDS's

@@ -105,8 +105,10 @@ static size_t mem_write(char *p, size_t sz, size_t nm, void *ud)
 }
 
 int objfs_creds_http(const char *method, const char *url, const char *const *hdrs,
-		     const char *body, long timeout_ms, char **out, long *status)
+		     const char *body, long timeout_ms, int remote, char **out, long *status)
 {
+	const char *ca = getenv("AWS_CA_BUNDLE");
+	long connect_ms = remote ? 3000 : 1000;
 	struct membuf m = { 0 };
 	struct curl_slist *h = NULL, *t;
 	CURLcode rc;
@@ -128,9 +130,12 @@ int objfs_creds_http(const char *method, const char *url, const char *const *hdr
 	curl_easy_setopt(c, CURLOPT_URL, url);
 	curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
 	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < 1000 ? timeout_ms : 1000L);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, timeout_ms < connect_ms ? timeout_ms : connect_ms);
 	curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, timeout_ms);
-	curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+	if (!remote)
+		curl_easy_setopt(c, CURLOPT_NOPROXY, "*");
+	else if (ca && *ca)
+		curl_easy_setopt(c, CURLOPT_CAINFO, ca);
 	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, mem_write);
 	curl_easy_setopt(c, CURLOPT_WRITEDATA, &m);
@@ -338,15 +343,18 @@ static char *read_token_file(const char *path, const char *what, char *err, size
 {
 	char *v = objfs_secret_alloc(OBJFS_CREDS_BODY_MAX + 1);
 	ssize_t n = -1;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = v ? open(path, O_RDONLY | O_CLOEXEC) : -1, e = v ? 0 : ENOMEM;
 
 	if (fd >= 0) {
 		n = read(fd, v, OBJFS_CREDS_BODY_MAX + 1);
+		e = errno;
 		close(fd);
+	} else if (v) {
+		e = errno;
 	}
-	if (!v || n < 0 || n > (ssize_t)OBJFS_CREDS_BODY_MAX) {
+	if (n < 0 || n > (ssize_t)OBJFS_CREDS_BODY_MAX) {
 		snprintf(err, errlen, "%s: cannot read %s: %s", what, path,
-			 n > 0 ? "larger than 64 KiB" : strerror(fd < 0 || n < 0 ? errno : ENOMEM));
+			 n > 0 ? "larger than 64 KiB" : strerror(e));
 		objfs_secret_free(v);
 		return NULL;
 	}
@@ -472,7 +480,7 @@ int objfs_creds_from_sts(const struct objfs_sts_call *c, struct objfs_creds *out
 		snprintf(url, sizeof(url), "%s/", u.origin);
 		if (!hdate)
 			h[2] = NULL;
-		rc = objfs_creds_http("POST", url, h, body, STS_TIMEOUT_MS, &ans, &status);
+		rc = objfs_creds_http("POST", url, h, body, STS_TIMEOUT_MS, 1, &ans, &status);
 	}
 	if (rc) {
 		snprintf(err, errlen, "%s: no answer from %s: %s", source, u.origin, strerror(-rc));
@@ -568,7 +576,7 @@ int objfs_creds_from_container(struct objfs_creds *out, char *err, size_t errlen
 	{
 		const char *h[] = { "Accept: application/json", hdr, NULL };
 
-		rc = objfs_creds_http("GET", url, h, NULL, CONTAINER_TIMEOUT_MS, &ans, &status);
+		rc = objfs_creds_http("GET", url, h, NULL, CONTAINER_TIMEOUT_MS, 0, &ans, &status);
 	}
 	if (rc) {
 		snprintf(err, errlen, "%s: no answer from the endpoint: %s", src, strerror(-rc));
@@ -633,6 +641,12 @@ int objfs_creds_from_process(const char *cmd, struct objfs_creds *out, char *err
 	}
 	if (pid == 0) {
 		int devnull = open("/dev/null", O_RDONLY);
+		sigset_t none;
+
+		/* the daemon's blocked and ignored signals (SIGPIPE) are not the program's */
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGPIPE, SIG_DFL);
 
 		if (devnull >= 0)
 			dup2(devnull, 0);
