@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <libxml/parser.h>
 #include <libxml/tree.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -434,6 +435,42 @@ static int list_page_parse(struct objfs_req *r, int err, const char *prefix,
 	return err;
 }
 
+/*
+ * One page request, runnable on a thread of its own: the next page of a
+ * listing is fetched while this one is parsed (see s3_list).
+ */
+struct page_fetch {
+	struct s3_store *s;
+	const char *prefix;
+	char *token;          /* owned; NULL: the first page */
+	int64_t deadline;
+	struct objfs_req r;   /* the response, cleared by page_fetch_clear */
+	struct s3_cookie *c;
+	int err;
+};
+
+static void *page_fetch_run(void *arg)
+{
+	struct page_fetch *f = arg;
+
+	objfs_req_init(&f->r);
+	f->err = list_page_build(f->s, f->prefix, f->token, 1000, &f->c);
+	if (!f->err) {
+		f->r.deadline_ns = f->deadline;
+		f->err = run_one(f->s, f->c, OBJFS_GET, &f->r);
+	}
+	return NULL;
+}
+
+static void page_fetch_clear(struct page_fetch *f)
+{
+	objfs_req_clear(&f->r);
+	cookie_free(f->c);
+	free(f->token);
+	f->c = NULL;
+	f->token = NULL;
+}
+
 /* Lists one page of @prefix into @files/@dirs; @r keeps the response. */
 static int list_page(struct s3_store *s, const char *prefix, const char *token,
 		     unsigned max_keys, int64_t deadline, struct objfs_listing *files,
@@ -452,6 +489,29 @@ static int list_page(struct s3_store *s, const char *prefix, const char *token,
 	err = list_page_parse(r, err, prefix, files, dirs, page);
 	cookie_free(c);
 	return err;
+}
+
+/*
+ * The continuation token of a page, found by a plain search before the
+ * page is parsed, so that the next request can go out at once; NULL when
+ * there is none or it holds an XML escape (the parser's token is used
+ * then). s3_list checks it against the parser's before trusting it.
+ */
+static char *quick_token(const struct objfs_req *r)
+{
+	static const char open[] = "<NextContinuationToken>", close[] = "</NextContinuationToken>";
+	const char *b = r->body, *a, *e;
+
+	if (!b || !memmem(b, r->got, "<IsTruncated>true</IsTruncated>", 31))
+		return NULL;
+	a = memmem(b, r->got, open, sizeof(open) - 1);
+	if (!a)
+		return NULL;
+	a += sizeof(open) - 1;
+	e = memmem(a, r->got - (size_t)(a - b), close, sizeof(close) - 1);
+	if (!e || e == a || memchr(a, '&', (size_t)(e - a)) || memchr(a, '<', (size_t)(e - a)))
+		return NULL;
+	return strndup(a, (size_t)(e - a));
 }
 
 /*
@@ -510,26 +570,65 @@ static int s3_list(struct objfs_store *st, const char *path, struct objfs_listin
 
 	if (asprintf(&prefix, "%s%s%s", s->prefix, path, *path ? "/" : "") < 0)
 		return -ENOMEM;
-	/* Bounded (issue 19): entries, pages, repeated tokens, total time. */
+	/*
+	 * Bounded (issue 19): entries, pages, repeated tokens, total time.
+	 * Pipelined: once a page has arrived its continuation token is picked
+	 * out by a plain search and the next page requested on a thread of
+	 * its own while this one is parsed; the parser's token must match, or
+	 * that request is dropped and the page asked for again. Each page
+	 * costs one round trip, not a round trip plus its parse (a 100,000-key
+	 * listing at 20 ms a request: issue 14).
+	 */
 	files.max = dirs.max = st->lim.max_entries;
-	do {
-		struct objfs_req r;
+	{
+		struct page_fetch cur = { s, prefix, NULL, deadline }, next;
+		pthread_t th;
+		int ahead = 0;
 
-		if (pages >= st->lim.max_pages) {
-			err = -EMLINK;
-			break;
+		page_fetch_run(&cur);
+		for (;;) {
+			char *qt = cur.err ? NULL : quick_token(&cur.r);
+
+			pages++;
+			ahead = 0;
+			if (qt && pages < st->lim.max_pages) {
+				next = (struct page_fetch){ s, prefix, qt, deadline };
+				ahead = pthread_create(&th, NULL, page_fetch_run, &next) == 0;
+				if (!ahead)
+					free(qt);
+			} else {
+				free(qt);
+			}
+			err = list_page_parse(&cur.r, cur.err, prefix, &files, &dirs, &page);
+			page_fetch_clear(&cur);
+			token = page.next_token;
+			page.next_token = NULL;
+			if (!err && files.n + dirs.n > st->lim.max_entries)
+				err = -E2BIG;
+			if (!err && page.truncated && token && pages >= st->lim.max_pages)
+				err = -EMLINK;
+			if (!err && page.truncated && token)
+				err = token_add(&seen, token);
+			if (ahead)
+				pthread_join(th, NULL);
+			if (err || !page.truncated || !token) {
+				if (ahead)
+					page_fetch_clear(&next);
+				break;
+			}
+			if (ahead && !strcmp(next.token, token)) {
+				cur = next; /* the request already made is the right one */
+				free(token);
+				token = NULL;
+			} else {
+				if (ahead)
+					page_fetch_clear(&next);
+				cur = (struct page_fetch){ s, prefix, token, deadline };
+				token = NULL;
+				page_fetch_run(&cur);
+			}
 		}
-		if (token && (err = token_add(&seen, token)))
-			break;
-		err = list_page(s, prefix, token, 1000, deadline, &files, &dirs, &page, &r);
-		objfs_req_clear(&r);
-		free(token);
-		token = page.next_token;
-		page.next_token = NULL;
-		pages++;
-		if (!err && files.n + dirs.n > st->lim.max_entries)
-			err = -E2BIG;
-	} while (!err && page.truncated && token);
+	}
 	free(token);
 	free(seen.v);
 	if (err == -E2BIG || err == -EMLINK || err == -ELOOP ||
