@@ -40,14 +40,8 @@ say() { printf '%s\n' "$*" | tee -a "$res.txt"; }
 now() { date +%s.%N; }
 dt() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 
-python3 "$here/../../tests/s3_synth.py" --keys "$KEYS" --latency-ms "$LAT" >"$TEST_TMP/synth.port" &
-at_cleanup "kill $! 2>/dev/null"
-for ((i = 0; i < 600; i++)); do
-	PORT=$(head -n 1 "$TEST_TMP/synth.port" 2>/dev/null)
-	[ -n "$PORT" ] && break
-	sleep 0.1
-done
-[ -n "$PORT" ] || { echo "s3_synth.py did not start"; exit 99; }
+synth_start bench --keys "$KEYS" --latency-ms "$LAT"
+PORT=$PORT_bench
 EP=http://127.0.0.1:$PORT
 requests() { curl -sf "$EP/__stats" | python3 -c 'import json,sys; s=json.load(sys.stdin); print(sum(s.values()))'; }
 KEY=$(printf 'k%07d' $((KEYS / 2 + 1)))

@@ -23,22 +23,6 @@ skip_unless_fuse
 require_objfs
 
 KEYS=${MILLION_KEYS:-20000}
-SYNTH=$(cd "$(dirname "$0")/.." && pwd)/s3_synth.py
-
-# synth_start NAME ARGS...: a server; sets PORT_<NAME>
-synth_start() {
-	local name=$1 port i
-	shift
-	python3 "$SYNTH" "$@" >"$TEST_TMP/$name.port" 2>"$TEST_TMP/$name.err" &
-	at_cleanup "kill $! 2>/dev/null"
-	for ((i = 0; i < 100; i++)); do
-		port=$(head -n 1 "$TEST_TMP/$name.port" 2>/dev/null)
-		[ -n "$port" ] && break
-		sleep 0.1
-	done
-	[ -n "$port" ] || { fail "s3_synth.py $* did not start: $(head -c 300 "$TEST_TMP/$name.err")"; summary; exit 1; }
-	printf -v "PORT_$name" '%s' "$port"
-}
 
 # stats PORT: "list head get" requests so far
 stats() {
