@@ -367,6 +367,123 @@ static int fetch(const char *const *paths, size_t n, struct run *run, struct obj
 	return err;
 }
 
+/*
+ * max_connections=256 (issue 20): 256 ranged GETs at once on an engine of
+ * 4 threads open 256 connections to one origin, all in use at the same
+ * moment, and every body lands right. The gate server holds its answers
+ * until the 256th request has arrived (or 10 s passed), so the count it
+ * keeps of connections open at once can reach 256 only if the engine
+ * really holds them all; it answers each with the usual 100-byte body.
+ */
+#define GATE_N 256
+
+struct gate {
+	int fd, port, max_open, requests;
+	atomic_int stop;
+	pthread_t th;
+};
+
+static void *gate_main(void *arg)
+{
+	struct gate *g = arg;
+	struct pollfd p[GATE_N + 8];
+	char head[256], body[BODY];
+	int n = 1, open = 0, waiting[GATE_N + 8] = { 0 }, released = 0;
+	double t0 = now_s();
+
+	body_of(body, sizeof(body));
+	snprintf(head, sizeof(head), "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes "
+		 "0-%d/1000\r\nContent-Length: %d\r\nETag: \"e1\"\r\n\r\n", BODY - 1, BODY);
+	p[0] = (struct pollfd){ g->fd, POLLIN, 0 };
+	while (!atomic_load(&g->stop)) {
+		if (poll(p, (nfds_t)n, 50) < 0)
+			break;
+		if ((p[0].revents & POLLIN) && n < GATE_N + 8) {
+			int c = accept(g->fd, NULL, NULL);
+
+			if (c >= 0) {
+				p[n++] = (struct pollfd){ c, POLLIN, 0 };
+				if (++open > g->max_open)
+					g->max_open = open;
+			}
+		}
+		for (int i = 1; i < n; i++) {
+			char req[4096];
+			ssize_t r;
+
+			if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			r = recv(p[i].fd, req, sizeof(req), 0);
+			if (r <= 0) { /* closed: the slot takes the last one */
+				close(p[i].fd);
+				waiting[i] = waiting[n - 1];
+				p[i--] = p[--n];
+				open--;
+				continue;
+			}
+			if (memmem(req, (size_t)r, "\r\n\r\n", 4)) { /* one request a segment here */
+				g->requests++;
+				waiting[i] = 1;
+			}
+		}
+		if (!released && (g->requests >= GATE_N || now_s() - t0 > 10))
+			released = 1;
+		for (int i = 1; released && i < n; i++) {
+			if (waiting[i]) {
+				put(p[i].fd, head, strlen(head));
+				put(p[i].fd, body, sizeof(body));
+				waiting[i] = 0;
+			}
+		}
+	}
+	for (int i = 1; i < n; i++)
+		close(p[i].fd);
+	return NULL;
+}
+
+START_TEST(test_256_connections)
+{
+	static struct objfs_req r[GATE_N], *rp[GATE_N];
+	static char url[GATE_N][64], dst[GATE_N][BODY];
+	struct objfs_engine_cfg cfg = {
+		.threads = 4, .max_host_conns = GATE_N, .timeout = 20.0, .retries = 0,
+		.direct = _i,
+	};
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+	struct objfs_engine *e;
+	struct gate g = { 0 };
+	char want[BODY];
+
+	body_of(want, sizeof(want));
+	g.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(g.fd, 0);
+	ck_assert_int_eq(bind(g.fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(g.fd, 512), 0);
+	ck_assert_int_eq(getsockname(g.fd, (struct sockaddr *)&a, &al), 0);
+	g.port = ntohs(a.sin_port);
+	ck_assert_int_eq(pthread_create(&g.th, NULL, gate_main, &g), 0);
+	ck_assert_int_eq(objfs_engine_new(&cfg, &e), 0);
+	for (int i = 0; i < GATE_N; i++) {
+		memset(dst[i], 0xAA, BODY);
+		ranged(&r[i], url[i], sizeof(url[i]), g.port, "/x", dst[i]);
+		rp[i] = &r[i];
+	}
+	ck_assert_int_eq(objfs_engine_run(e, rp, GATE_N), 0);
+	for (int i = 0; i < GATE_N; i++) {
+		ck_assert_mem_eq(dst[i], want, BODY);
+		objfs_req_clear(&r[i]);
+	}
+	objfs_engine_free(e);
+	atomic_store(&g.stop, 1);
+	pthread_join(g.th, NULL);
+	close(g.fd);
+	ck_assert_int_eq(g.requests, GATE_N);
+	ck_assert_msg(g.max_open == GATE_N, "%d connections open at once, expected %d", g.max_open,
+		      GATE_N);
+}
+END_TEST
+
 static const char *const stalled[] = { "/stall", "/silent" };
 
 /* Loop index of the watchdog tests: the path, and libcurl (0) or direct (1). */
@@ -873,6 +990,7 @@ static Suite *engine_suite(void)
 	tcase_add_loop_test(tc, test_stall_retried_then_fails, 0, 2 * NSTALLED);
 	tcase_add_loop_test(tc, test_trickle_is_progress, 0, 2);
 	tcase_add_loop_test(tc, test_queued_is_not_stalled, 0, 2);
+	tcase_add_loop_test(tc, test_256_connections, 0, 2);
 	suite_add_tcase(s, tc);
 	tcase_set_timeout(td, 60);
 	tcase_add_loop_test(td, test_direct_cases, 0,
