@@ -969,12 +969,29 @@ START_TEST(test_unread_dones)
 	unsigned sent = 0, dones = 0, errs = 0;
 	int t;
 
+	uint64_t deferred0;
+
+	objfs_side_get_stats(side, &st);
+	deferred0 = st.replies_deferred;
 	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
 	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
 	for (uint32_t i = 0; i < SLOTS; i++) /* every slot released for good */
 		__atomic_store_n(&r.ring->ctl[i].rel, OBJFS_RING_GEN_MAX - 1, __ATOMIC_RELEASE);
 	for (; sent < 3 * OBJFS_SESSION_QUEUE; sent++) {
 		struct pollfd p = { r.sock, POLLOUT, 0 };
+
+		/*
+		 * Before the queue can run out, let the fills catch up until the
+		 * socket is full of DONEs (replies deferred): on a loaded machine
+		 * the FILLs otherwise outran every fill, the queue filled with
+		 * requests still running and the session ended with no DONE sent.
+		 */
+		for (int w = 0; sent == OBJFS_SESSION_QUEUE - 64 && w < 1000; w++) {
+			objfs_side_get_stats(side, &st);
+			if (st.replies_deferred > deferred0)
+				break;
+			usleep(10000);
+		}
 
 		fill_msg(&f, 0, sent, (int64_t)(sent % 64) * 4096, 4096);
 		if (poll(&p, 1, 2000) != 1 || !(p.revents & POLLOUT) ||
