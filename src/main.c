@@ -62,10 +62,10 @@ static void usage(FILE *f, const char *prog)
 "\n"
 "Options:\n"
 "  chunk_size=SIZE        cache block and largest ranged GET (default 4M)\n"
-"  cache_size=SIZE        memory block cache cap (default 1G)\n"
+"  cache_size=SIZE        memory block cache cap (default 1/16 of memory, 1G-16G)\n"
 "  prefetch_max=SIZE      largest readahead window of one file (default 64M)\n"
 "  max_connections=N      connections per host (default 2 per core, 16-64)\n"
-"  threads=N              FUSE worker threads (default 2 per core, 16-64)\n"
+"  threads=N              FUSE worker threads (default 8 per core, 64-512)\n"
 "  engine_threads=N       fetch engine threads (default 1 per 2 cores, 2-16)\n"
 "  stats                  log the counters at unmount (also: MOUNT/.objfs-stats)\n"
 "  attr_timeout=SECS      attribute cache time, kernel and objfs (default 60)\n"
@@ -85,6 +85,8 @@ static void usage(FILE *f, const char *prog)
 "  side=on|off            GPU side API server for libobjfs (default on)\n"
 "  direct_recv=on|off     http:// bodies received straight into the destination,\n"
 "                         not through libcurl's buffer (default on)\n"
+"  direct_io              reads bypass the kernel page cache: one copy less per\n"
+"                         byte, no readahead but objfs's own, no mmap\n"
 "  ring_slots=N           GPU side API ring slots per session (default 16)\n"
 "  ring_slot_size=SIZE    GPU side API ring slot size (default 8M)\n"
 "  side_ring_budget=SIZE  GPU side API ring bytes mapped at once (default RAM/4;\n"
@@ -349,7 +351,12 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	objfs_log_set_level((enum objfs_log_level)c.opts.log_level);
-	objfs_opts_machine(&c.opts, sysconf(_SC_NPROCESSORS_ONLN));
+	{
+		struct objfs_machine mach;
+
+		objfs_machine_probe(&mach);
+		objfs_opts_machine(&c.opts, &mach);
+	}
 	/* Before any secret is read (the environment's already is: not
 	 * dumpable also closes /proc/PID/environ to other users). Inherited by
 	 * the daemon child across fork. */

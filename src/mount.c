@@ -230,6 +230,7 @@ static int build(struct objfs_mount *m)
 		.negative_timeout = o->negative_timeout,
 		.prefetch_max = o->prefetch_max,
 		.threads = o->threads,
+		.direct_io = o->direct_io,
 		.uid = o->have_uid ? o->uid : getuid(),
 		.gid = o->have_gid ? o->gid : getgid(),
 		.umask = o->have_umask ? o->umask : 022,
@@ -274,10 +275,12 @@ static void mounted(void *arg)
 {
 	struct objfs_mount *m = arg;
 	const struct objfs_mount_cfg *cfg = m->cfg;
+	struct objfs_machine mach;
 	char desc[1024];
 	pthread_t t;
 
-	objfs_opts_describe(cfg->opts, sysconf(_SC_NPROCESSORS_ONLN), desc, sizeof(desc));
+	objfs_machine_probe(&mach);
+	objfs_opts_describe(cfg->opts, &mach, desc, sizeof(desc));
 	objfs_log_notice("mounted %s on %s (pid %d%s%s%s%s)", cfg->source, cfg->mountpoint,
 			 (int)getpid(), m->store->auth ? "; credentials: " : "",
 			 m->store->auth ? m->store->auth : "",
@@ -363,12 +366,13 @@ size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
 		    "cache_hits %llu\ncache_misses %llu\ncache_waits %llu\ncache_fetches %llu\n"
 		    "cache_fetch_bytes %llu\ncache_fetch_errors %llu\nprefetched_blocks %llu\n"
 		    "prefetch_unused_blocks %llu\ncache_evictions %llu\ncache_direct_bytes %llu\n"
-		    "cache_bytes %zu\ncache_cap %zu\n",
+		    "cache_wait_us %llu\nprefetch_capped %llu\ncache_bytes %zu\ncache_cap %zu\n",
 		    (unsigned long long)c->hits, (unsigned long long)c->misses,
 		    (unsigned long long)c->waits, (unsigned long long)c->fetches,
 		    (unsigned long long)c->fetch_bytes, (unsigned long long)c->fetch_errors,
 		    (unsigned long long)c->prefetched, (unsigned long long)c->prefetch_unused,
 		    (unsigned long long)c->evictions, (unsigned long long)c->direct_bytes,
+		    (unsigned long long)c->wait_us, (unsigned long long)c->prefetch_capped,
 		    c->bytes, c->cap);
 	if (d)
 		objfs_appendf(buf, cap, &len,

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "options.h"
@@ -54,6 +55,7 @@ static const struct opt_def defs[] = {
 	{ "stats", K_FLAG, F(stats), 0, 0, 0 },
 	{ "side", K_ONOFF, F(side), 0, 0, 0 },
 	{ "direct_recv", K_ONOFF, F(direct_recv), 0, 0, 0 },
+	{ "direct_io", K_FLAG, F(direct_io), 0, 0, 0 },
 	{ "ring_slots", K_UINT, F(ring_slots), 0, 2, 64 },
 	{ "ring_slot_size", K_SIZE, F(ring_slot_size), 0, 64 << 10, 64 << 20 },
 	{ "side_ring_budget", K_SIZE, F(side_ring_budget), 0, 1 << 20, 1ULL << 50 },
@@ -122,7 +124,7 @@ void objfs_opts_init(struct objfs_opts *o)
 	o->negative_timeout = 60;
 	o->retries = 3;
 	o->timeout = 30;
-	o->cache_size = 1ull << 30;
+	o->cache_size = 0; /* from memory (objfs_opts_machine) */
 	o->prefetch_max = 64u << 20;
 	o->threads = 0;
 	o->engine_threads = 0;
@@ -371,13 +373,14 @@ int objfs_opts_parse(struct objfs_opts *o, const char *list, char *err, size_t e
 	return ret;
 }
 
-size_t objfs_opts_describe(const struct objfs_opts *o, long ncpu, char *buf, size_t cap)
+size_t objfs_opts_describe(const struct objfs_opts *o, const struct objfs_machine *m, char *buf,
+			   size_t cap)
 {
 	struct objfs_opts def;
 	size_t len = 0;
 
 	objfs_opts_init(&def);
-	objfs_opts_machine(&def, ncpu);
+	objfs_opts_machine(&def, m);
 	if (cap)
 		buf[0] = '\0';
 	for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
@@ -448,14 +451,58 @@ static unsigned clampu(long v, unsigned lo, unsigned hi)
 	return v < (long)lo ? lo : v > (long)hi ? hi : (unsigned)v;
 }
 
-void objfs_opts_machine(struct objfs_opts *o, long ncpu)
+/* cgroup v2 memory.max of this process, 0 when none or unlimited */
+static uint64_t cgroup_mem_max(void)
 {
-	if (ncpu < 1)
-		ncpu = 1;
+	char line[512], path[640];
+	unsigned long long v = 0;
+	FILE *f = fopen("/proc/self/cgroup", "re");
+	int found = 0;
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "0::", 3) == 0) {
+			line[strcspn(line, "\n")] = '\0';
+			snprintf(path, sizeof(path), "/sys/fs/cgroup%s/memory.max", line + 3);
+			found = 1;
+			break;
+		}
+	}
+	fclose(f);
+	if (!found || !(f = fopen(path, "re")))
+		return 0;
+	if (fscanf(f, "%llu", &v) != 1)
+		v = 0; /* "max" */
+	fclose(f);
+	return v;
+}
+
+void objfs_machine_probe(struct objfs_machine *m)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	uint64_t cg = cgroup_mem_max();
+
+	m->ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	m->mem = pages > 0 && psz > 0 ? (uint64_t)pages * (uint64_t)psz : 0;
+	if (cg && (!m->mem || cg < m->mem))
+		m->mem = cg;
+}
+
+void objfs_opts_machine(struct objfs_opts *o, const struct objfs_machine *m)
+{
+	long ncpu = m->ncpu < 1 ? 1 : m->ncpu;
+
 	if (!o->threads)
-		o->threads = clampu(2 * ncpu, 16, 64);
+		o->threads = clampu(8 * ncpu, 64, 512);
 	if (!o->engine_threads)
 		o->engine_threads = clampu(ncpu / 2, 2, 16);
 	if (!o->max_connections)
 		o->max_connections = clampu(2 * ncpu, 16, 64);
+	if (!o->cache_size) {
+		uint64_t c = m->mem / 16;
+
+		o->cache_size = c < (1ull << 30) ? 1ull << 30 : c > (16ull << 30) ? 16ull << 30 : c;
+		o->cache_size &= ~(size_t)((1 << 20) - 1);
+	}
 }

@@ -9,7 +9,14 @@
 #define OBJFS_OPTIONS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
+
+/* What the defaults are fitted to. */
+struct objfs_machine {
+	long ncpu;    /* online cores */
+	uint64_t mem; /* bytes of memory: RAM, or the cgroup's memory.max when lower; 0 unknown */
+};
 
 struct objfs_opts {
 	size_t chunk_size;        /* range GET granularity, bytes */
@@ -20,13 +27,14 @@ struct objfs_opts {
 	double negative_timeout;  /* kernel cache of a name that does not exist, seconds */
 	unsigned retries;         /* retries of a failed request */
 	double timeout;           /* stall timeout of one request, seconds */
-	size_t cache_size;        /* block cache memory cap, bytes */
+	size_t cache_size;        /* block cache memory cap, bytes; 0: from the machine */
 	size_t prefetch_max;      /* largest readahead window per handle */
 	unsigned threads;         /* FUSE worker threads, at most */
 	unsigned engine_threads;  /* fetch engine threads */
 	int stats;                /* print counters at unmount */
 	int side;                 /* GPU side API server on (default) or off */
 	int direct_recv;          /* plain-HTTP bodies straight into buffers (on) */
+	int direct_io;            /* reads bypass the kernel page cache (off) */
 	unsigned ring_slots;      /* GPU side API ring: slots per session */
 	size_t ring_slot_size;    /* GPU side API ring: bytes per slot */
 	char *cache_dir;          /* owned; NULL: no disk cache */
@@ -88,16 +96,28 @@ int objfs_opts_parse(struct objfs_opts *o, const char *list, char *err, size_t e
  * one "-o" list, for the summary at mount; no option holds a secret.
  * Returns its length.
  */
-size_t objfs_opts_describe(const struct objfs_opts *o, long ncpu, char *buf, size_t cap);
+size_t objfs_opts_describe(const struct objfs_opts *o, const struct objfs_machine *m, char *buf,
+			   size_t cap);
+
+/* Reads this machine's cores and memory. */
+void objfs_machine_probe(struct objfs_machine *m);
 
 /*
- * Fills the options left at 0 ("from the machine") for @ncpu cores: FUSE
- * workers 2 per core (16 to 64), engine threads 1 per 2 cores (2 to 16),
- * connections per host 2 per core (16 to 64). On the 2-core VM these are
- * the fixed defaults of before (16, 2, 16); on the 16-core GPU host 32, 8
- * and 32 (issue 13: 16 readers held by 2 engine threads and 16 workers).
+ * Fills the options left at 0 ("from the machine") for @m:
+ *   threads          FUSE workers, 8 per core (64 to 512): a worker waits
+ *                    for the block its request needs, so the kernel's
+ *                    requests of 64 readers (4 readahead requests each)
+ *                    wait for a free worker behind ones that wait for the
+ *                    network (issue 13, 16-core H200 host, medians of 2:
+ *                    64 readers 6.6 GB/s with 32 workers, 9.3 with 64,
+ *                    11.3 with 128 or 256; 16 readers 10.5-11.9 with any);
+ *   engine_threads   1 per 2 cores (2 to 16);
+ *   max_connections  per host, 2 per core (16 to 64);
+ *   cache_size       a sixteenth of memory (1 GiB to 16 GiB): the prefetch
+ *                    windows of 64 readers starve in 1 GiB (6.1 vs 7.7 GB/s
+ *                    with 8 GiB on the same host).
  */
-void objfs_opts_machine(struct objfs_opts *o, long ncpu);
+void objfs_opts_machine(struct objfs_opts *o, const struct objfs_machine *m);
 
 /* Parse "123", "4K", "8M", "1G" into bytes; -EINVAL on junk or overflow. */
 int objfs_parse_size(const char *s, size_t *out);

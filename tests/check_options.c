@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "options.h"
@@ -52,7 +53,7 @@ START_TEST(test_defaults_and_values)
 
 	objfs_opts_init(&o);
 	ck_assert_uint_eq(o.chunk_size, 4u << 20);
-	ck_assert_uint_eq(o.cache_size, 1u << 30);
+	ck_assert_uint_eq(o.cache_size, 0);      /* from the machine */
 	ck_assert_uint_eq(o.max_connections, 0); /* from the machine */
 	ck_assert(!o.have_uid && !o.allow_other && !o.insecure);
 	ck_assert_int_eq(objfs_opts_parse(&o, "chunk_size=4M,max_connections=8,"
@@ -171,6 +172,7 @@ END_TEST
 /* What mount(8), mount.fuse3 and fstab pass (issue 16). */
 START_TEST(test_mount_options)
 {
+	const struct objfs_machine m16 = { 16, 128ull << 30 };
 	struct objfs_opts o;
 	char err[256], desc[1024];
 
@@ -191,8 +193,8 @@ START_TEST(test_mount_options)
 	ck_assert_str_eq(o.config_file, "/f");
 	/* the summary names what differs from the defaults, nothing else; counts
 	 * filled from the machine, as main does, are defaults */
-	objfs_opts_machine(&o, 16);
-	objfs_opts_describe(&o, 16, desc, sizeof(desc));
+	objfs_opts_machine(&o, &m16);
+	objfs_opts_describe(&o, &m16, desc, sizeof(desc));
 	ck_assert_msg(strstr(desc, "chunk_size=8388608") && strstr(desc, "log_file=/var/log/o.log") &&
 		      strstr(desc, "rw") && strstr(desc, "nodev,nosuid") &&
 		      !strstr(desc, "max_connections") && !strstr(desc, "threads") &&
@@ -200,45 +202,68 @@ START_TEST(test_mount_options)
 	objfs_opts_clear(&o);
 	ck_assert(o.fuse_opts == NULL && o.log_file == NULL && o.metrics == NULL);
 	objfs_opts_init(&o);
-	objfs_opts_machine(&o, 16);
-	objfs_opts_describe(&o, 16, desc, sizeof(desc));
+	objfs_opts_machine(&o, &m16);
+	objfs_opts_describe(&o, &m16, desc, sizeof(desc));
 	ck_assert_str_eq(desc, "");
 	ck_assert_int_eq(objfs_opts_parse(&o, "threads=8", err, sizeof(err)), 0);
-	objfs_opts_describe(&o, 16, desc, sizeof(desc));
+	objfs_opts_describe(&o, &m16, desc, sizeof(desc));
 	ck_assert_str_eq(desc, "threads=8");
 	objfs_opts_clear(&o);
 }
 END_TEST
 
-/* Thread and connection counts from the core count unless given (issue 13). */
+/* Thread, connection counts and the cache from the machine unless given (issue 13). */
 START_TEST(test_machine_defaults)
 {
+	const struct objfs_machine vm = { 2, 24ull << 30 }, gpu = { 16, 128ull << 30 },
+				   big = { 200, 2048ull << 30 }, tiny = { 1, 0 };
 	struct objfs_opts o;
 	char err[256];
 
 	objfs_opts_init(&o);
-	objfs_opts_machine(&o, 2); /* the 2-core VM: the fixed defaults of before */
-	ck_assert_uint_eq(o.threads, 16);
+	objfs_opts_machine(&o, &vm);
+	ck_assert_uint_eq(o.threads, 64);
 	ck_assert_uint_eq(o.engine_threads, 2);
 	ck_assert_uint_eq(o.max_connections, 16);
+	ck_assert_uint_eq(o.cache_size, 1536ull << 20);
 	objfs_opts_init(&o);
-	objfs_opts_machine(&o, 16);
-	ck_assert_uint_eq(o.threads, 32);
+	objfs_opts_machine(&o, &gpu);
+	ck_assert_uint_eq(o.threads, 128);
 	ck_assert_uint_eq(o.engine_threads, 8);
 	ck_assert_uint_eq(o.max_connections, 32);
+	ck_assert_uint_eq(o.cache_size, 8ull << 30);
 	objfs_opts_init(&o);
-	objfs_opts_machine(&o, 200);
-	ck_assert_uint_eq(o.threads, 64);
+	objfs_opts_machine(&o, &big);
+	ck_assert_uint_eq(o.threads, 512);
 	ck_assert_uint_eq(o.engine_threads, 16);
 	ck_assert_uint_eq(o.max_connections, 64);
+	ck_assert_uint_eq(o.cache_size, 16ull << 30);
 	objfs_opts_init(&o);
-	ck_assert_int_eq(objfs_opts_parse(&o, "threads=4,engine_threads=3,max_connections=5",
-					  err, sizeof(err)), 0);
-	objfs_opts_machine(&o, 16); /* given values stay */
+	objfs_opts_machine(&o, &tiny); /* memory unknown: 1 GiB */
+	ck_assert_uint_eq(o.cache_size, 1ull << 30);
+	ck_assert_uint_eq(o.threads, 64);
+	objfs_opts_init(&o);
+	ck_assert_int_eq(objfs_opts_parse(&o, "threads=4,engine_threads=3,max_connections=5,"
+					  "cache_size=64M", err, sizeof(err)), 0);
+	objfs_opts_machine(&o, &gpu); /* given values stay */
 	ck_assert_uint_eq(o.threads, 4);
 	ck_assert_uint_eq(o.engine_threads, 3);
 	ck_assert_uint_eq(o.max_connections, 5);
+	ck_assert_uint_eq(o.cache_size, 64u << 20);
 	objfs_opts_clear(&o);
+}
+END_TEST
+
+/* The probe reads something sane: cores, and memory within what RAM says. */
+START_TEST(test_machine_probe)
+{
+	struct objfs_machine m;
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+
+	objfs_machine_probe(&m);
+	ck_assert_int_ge(m.ncpu, 1);
+	ck_assert_uint_gt(m.mem, 0);
+	ck_assert_uint_le(m.mem, (uint64_t)pages * (uint64_t)psz);
 }
 END_TEST
 
@@ -255,6 +280,7 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_cache_dir);
 	tcase_add_test(tc, test_mount_options);
 	tcase_add_test(tc, test_machine_defaults);
+	tcase_add_test(tc, test_machine_probe);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -45,6 +45,20 @@ bench_nginx() {
 	URL=http://127.0.0.1:$NGINX_PORT/data/
 }
 
+# threads_cpu PID: "name ticks" per thread (FUSE workers are the unnamed "objfs")
+threads_cpu() {
+	local t
+	for t in /proc/"$1"/task/*; do
+		printf '%s %s\n' "$(cat "$t/comm" 2>/dev/null)" \
+			"$(awk '{ print $14 + $15 }' "$t/stat" 2>/dev/null)"
+	done
+}
+# threads_delta BEFORE AFTER: CPU seconds by thread name between two samples
+threads_delta() {
+	awk -v hz="$(getconf CLK_TCK)" 'NR == FNR { b[$1] += $2; next } { a[$1] += $2; n[$1]++ }
+		END { for (k in a) printf "%s=%.2fs/%d ", k, (a[k] - b[k]) / hz, n[k] }' "$1" "$2"
+}
+
 now() { date +%s.%N; }
 gbps() { awk -v b="$1" -v a="$2" -v c="$3" 'BEGIN { printf "%.3f", b / (c - a) / 1e9 }'; }
 

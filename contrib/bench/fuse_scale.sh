@@ -69,19 +69,6 @@ mkdir -p "$MNT"
 # stat_of KEY: a counter of the mount's .objfs-stats
 stat_of() { awk -v k="$1" '$1 == k { print $2 }' "$MNT/.objfs-stats"; }
 cpu_of() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-# threads_cpu PID: "name ticks" per thread (FUSE workers are the unnamed "objfs")
-threads_cpu() {
-	local t
-	for t in /proc/"$1"/task/*; do
-		printf '%s %s\n' "$(cat "$t/comm" 2>/dev/null)" \
-			"$(awk '{ print $14 + $15 }' "$t/stat" 2>/dev/null)"
-	done
-}
-# threads_delta BEFORE AFTER: CPU seconds by thread name between two samples
-threads_delta() {
-	awk -v hz="$(getconf CLK_TCK)" 'NR == FNR { b[$1] += $2; next } { a[$1] += $2; n[$1]++ }
-		END { for (k in a) printf "%s=%.2fs/%d ", k, (a[k] - b[k]) / hz, n[k] }' "$1" "$2"
-}
 hwm_of() { awk '/^VmHWM/ { print $2 }' "/proc/$1/status"; }
 
 # readers N WHERE: N dd readers of distinct objects under WHERE; 0 if all ok

@@ -19,6 +19,7 @@
 #include <sys/queue.h>
 
 #include "cache.h"
+#include "clock.h"
 #include "diskcache.h"
 #include "hash.h"
 #include "log.h"
@@ -421,8 +422,13 @@ static int pin_once(struct objfs_cache *c, const struct objfs_cache_obj *o, int6
 	for (uint64_t i = 0; i < n && bl[i]; i++) {
 		struct objfs_block *b = bl[i];
 
-		while (b->state == B_LOADING)
-			pthread_cond_wait(&c->waitq[b->hash % WAITQ], &c->lock);
+		if (b->state == B_LOADING) {
+			int64_t t0 = objfs_now_ns();
+
+			while (b->state == B_LOADING)
+				pthread_cond_wait(&c->waitq[b->hash % WAITQ], &c->lock);
+			c->st.wait_us += (uint64_t)(objfs_now_ns() - t0) / 1000;
+		}
 		if (b->state == B_FAILED && !err)
 			err = b->err;
 	}
@@ -518,8 +524,10 @@ size_t objfs_cache_prefetch(struct objfs_cache *c, const struct objfs_cache_obj 
 		if (b)
 			continue;
 		make_room(c);
-		if (c->bytes + c->bsize > c->cap)
+		if (c->bytes + c->bsize > c->cap) {
+			c->st.prefetch_capped++;
 			break; /* no room: prefetching never pushes past the cap */
+		}
 		b = block_new(c, o, idx, h);
 		if (!b)
 			break;

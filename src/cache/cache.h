@@ -56,6 +56,8 @@ struct objfs_cache_stats {
 	uint64_t direct_bytes;            /* fetched into callers' memory (fill) */
 	uint64_t prefetched, prefetch_unused; /* blocks, and those evicted unread */
 	uint64_t evictions;
+	uint64_t wait_us;                 /* readers' time waiting for blocks in flight */
+	uint64_t prefetch_capped;         /* prefetches cut short: no room under the cap */
 	size_t bytes, cap;                /* current and cap */
 };
 

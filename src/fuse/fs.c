@@ -394,6 +394,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->keep_cache = keep;
+	fi->direct_io = fs->direct_io;
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		hnd_release(fi->fh); /* the opener was interrupted */
 }

@@ -29,6 +29,7 @@ struct objfs_fs {
 	double negative_timeout;     /* seconds, kernel negative dentries */
 	size_t prefetch_max;         /* largest readahead window of one handle */
 	unsigned threads;            /* FUSE worker threads, at most */
+	int direct_io;               /* opens bypass the kernel page cache */
 	uid_t uid;
 	gid_t gid;
 	mode_t umask;

@@ -151,6 +151,57 @@ t_direct_off() {
 	check_unmount "direct_recv=off" "$MNT_ONE"
 }
 
+# direct_io: reads bypass the page cache, bytes as they are (whole file and
+# odd preads); MAP_PRIVATE mmap reads right, MAP_SHARED is refused by the
+# kernel with ENODEV (documented), never wrong bytes.
+t_direct_io() {
+	local want got odd mm
+	if ! mount_objfs "http://127.0.0.1:$NGINX_PORT/data/" "$MNT_ONE" "$(opts direct_io)"; then
+		fail "direct_io: expected the mount to succeed"
+		return
+	fi
+	want=$(sha_file "$SRC/$BIG")
+	got=$(sha_file "$MNT_ONE/$BIG" 2>&1)
+	odd=$(timeout "$TO" python3 - "$SRC/$BIG" "$MNT_ONE/$BIG" <<'EOF' 2>&1
+import os, random, sys
+a, b = (os.open(p, os.O_RDONLY) for p in sys.argv[1:3])
+size = os.fstat(a).st_size
+rnd = random.Random(7)
+for i in range(200):
+    off = rnd.randrange(0, size)
+    n = rnd.choice([1, 4095, 4097, 65536, 1 << 20, 3 << 20])
+    if os.pread(a, n, off) != os.pread(b, n, off):
+        print("differ at %d+%d" % (off, n)); sys.exit(1)
+print("ok")
+EOF
+)
+	mm=$(timeout "$TO" python3 - "$SRC/$BIG" "$MNT_ONE/$BIG" <<'EOF' 2>&1
+import ctypes, errno, mmap, os, sys
+want = open(sys.argv[1], "rb").read(1 << 20)
+fd = os.open(sys.argv[2], os.O_RDONLY)
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+p = libc.mmap(None, 1 << 20, mmap.PROT_READ, mmap.MAP_PRIVATE, fd, 0)
+if p in (None, ctypes.c_void_p(-1).value):
+    print("private mmap failed: %s" % os.strerror(ctypes.get_errno())); sys.exit(1)
+if ctypes.string_at(p, 1 << 20) != want:
+    print("private mmap: wrong bytes"); sys.exit(1)
+try:
+    m = mmap.mmap(fd, 1 << 20, access=mmap.ACCESS_READ)
+    print("shared" if m[:] == want else "shared-wrong")
+except OSError as e:
+    print("shared-refused" if e.errno == errno.ENODEV else "shared-error %s" % e)
+EOF
+)
+	if [ "$got" = "$want" ] && [ "$odd" = ok ] && { [ "$mm" = shared-refused ] || [ "$mm" = shared ]; }; then
+		pass "direct_io: $BIG reads correctly (sha256, 200 odd preads), private mmap right, shared mmap: $mm"
+	else
+		fail "direct_io: expected sha256 $want, odd preads ok and mmap right or refused; got $got, '$odd', '$mm'"
+	fi
+	check_unmount "direct_io" "$MNT_ONE"
+}
+
 t_server_stop() {
 	local want rc=0 prog i res
 	want=$(sha_file "$SRC/$BIG")
@@ -274,6 +325,7 @@ t_single_file "100% done.txt"
 t_single_file "日本語.bin"
 t_errors
 t_direct_off
+t_direct_io
 t_server_stop
 
 if [ -n "$MAIN_PID" ]; then
