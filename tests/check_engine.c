@@ -778,6 +778,46 @@ START_TEST(test_check_range)
 }
 END_TEST
 
+/*
+ * With no ETag, a pinned Last-Modified (an HTTP index's mtime) is the
+ * version: an answer with another is stale, one with the same or none
+ * is not (issue 13: opens without a HEAD).
+ */
+START_TEST(test_check_range_mtime)
+{
+	static const struct {
+		const char *lm;
+		int err;
+	} rows[] = {
+		{ "Last-Modified: Thu, 01 Jan 2026 00:00:00 GMT\r\n", 0 },
+		{ "Last-Modified: Thu, 01 Jan 2026 00:00:01 GMT\r\n", -ESTALE },
+		{ "", 0 },
+	};
+
+	for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+		char head[256];
+		const char *p = head, *eol;
+		struct objfs_req r;
+
+		snprintf(head, sizeof(head), "HTTP/1.1 206 OK\r\nContent-Range: bytes "
+			 "100-149/1000\r\n%s", rows[i].lm);
+		objfs_req_init(&r);
+		r.url = "http://judge/obj";
+		r.method = OBJFS_GET;
+		r.off = 100;
+		r.len = 50;
+		r.expect_size = 1000;
+		r.expect_mtime = 1767225600;
+		r.clen = -1;
+		r.cr_first = r.cr_last = r.cr_total = -1;
+		for (; (eol = strstr(p, "\r\n")); p = eol + 2)
+			objfs_http_header_line(&r, p, (size_t)(eol - p) + 2);
+		ck_assert_msg(objfs_http_check_range(&r) == rows[i].err, "row %zu", i);
+		objfs_req_clear(&r);
+	}
+}
+END_TEST
+
 /* The status table, then error responses with and without an S3 body. */
 static const struct status_case {
 	long status;
@@ -1007,6 +1047,7 @@ static Suite *engine_suite(void)
 	tcase_add_loop_test(td, test_request_text, 0, sizeof(text_cases) / sizeof(text_cases[0]));
 	suite_add_tcase(s, td);
 	tcase_add_loop_test(tj, test_check_range, 0, sizeof(range_cases) / sizeof(range_cases[0]));
+	tcase_add_test(tj, test_check_range_mtime);
 	tcase_add_test(tj, test_status_errno);
 	tcase_add_loop_test(tj, test_response_errno, 0,
 			    sizeof(error_cases) / sizeof(error_cases[0]));

@@ -64,7 +64,7 @@ static void env_open(struct env *e, int64_t size, struct objfs_diskcache *dc)
 	ck_assert_int_eq(objfs_cache_new(CAP, BS, &e->c), 0);
 	if (dc)
 		objfs_cache_set_disk(e->c, dc);
-	ck_assert_int_eq(objfs_object_new(NULL, "dir/obj", "\"v1\"", size, fake_store_fetch,
+	ck_assert_int_eq(objfs_object_new(NULL, "dir/obj", "\"v1\"", -1, size, fake_store_fetch,
 					  &e->f, &e->obj), 0);
 	ck_assert_int_eq(objfs_reader_new(e->c, e->obj, &rcfg, &e->r), 0);
 }
@@ -107,6 +107,41 @@ static long long rd(struct env *e, int64_t off, size_t len, size_t want)
 	objfs_reader_release(e->r, &b);
 	return atomic_load(&e->f.bytes) - before;
 }
+
+/*
+ * An object version with no ETag is named by its pinned mtime: two mtimes
+ * never share cache blocks, and every GET must answer with that mtime; with
+ * an ETag the mtime plays no part (issue 13: opens without a HEAD).
+ */
+START_TEST(test_object_versions)
+{
+	struct objfs_object *a, *b, *c, *e1, *e2;
+	int fake = 0;
+
+	ck_assert_int_eq(objfs_object_new(NULL, "d/f", "", 1767225600, 10, fake_store_fetch,
+					  &fake, &a), 0);
+	ck_assert_int_eq(objfs_object_new(NULL, "d/f", NULL, 1767225601, 10, fake_store_fetch,
+					  &fake, &b), 0);
+	ck_assert_int_eq(objfs_object_new(NULL, "d/f", "", -1, 10, fake_store_fetch, &fake, &c),
+			 0);
+	ck_assert_int_eq(objfs_object_new(NULL, "d/f", "\"e\"", 1767225600, 10,
+					  fake_store_fetch, &fake, &e1), 0);
+	ck_assert_int_eq(objfs_object_new(NULL, "d/f", "\"e\"", 5, 10, fake_store_fetch, &fake,
+					  &e2), 0);
+	ck_assert_str_ne(a->cobj.id, b->cobj.id);
+	ck_assert_str_ne(a->cobj.id, c->cobj.id);
+	ck_assert_str_ne(a->cobj.id, e1->cobj.id);
+	ck_assert_str_eq(e1->cobj.id, e2->cobj.id);
+	ck_assert_int_eq(a->sobj.mtime, 1767225600);
+	ck_assert_int_eq(c->sobj.mtime, -1);
+	ck_assert_int_eq(e1->sobj.mtime, -1); /* the ETag pins it */
+	objfs_object_put(a);
+	objfs_object_put(b);
+	objfs_object_put(c);
+	objfs_object_put(e1);
+	objfs_object_put(e2);
+}
+END_TEST
 
 START_TEST(test_sequential)
 {
@@ -369,7 +404,7 @@ static void *stream_main(void *a)
 	char path[32];
 
 	snprintf(path, sizeof(path), "dir/stream%d", sa->idx);
-	ck_assert_int_eq(objfs_object_new(NULL, path, "\"v1\"", sa->size, fake_store_fetch, sa->f,
+	ck_assert_int_eq(objfs_object_new(NULL, path, "\"v1\"", -1, sa->size, fake_store_fetch, sa->f,
 					  &obj), 0);
 	ck_assert_int_eq(objfs_reader_new(sa->c, obj, &cfg, &r), 0);
 	for (int64_t off = 0; off < sa->size; off += 128 << 10) {
@@ -482,6 +517,7 @@ static Suite *reader_suite(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_object_versions);
 	tcase_add_test(tc, test_sequential);
 	tcase_add_test(tc, test_random_large);
 	tcase_add_test(tc, test_random_pass);

@@ -128,7 +128,7 @@ static struct objfs_side *server_new(unsigned max_sessions, unsigned max_caps)
 static int grant(struct objfs_side *s, uid_t uid, uint64_t ino, struct objfs_side_cap *c)
 {
 	struct objfs_side_obj o = { .ino = ino, .generation = 1 };
-	int err = objfs_object_new(NULL, ino == 42 ? "dir/file" : "dir/other", "\"e1\"",
+	int err = objfs_object_new(NULL, ino == 42 ? "dir/file" : "dir/other", "\"e1\"", -1,
 				   FILE_SIZE, fake_fetch, NULL, &o.obj);
 
 	if (err)

@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,9 +23,10 @@ static void object_free(struct objfs_object *o)
 }
 
 int objfs_object_new(struct objfs_store *store, const char *path, const char *etag,
-		     int64_t size, objfs_fetch_fn fetch, void *fetch_ctx,
+		     int64_t mtime, int64_t size, objfs_fetch_fn fetch, void *fetch_ctx,
 		     struct objfs_object **out)
 {
+	char version[32];
 	struct objfs_object *o;
 
 	if (!etag)
@@ -36,15 +38,20 @@ int objfs_object_new(struct objfs_store *store, const char *path, const char *et
 		return -ENOMEM;
 	o->path = strdup(path);
 	o->etag = strdup(etag);
-	o->cobj.id = objfs_cache_obj_id(path, etag, size);
+	if (etag[0] || mtime < 0)
+		mtime = -1;
+	/* "@<mtime>" cannot be an ETag: those are quoted */
+	snprintf(version, sizeof(version), "@%lld", (long long)mtime);
+	o->cobj.id = objfs_cache_obj_id(path, mtime >= 0 ? version : etag, size);
 	if (!o->path || !o->etag || !o->cobj.id) {
 		object_free(o);
 		return -ENOMEM;
 	}
 	atomic_init(&o->refs, 1);
 	o->size = size;
+	o->mtime = mtime;
 	o->store = store;
-	o->sobj = (struct objfs_store_obj){ store, o->path, o->etag, size };
+	o->sobj = (struct objfs_store_obj){ store, o->path, o->etag, mtime, size };
 	o->cobj.size = size;
 	o->cobj.fetch = fetch ? fetch : objfs_store_fetch;
 	o->cobj.ctx = fetch ? fetch_ctx : &o->sobj;

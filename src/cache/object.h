@@ -43,6 +43,7 @@ struct objfs_object {
 	char *path;                  /* owned: store path of the object */
 	char *etag;                  /* owned: pinned ETag, "" when the store gives none */
 	int64_t size;                /* pinned size, bytes */
+	int64_t mtime;               /* pinned Last-Modified when no ETag, -1 none */
 	struct objfs_store *store;   /* borrowed; NULL with a fetch of its own */
 	struct objfs_store_obj sobj; /* the store's view: path, etag point at ours */
 	struct objfs_cache_obj cobj; /* the cache's view: id owned here */
@@ -51,13 +52,16 @@ struct objfs_object {
 /*
  * Creates the object version (@path, @etag, @size) of @store with one
  * reference for the caller. @path and @etag (NULL: none; fewer than 192
- * bytes) are copied. @fetch NULL: blocks are fetched with objfs_store_fetch
+ * bytes) are copied. With no ETag, @mtime (>= 0; -1 none) names the
+ * version instead: in the cache identity, and as the Last-Modified every
+ * GET's answer must carry (an HTTP index's listing gives mtimes to the
+ * second but no ETags; pinning them spares a HEAD per open). @fetch NULL: blocks are fetched with objfs_store_fetch
  * from @store; otherwise with fetch(@fetch_ctx, ...), @fetch_ctx borrowed
  * for the object's life (tests pass a fake store). 0, -EINVAL (negative
  * size, ETag too long, neither @store nor @fetch) or -ENOMEM.
  */
 int objfs_object_new(struct objfs_store *store, const char *path, const char *etag,
-		     int64_t size, objfs_fetch_fn fetch, void *fetch_ctx,
+		     int64_t mtime, int64_t size, objfs_fetch_fn fetch, void *fetch_ctx,
 		     struct objfs_object **out);
 
 /* Adds a reference; returns @o. */

@@ -381,8 +381,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	/* an unknown size (-1) is 0 bytes, as attr_to_stat tells the kernel */
-	err = objfs_object_new(fs->store, path, a.etag, a.size > 0 ? a.size : 0, NULL, NULL,
-			       &h->obj);
+	err = objfs_object_new(fs->store, path, a.etag, a.mtime, a.size > 0 ? a.size : 0, NULL,
+			       NULL, &h->obj);
 	free(path); /* the object keeps its own copy */
 	if (!err)
 		err = objfs_reader_new(fs->cache, h->obj, &rcfg, &h->reader);

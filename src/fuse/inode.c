@@ -610,16 +610,19 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 		err = -EISDIR;
 		goto out;
 	}
-	/* Listing data has no ETag, or a read found this object changed (an S3
-	 * listing's ETag would pin the old version until attr_timeout): fetch
-	 * the current one to pin the handle to. */
+	/* A read found this object changed (an S3 listing's ETag would pin the
+	 * old version until attr_timeout), or the listing gave neither an ETag
+	 * nor an mtime to pin the handle to: fetch the current attributes. An
+	 * HTTP index's mtime (to the second, as Last-Modified) pins the version
+	 * without a HEAD: every GET's Last-Modified must match it (issue 13:
+	 * small files paid a HEAD and a GET each). */
 	told = n->size;
 	*path = node_path(n);
 	if (!*path) {
 		err = -ENOMEM;
 		goto out;
 	}
-	force = !n->etag || objfs_store_take_stale(t->store, *path);
+	force = objfs_store_take_stale(t->store, *path) || (!n->etag && n->mtime < 0);
 	err = revalidate(t, n, force);
 	if (err)
 		goto out;

@@ -113,6 +113,7 @@ void objfs_req_init(struct objfs_req *r)
 {
 	memset(r, 0, sizeof(*r));
 	r->expect_size = -1;
+	r->expect_mtime = -1;
 	r->total = -1;
 	r->mtime = -1;
 }

@@ -79,6 +79,8 @@ struct objfs_req {
 	char *dst;                  /* ranged GET: receives exactly len bytes */
 	int64_t expect_size;        /* object size, -1 if unknown */
 	const char *etag;           /* pinned ETag (sent as If-Match when strong) */
+	int64_t expect_mtime;       /* pinned Last-Modified (no ETag known), -1 none:
+				       an answer that sends another is stale */
 	int no_redirect;            /* do not follow 3xx; HEAD and whole-body
 				       GETs then succeed with the 3xx status */
 	size_t body_max;            /* whole-body GET: cap, bytes */

@@ -268,6 +268,11 @@ int objfs_http_check_range(struct objfs_req *r)
 			   r->etag_out, r->etag);
 		return -ESTALE;
 	}
+	if (r->expect_mtime >= 0 && r->mtime >= 0 && r->mtime != r->expect_mtime) {
+		objfs_info("%s: object changed (Last-Modified %" PRId64 ", pinned %" PRId64 ")",
+			   r->url, r->mtime, r->expect_mtime);
+		return -ESTALE;
+	}
 	if (r->status == 206) {
 		if (r->cr_first < 0) {
 			objfs_warn("%s: 206 without a valid Content-Range", r->url);

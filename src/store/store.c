@@ -125,8 +125,9 @@ int objfs_store_list_refused(const struct objfs_store *s, const char *path, int 
 	return err;
 }
 /* Sets up @r as a ranged GET of [off, off+len) into @dst, pinned to @etag. */
-static int prep_get(struct objfs_store *s, const char *path, const char *etag, int64_t size,
-		    int64_t off, size_t len, char *dst, struct objfs_req *r, void **cookie)
+static int prep_get(struct objfs_store *s, const char *path, const char *etag, int64_t mtime,
+		    int64_t size, int64_t off, size_t len, char *dst, struct objfs_req *r,
+		    void **cookie)
 {
 	int err;
 
@@ -140,6 +141,7 @@ static int prep_get(struct objfs_store *s, const char *path, const char *etag, i
 	r->dst = dst;
 	r->expect_size = size;
 	r->etag = (etag && etag[0]) ? etag : NULL;
+	r->expect_mtime = r->etag ? -1 : mtime;
 	return 0;
 }
 
@@ -205,7 +207,8 @@ void objfs_store_fetch(void *ctx, int64_t off, size_t len, char *dst,
 	}
 	if (o->etag)
 		snprintf(op->etag, sizeof(op->etag), "%s", o->etag);
-	err = prep_get(o->store, o->path, op->etag, o->size, off, len, dst, &op->r, &op->cookie);
+	err = prep_get(o->store, o->path, op->etag, o->mtime, o->size, off, len, dst, &op->r,
+		       &op->cookie);
 	if (err) {
 		free(op);
 		done(arg, read_errno(err));

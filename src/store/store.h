@@ -110,6 +110,7 @@ struct objfs_store_obj {
 	struct objfs_store *store; /* borrowed */
 	const char *path;          /* borrowed */
 	const char *etag;          /* borrowed, "" when none */
+	int64_t mtime;             /* with no ETag: the Last-Modified pinned, -1 none */
 	int64_t size;
 };
 

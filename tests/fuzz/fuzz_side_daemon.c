@@ -89,8 +89,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	(void)argv;
 	objfs_log_set_level(OBJFS_LOG_DEBUG);
 	if (objfs_cache_new(8u << 20, SLOT_SIZE, &cache) || objfs_side_new(&cfg, cache, &side) ||
-	    objfs_object_new(NULL, "dir/file", "\"e1\"", FILE_SIZE, fake_fetch, NULL, &o.obj) ||
-	    objfs_object_new(NULL, "dir/other", "\"e1\"", FILE_SIZE, fake_fetch, NULL,
+	    objfs_object_new(NULL, "dir/file", "\"e1\"", -1, FILE_SIZE, fake_fetch, NULL, &o.obj) ||
+	    objfs_object_new(NULL, "dir/other", "\"e1\"", -1, FILE_SIZE, fake_fetch, NULL,
 			     &other_obj) ||
 	    objfs_side_grant(side, getuid(), &o, &cap))
 		abort();

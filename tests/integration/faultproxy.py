@@ -18,8 +18,9 @@ stores and networks break them:
              naming a different range than the body, or a malformed one
   full200    200 with the whole object instead of 206 (legal HTTP: a
              correct client skips to its offset)
-  etag       the object "changed" between chunks: a different ETag on the
-             body, or 412 PreconditionFailed for the If-Match objfs sends
+  etag       the object "changed" between chunks: a different ETag and
+             Last-Modified on the body, or 412 PreconditionFailed for the
+             If-Match objfs sends
   slowfirst  the response starts late: 0.3-0.6 x --timeout (must simply be
              waited for) or 1.5 x --timeout (must time out and be retried)
 
@@ -42,6 +43,7 @@ picks one), --port-file (the chosen port is written there once listening),
 Python 3 standard library only.
 """
 import argparse
+import email.utils
 import http.client
 import json
 import os
@@ -414,6 +416,10 @@ class Handler(socketserver.BaseRequestHandler):
         resp = self.upstream(method, target, headers, body)
         old = resp.header("etag") or '"none"'
         resp.set_header("ETag", '"%016x-changed"' % rnd.getrandbits(64))
+        # a changed object has a new mtime too (objfs pins an HTTP index's
+        # mtime where the listing gave no ETag)
+        resp.set_header("Last-Modified", email.utils.formatdate(
+            1e9 + rnd.getrandbits(28), usegmt=True))
         self.st.note("etag", "changed", line + " was " + old)
         self.send(method, resp)
         return True

@@ -202,6 +202,64 @@ EOF
 	check_unmount "direct_io" "$MNT_ONE"
 }
 
+# An HTTP index gives mtimes but no ETags: an open pins the listing's mtime
+# instead of asking with a HEAD (one request per small file: its GET), every
+# GET's Last-Modified must match it (a file changed under an open handle
+# reads as EIO, never a mix), and a listing refreshed after the TTLs brings
+# the new version.
+t_open_pins_mtime() {
+	local dir=$SRC/pin f r0 r1 out want
+	mkdir -p "$dir"
+	head -c 10000 /dev/urandom >"$dir/small.bin"
+	head -c $((12 << 20)) /dev/urandom >"$dir/big.bin"
+	if ! mount_objfs "http://127.0.0.1:$NGINX_PORT/data/" "$MNT_ONE" "$(opts attr_timeout=2,entry_timeout=2,list_ttl=2)"; then
+		fail "mtime pin: expected the mount to succeed"
+		return
+	fi
+	stat_req() { sed -n 's/^requests \([0-9]*\)$/\1/p' "$MNT_ONE/.objfs-stats"; }
+	ls "$MNT_ONE/pin" >/dev/null
+	r0=$(stat_req)
+	want=$(sha_file "$dir/small.bin")
+	f=$(sha_file "$MNT_ONE/pin/small.bin")
+	r1=$(stat_req)
+	if [ "$f" = "$want" ] && [ $((r1 - r0)) -eq 1 ]; then
+		pass "mtime pin: a small file of an HTTP index opens and reads with one request (its GET, no HEAD)"
+	else
+		fail "mtime pin: expected the right bytes with 1 request, got $((r1 - r0)) requests ($f vs $want)"
+	fi
+	out=$(timeout "$TO" python3 - "$MNT_ONE/pin/big.bin" "$dir/big.bin" <<'EOF' 2>&1
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+first = os.pread(fd, 4096, 0)
+with open(sys.argv[2], "r+b") as f:   # the object changes under the handle
+    f.seek(8 << 20)
+    f.write(os.urandom(1 << 20))
+st = os.stat(sys.argv[2])
+os.utime(sys.argv[2], (st.st_atime, st.st_mtime + 10))
+try:
+    os.pread(fd, 4096, 9 << 20)
+    print("read")
+except OSError as e:
+    print("EIO" if e.errno == 5 else "errno %d" % e.errno)
+EOF
+)
+	if [ "$out" = EIO ]; then
+		pass "mtime pin: a file changed under an open handle reads as EIO (Last-Modified differs), never a mix"
+	else
+		fail "mtime pin: expected EIO reading past a change under the handle, got '$out'"
+	fi
+	sleep 2.5
+	want=$(sha_file "$dir/big.bin")
+	f=$(sha_file "$MNT_ONE/pin/big.bin")
+	if [ "$f" = "$want" ]; then
+		pass "mtime pin: after the TTLs the new version reads right"
+	else
+		fail "mtime pin: expected the new version ($want) after the TTLs, got $f"
+	fi
+	check_unmount "mtime pin" "$MNT_ONE"
+	rm -rf "$dir"
+}
+
 t_server_stop() {
 	local want rc=0 prog i res
 	want=$(sha_file "$SRC/$BIG")
@@ -326,6 +384,7 @@ t_single_file "日本語.bin"
 t_errors
 t_direct_off
 t_direct_io
+t_open_pins_mtime
 t_server_stop
 
 if [ -n "$MAIN_PID" ]; then
