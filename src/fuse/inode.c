@@ -562,9 +562,9 @@ static int pending_add(struct objfs_dirlist *l, const struct objfs_listent *e)
 }
 
 /*
- * Merges one page into @l: its directories, then its objects, each given
- * out unless a directory of the same name may still come (see above); then
- * the held-back objects that @upto has passed. @upto NULL: nothing is held
+ * Merges one page into @l: its directories, then the held-back objects
+ * that @upto has passed, then its objects, each given out unless a
+ * directory of the same name may still come (see above). @upto NULL: nothing is held
  * back (a one-page listing, or a store that says nothing of its order).
  * Lock held. 0 or -ENOMEM.
  */
@@ -586,6 +586,15 @@ static int page_merge(struct objfs_inodes *t, struct objfs_dirlist *l,
 		}
 		err = list_add(t, l, e, now);
 	}
+	/* held back from earlier pages, in order: before this page's own */
+	for (size_t j = 0; !err && upto && j < l->pending.n;) {
+		if (dirkey_after(l->pending.ents[j].name, upto)) {
+			j++;
+			continue;
+		}
+		err = list_add(t, l, &l->pending.ents[j], now);
+		pending_remove(l, j);
+	}
 	for (size_t i = 0; !err && i < pg->n; i++) {
 		const struct objfs_listent *e = &pg->ents[i];
 
@@ -595,14 +604,6 @@ static int page_merge(struct objfs_inodes *t, struct objfs_dirlist *l,
 			err = pending_add(l, e);
 		else
 			err = list_add(t, l, e, now);
-	}
-	for (size_t j = 0; !err && upto && j < l->pending.n;) {
-		if (dirkey_after(l->pending.ents[j].name, upto)) {
-			j++;
-			continue;
-		}
-		err = list_add(t, l, &l->pending.ents[j], now);
-		pending_remove(l, j);
 	}
 	return err;
 }

@@ -698,7 +698,7 @@ static int s3_list_pages(struct objfs_store *st, const char *path, objfs_list_pa
 		objfs_store_list_refused(st, path, err);
 	objfs_debug("listed '%s' in %u page(s): %zu entries", prefix, pages, total);
 	free(prefix);
-	return objfs_store_meta_errno(err);
+	return err == -ECANCELED ? err : objfs_store_meta_errno(err); /* @fn's own stop */
 }
 
 /* s3_list's pages, gathered: directories and objects apart. */
