@@ -13,8 +13,9 @@
  * at once (node_release) and its parent loses a hold, up the tree in a loop
  * (no recursion: trees 20,000 deep exist). A kept listing holds its
  * directory's children, which hold the directory: cache_settle breaks that
- * cycle by dropping the listing when the kernel forgets the directory, when
- * it failed, or when it is too large to keep (inode.h).
+ * cycle by dropping the listing when the kernel forgets the directory or an
+ * entry of a listing past list_ttl, when it failed, or when it is too large
+ * to keep (inode.h).
  *
  * Listings. A struct objfs_dirlist is one listing of one directory: an
  * array of held nodes, appended to page by page by the thread that lists
@@ -295,6 +296,8 @@ static void list_put(struct objfs_inodes *t, struct objfs_dirlist *l)
 	free(l);
 }
 
+static int list_fresh(const struct objfs_inodes *t, const struct objfs_dirlist *l);
+
 /*
  * Drops @d's kept listing when nothing needs it any more, or asks the one
  * under way to stop when nobody reads it (see inode.h). Called whenever one
@@ -312,7 +315,7 @@ static void cache_settle(struct objfs_inodes *t, struct objfs_node *d)
 			l->cancel = 1; /* acted upon at the next page: page_cb */
 		return;
 	}
-	if (l->state == L_FAILED || forgotten ||
+	if (l->state == L_FAILED || forgotten || !list_fresh(t, l) ||
 	    (t->store->ops->lookup && l->n > OBJFS_LIST_KEEP_MAX)) {
 		d->cur = NULL;
 		list_put(t, l);
@@ -1023,6 +1026,10 @@ void objfs_inode_forget(struct objfs_inodes *t, uint64_t ino, uint64_t nlookup)
 			n->refs++;
 			if (n->is_dir)
 				cache_settle(t, n);
+			/* a kept listing past list_ttl answers nothing: it goes
+			 * as the kernel forgets its entries (drop_caches) */
+			if (n->parent->cur)
+				cache_settle(t, n->parent);
 			node_put(t, n);
 		}
 	}

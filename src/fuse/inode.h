@@ -31,7 +31,8 @@
  * answer lookups and the next opendir, unless it is larger than
  * OBJFS_LIST_KEEP_MAX entries and the store can look names up itself (a
  * million-key listing would otherwise hold a million nodes for list_ttl),
- * or the kernel has forgotten its directory. A listing nobody reads any
+ * or the kernel has forgotten its directory, or list_ttl has passed and the
+ * kernel forgets one of its entries. A listing nobody reads any
  * more is stopped at its next page when the store can look names up.
  *
  * Locking: one mutex guards the table, every node, every listing and every
