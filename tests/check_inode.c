@@ -34,7 +34,8 @@ static int fake_list(struct objfs_store *s, const char *path, struct objfs_listi
 	(void)s;
 	(void)path;
 	atomic_fetch_add(&list_calls, 1);
-	usleep(300 * 1000); /* long enough for every thread to queue behind it */
+	usleep(1000 * 1000); /* long enough for every thread to queue behind it, under
+				 valgrind on a loaded machine too (300 ms was not) */
 	if (atomic_load(&list_fail))
 		return -EIO;
 	return objfs_listing_add(out, "a.bin", 5, 0, 123, 1);
