@@ -91,6 +91,7 @@ struct objfs_dirlist {
 				     thread waiting for it */
 	unsigned handles;         /* handles open on it */
 	unsigned pages;           /* pages merged so far */
+	size_t hidden;            /* objects hidden by a directory of their name */
 	uint32_t gen;             /* what its nodes carry in list_gen */
 	enum list_state state;
 	int err;                  /* L_FAILED: why */
@@ -472,6 +473,8 @@ static int list_add(struct objfs_inodes *t, struct objfs_dirlist *l,
 	size_t i;
 
 	if (n && n->list_gen == l->gen) {
+		if (n->is_dir && !e->is_dir)
+			l->hidden++;
 		if (n->is_dir || !e->is_dir)
 			return 0; /* listed already */
 		/* The directory of an object already given out (a server that
@@ -584,6 +587,7 @@ static int page_merge(struct objfs_inodes *t, struct objfs_dirlist *l,
 		for (size_t j = 0; j < l->pending.n; j++) {
 			if (strcmp(l->pending.ents[j].name, e->name) == 0) {
 				pending_remove(l, j);
+				l->hidden++;
 				break;
 			}
 		}
@@ -765,6 +769,9 @@ static int list_run(struct objfs_inodes *t, struct objfs_dirlist *l, struct park
 	pthread_cond_broadcast(&t->listed);
 	if (err && err != -ECANCELED)
 		objfs_info("listing '/%s' failed: %s", path ? path : "?", strerror(-err));
+	if (!err && l->hidden)
+		objfs_info("listing '/%s': %zu object(s) hidden by a directory of the same name",
+			   path, l->hidden);
 	free(path);
 	return err;
 }
