@@ -65,6 +65,7 @@ static size_t stats_text(void *arg, char *buf, size_t cap)
 	struct objfs_cache_stats cs;
 	struct objfs_diskcache_stats ds;
 	struct objfs_side_stats gs;
+	size_t n;
 
 	objfs_stats_get(&s);
 	objfs_cache_get_stats(m->cache, &cs);
@@ -72,7 +73,11 @@ static size_t stats_text(void *arg, char *buf, size_t cap)
 		objfs_diskcache_get_stats(m->disk, &ds);
 	if (m->side)
 		objfs_side_get_stats(m->side, &gs);
-	return objfs_stats_format(buf, cap, &s, &cs, m->disk ? &ds : NULL, m->side ? &gs : NULL);
+	n = objfs_stats_format(buf, cap, &s, &cs, m->disk ? &ds : NULL, m->side ? &gs : NULL);
+	/* nodes alive: what the kernel holds and listings keep (issue 14) */
+	if (n < cap)
+		n += (size_t)snprintf(buf + n, cap - n, "inodes %zu\n", objfs_inodes_live(m->inodes));
+	return n;
 }
 
 /* -o stats: the stats text as one "key=value,..." log line at unmount. */

@@ -10,12 +10,16 @@
 
 #include <check.h>
 #include <errno.h>
+#include <limits.h>
 #include <malloc.h>
 #include <math.h>
 #include <pthread.h>
+#include <semaphore.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "inode.h"
@@ -30,7 +34,8 @@ static int fake_list(struct objfs_store *s, const char *path, struct objfs_listi
 	(void)s;
 	(void)path;
 	atomic_fetch_add(&list_calls, 1);
-	usleep(300 * 1000); /* long enough for every thread to queue behind it */
+	usleep(1000 * 1000); /* long enough for every thread to queue behind it, under
+				 valgrind on a loaded machine too (300 ms was not) */
 	if (atomic_load(&list_fail))
 		return -EIO;
 	return objfs_listing_add(out, "a.bin", 5, 0, 123, 1);
@@ -42,6 +47,24 @@ static int fake_stat(struct objfs_store *s, const char *path, struct objfs_stat 
 	(void)path;
 	(void)st;
 	return -ENOENT;
+}
+
+/* Entries of handle @d (a listing that ended), their names into @names
+ * (NULL: not kept), '/' after a directory's. */
+static size_t snap_count(struct objfs_dirsnap *d, char names[][NAME_MAX + 2], size_t max)
+{
+	struct objfs_attr a;
+	char name[NAME_MAX + 1];
+	size_t i = 0;
+	int r;
+
+	while ((r = objfs_dirsnap_entry(d, i, 0, name, &a, NULL, NULL)) == 1) {
+		if (names && i < max)
+			snprintf(names[i], NAME_MAX + 2, "%s%s", name, a.is_dir ? "/" : "");
+		i++;
+	}
+	ck_assert_int_eq(r, 0);
+	return i;
 }
 
 static const struct objfs_store_ops fake_ops = { .name = "fake", .list = fake_list,
@@ -181,7 +204,7 @@ START_TEST(test_direct_lookup)
 	ck_assert_int_eq(atomic_load(&lk_lists), 0);
 	/* readdir lists; lookups then come from the fresh listing, inodes kept. */
 	ck_assert_int_eq(objfs_inode_opendir(t, OBJFS_ROOT_INO, &snap), 0);
-	ck_assert_uint_eq(snap->n, 3);
+	ck_assert_uint_eq(snap_count(snap, NULL, 0), 3);
 	objfs_dirsnap_free(snap);
 	ck_assert_int_eq(atomic_load(&lk_lists), 1);
 	int calls = atomic_load(&lk_calls);
@@ -279,6 +302,554 @@ START_TEST(test_deep_tree_linear)
 }
 END_TEST
 
+/*
+ * A paged store whose pages the test lets out one at a time (pg_allow):
+ * readdir streams, a name that is both object and directory across pages,
+ * stable offsets, a second opendir and lookups while a listing is under
+ * way. Entries are "name" (object) or "name/" (directory).
+ */
+struct fpage {
+	const char *ents[8];
+	const char *upto; /* NULL: none said */
+};
+
+static const struct fpage *pg_tab;
+static int pg_n, pg_allow, pg_served, pg_stopped, pg_gen_n;
+static atomic_int pg_calls, pg_lookups;
+static pthread_mutex_t pg_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t pg_cv = PTHREAD_COND_INITIALIZER;
+
+static void pg_set(const struct fpage *tab, int n)
+{
+	pthread_mutex_lock(&pg_mu);
+	pg_tab = tab;
+	pg_n = n;
+	pg_allow = pg_served = pg_stopped = 0;
+	pthread_mutex_unlock(&pg_mu);
+	atomic_store(&pg_calls, 0);
+	atomic_store(&pg_lookups, 0);
+}
+
+/* Lets every page out, without waiting: no listing runs yet. */
+static void pg_allow_all(void)
+{
+	pthread_mutex_lock(&pg_mu);
+	pg_allow = pg_n;
+	pthread_mutex_unlock(&pg_mu);
+}
+
+/* Lets pages up to @n out and waits until they were handed over (or the
+ * listing stopped). */
+static void pg_release(int n)
+{
+	pthread_mutex_lock(&pg_mu);
+	pg_allow = n;
+	pthread_cond_broadcast(&pg_cv);
+	while (pg_served < n && pg_served < pg_n && !pg_stopped)
+		pthread_cond_wait(&pg_cv, &pg_mu);
+	pthread_mutex_unlock(&pg_mu);
+}
+
+static int pg_list_pages(struct objfs_store *s, const char *path, objfs_list_page_fn fn,
+			 void *arg)
+{
+	int rc = 0;
+
+	(void)s;
+	(void)path;
+	atomic_fetch_add(&pg_calls, 1);
+	for (int i = 0; i < pg_n && !rc; i++) {
+		struct objfs_listing l = { 0 };
+
+		pthread_mutex_lock(&pg_mu);
+		while (pg_allow <= i)
+			pthread_cond_wait(&pg_cv, &pg_mu);
+		pthread_mutex_unlock(&pg_mu);
+		/* directories, then objects: an object and a directory of one
+		 * name may share a page, as the S3 store hands them over */
+		for (int dirs = 1; dirs >= 0; dirs--) {
+			for (int j = 0; j < 8 && pg_tab[i].ents[j]; j++) {
+				const char *e = pg_tab[i].ents[j];
+				size_t len = strlen(e);
+				struct objfs_listing one = { 0 };
+
+				if ((e[len - 1] == '/') != dirs)
+					continue;
+				ck_assert_int_eq(objfs_listing_add(&one, e, len - dirs, dirs,
+								   dirs ? -1 : 7, 1), 0);
+				l.ents = realloc(l.ents, (l.n + 1) * sizeof(*l.ents));
+				l.ents[l.n++] = one.ents[0];
+				l.cap = l.n;
+				free(one.ents);
+			}
+		}
+		rc = fn(arg, &l, pg_tab[i].upto);
+		objfs_listing_clear(&l);
+		pthread_mutex_lock(&pg_mu);
+		pg_served = i + 1;
+		pg_stopped = rc;
+		pthread_cond_broadcast(&pg_cv);
+		pthread_mutex_unlock(&pg_mu);
+	}
+	return rc;
+}
+
+/* Generated pages: pg_gen_n objects "k%07d", 1,000 a page, no waiting. */
+static int gen_list_pages(struct objfs_store *s, const char *path, objfs_list_page_fn fn,
+			  void *arg)
+{
+	int rc = 0;
+
+	(void)s;
+	(void)path;
+	atomic_fetch_add(&pg_calls, 1);
+	for (int i = 0; i < pg_gen_n && !rc; i += 1000) {
+		struct objfs_listing l = { 0 };
+		char name[16], upto[16];
+
+		for (int j = i; j < i + 1000 && j < pg_gen_n; j++) {
+			snprintf(name, sizeof(name), "k%07d", j);
+			ck_assert_int_eq(objfs_listing_add(&l, name, 8, 0, j, 1), 0);
+			memcpy(upto, name, sizeof(name));
+		}
+		rc = fn(arg, &l, upto);
+		objfs_listing_clear(&l);
+	}
+	return rc;
+}
+
+static int pg_list(struct objfs_store *s, const char *path, struct objfs_listing *out)
+{
+	(void)s;
+	(void)path;
+	(void)out;
+	ck_abort_msg("list() called: listings go page by page");
+	return -EIO;
+}
+
+/* A lookup of its own (S3-like): objects "k..." and "x" exist, "a" and
+ * "d" are directories. */
+static int pg_lookup(struct objfs_store *s, const char *path, struct objfs_stat *st)
+{
+	(void)s;
+	atomic_fetch_add(&pg_lookups, 1);
+	memset(st, 0, sizeof(*st));
+	st->size = 7;
+	st->mtime = 1;
+	if (!strcmp(path, "a") || !strcmp(path, "d"))
+		return st->is_dir = 1, 0;
+	if (path[0] == 'k' || !strcmp(path, "x") || !strncmp(path, "d/", 2))
+		return 0;
+	return -ENOENT;
+}
+
+static const struct objfs_store_ops pg_ops = { .name = "pg", .list = pg_list,
+					       .list_pages = pg_list_pages,
+					       .stat = fake_stat, .lookup = pg_lookup };
+static const struct objfs_store_ops pg_http_ops = { .name = "pg-http", .list = pg_list,
+						    .list_pages = pg_list_pages,
+						    .stat = fake_stat };
+static const struct objfs_store_ops gen_ops = { .name = "gen", .list = pg_list,
+						.list_pages = gen_list_pages,
+						.stat = fake_stat, .lookup = pg_lookup };
+
+/* An opendir answered later (objfs_parked_fn), and a readdir woken. */
+struct waiter {
+	sem_t sem;
+	int err;
+	struct objfs_dirsnap *snap;
+	struct objfs_attr a;
+};
+
+static void waiter_done(void *arg, int err, const struct objfs_attr *a,
+			struct objfs_dirsnap *snap)
+{
+	struct waiter *w = arg;
+
+	w->err = err;
+	w->snap = snap;
+	if (a)
+		w->a = *a;
+	sem_post(&w->sem);
+}
+
+static void waiter_wake(void *arg)
+{
+	sem_post(&((struct waiter *)arg)->sem);
+}
+
+/* Whether @w was posted within 5 s. */
+static int waited(struct waiter *w)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 5;
+	return sem_timedwait(&w->sem, &ts) == 0;
+}
+
+/* Whether @w is posted already (after a short grace). */
+static int posted(struct waiter *w)
+{
+	usleep(50 * 1000);
+	return sem_trywait(&w->sem) == 0;
+}
+
+struct opener {
+	struct objfs_inodes *t;
+	uint64_t ino;
+	struct waiter w;
+	int ret;
+	struct objfs_dirsnap *sync;
+};
+
+/* The lister: an async opendir that lists on this thread until the end. */
+static void *opener_run(void *p)
+{
+	struct opener *o = p;
+
+	o->ret = objfs_inode_opendir_async(o->t, o->ino, &o->sync, waiter_done, &o->w);
+	return NULL;
+}
+
+static void opener_start(struct opener *o, struct objfs_inodes *t, uint64_t ino, pthread_t *th)
+{
+	memset(o, 0, sizeof(*o));
+	o->t = t;
+	o->ino = ino;
+	sem_init(&o->w.sem, 0, 0);
+	ck_assert_int_eq(pthread_create(th, NULL, opener_run, o), 0);
+}
+
+/* Entry @i of @d as "name" or "name/"; 1, 0 or -errno as objfs_dirsnap_entry. */
+static int entry(struct objfs_dirsnap *d, size_t i, char *out, struct objfs_attr *a)
+{
+	char name[NAME_MAX + 1];
+	struct objfs_attr b;
+	int r = objfs_dirsnap_entry(d, i, 0, name, a ? a : &b, NULL, NULL);
+
+	if (r == 1)
+		sprintf(out, "%s%s", name, (a ? a : &b)->is_dir ? "/" : "");
+	return r;
+}
+
+static const struct fpage flat_pages[] = {
+	{ { "k1", "k2", "k3" }, "k3" },
+	{ { "k4", "k5", "x" }, "x" },
+	{ { "z1", "z2" }, "z2" },
+};
+
+START_TEST(test_readdir_streams)
+{
+	struct objfs_store st = { .ops = &pg_ops };
+	struct objfs_inodes *t;
+	struct opener o;
+	struct waiter rw, lw;
+	struct objfs_dirsnap *d2;
+	struct objfs_attr a;
+	pthread_t th;
+	char e[NAME_MAX + 2];
+
+	pg_set(flat_pages, 3);
+	ck_assert_int_eq(objfs_inodes_new(&st, 60, 60, &t), 0);
+	opener_start(&o, t, OBJFS_ROOT_INO, &th);
+	/* no page yet: the opendir waits */
+	ck_assert(!posted(&o.w));
+	pg_release(1);
+	ck_assert(waited(&o.w));
+	ck_assert_int_eq(o.w.err, 0);
+	/* the first page's objects but its last are there (k3 may still turn
+	 * out to be a directory k3/) */
+	ck_assert_int_eq(entry(o.w.snap, 0, e, NULL), 1);
+	ck_assert_str_eq(e, "k1");
+	ck_assert_int_eq(entry(o.w.snap, 1, e, NULL), 1);
+	ck_assert_str_eq(e, "k2");
+	ck_assert_int_eq(entry(o.w.snap, 2, e, NULL), -EINPROGRESS);
+	/* a readdir past them is parked and woken by the next page */
+	sem_init(&rw.sem, 0, 0);
+	ck_assert_int_eq(objfs_dirsnap_entry(o.w.snap, 2, 0, e, &a, waiter_wake, &rw),
+			 -EINPROGRESS);
+	/* a second opendir meanwhile reads the same listing: no second one */
+	ck_assert_int_eq(objfs_inode_opendir(t, OBJFS_ROOT_INO, &d2), 0);
+	ck_assert_int_eq(atomic_load(&pg_calls), 1);
+	ck_assert_int_eq(entry(d2, 1, e, NULL), 1);
+	ck_assert_str_eq(e, "k2");
+	/* lookups while it streams: a listed name costs nothing, one not
+	 * listed yet is asked for alone */
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "k1", &a), 0);
+	ck_assert_int_eq(atomic_load(&pg_lookups), 0);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "k5", &a), 0);
+	ck_assert_int_eq(atomic_load(&pg_lookups), 1);
+	uint64_t k5 = a.ino;
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "nope", &a), -ENOENT);
+	ck_assert(!posted(&rw));
+	pg_release(2);
+	ck_assert(waited(&rw));
+	ck_assert_int_eq(entry(o.w.snap, 2, e, NULL), 1);
+	ck_assert_str_eq(e, "k3");
+	/* k5, looked up before it was listed, keeps its inode number */
+	ck_assert_int_eq(entry(o.w.snap, 4, e, &a), 1);
+	ck_assert_str_eq(e, "k5");
+	ck_assert_uint_eq(a.ino, k5);
+	pg_release(3);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(o.ret, -EINPROGRESS);
+	ck_assert_int_eq(atomic_load(&pg_calls), 1);
+	{
+		char names[8][NAME_MAX + 2];
+
+		ck_assert_uint_eq(snap_count(o.w.snap, names, 8), 8);
+		ck_assert_str_eq(names[5], "x");
+		ck_assert_str_eq(names[7], "z2");
+		ck_assert_uint_eq(snap_count(d2, NULL, 0), 8);
+	}
+	/* ended and fresh: lookups answer from it, a miss is a miss */
+	int before = atomic_load(&pg_lookups);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "z1", &a), 0);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "k9", &a), -ENOENT);
+	ck_assert_int_eq(atomic_load(&pg_lookups), before);
+	objfs_dirsnap_free(d2);
+	objfs_dirsnap_free(o.w.snap);
+	/* a lookup parked on an HTTP-like listing (no lookup of its own) is
+	 * answered at its end */
+	objfs_inodes_free(t);
+	st.ops = &pg_http_ops;
+	pg_set(flat_pages, 3);
+	ck_assert_int_eq(objfs_inodes_new(&st, 60, 60, &t), 0);
+	opener_start(&o, t, OBJFS_ROOT_INO, &th);
+	pg_release(1);
+	ck_assert(waited(&o.w));
+	sem_init(&lw.sem, 0, 0);
+	ck_assert_int_eq(objfs_inode_lookup_async(t, OBJFS_ROOT_INO, "z2", &a, waiter_done, &lw),
+			 -EINPROGRESS);
+	ck_assert(!posted(&lw));
+	pg_release(3);
+	ck_assert(waited(&lw));
+	ck_assert_int_eq(lw.err, 0);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(atomic_load(&pg_calls), 1);
+	objfs_dirsnap_free(o.w.snap);
+	objfs_inodes_free(t);
+}
+END_TEST
+
+/* Names, in listing order, of a listing of @tab (all pages at once). */
+static size_t list_all(const struct fpage *tab, int n, char names[][NAME_MAX + 2], size_t max)
+{
+	struct objfs_store st = { .ops = &pg_ops };
+	struct objfs_inodes *t;
+	struct objfs_dirsnap *d;
+	size_t got;
+
+	pg_set(tab, n);
+	pg_allow_all();
+	ck_assert_int_eq(objfs_inodes_new(&st, 60, 60, &t), 0);
+	ck_assert_int_eq(objfs_inode_opendir(t, OBJFS_ROOT_INO, &d), 0);
+	got = snap_count(d, names, max);
+	objfs_dirsnap_free(d);
+	objfs_inodes_free(t);
+	return got;
+}
+
+/* S3 order: "a" < "a-1" < "a.txt" < "a/" < "b": the prefix "a/" of the
+ * object "a" comes two pages later. */
+static const struct fpage split_pages[] = {
+	{ { "a", "a-1" }, "a-1" },
+	{ { "a.txt" }, "a.txt" },
+	{ { "a/", "b" }, "b" },
+};
+/* one page: the object and the prefix side by side */
+static const struct fpage same_page[] = {
+	{ { "x", "x/", "y" }, "y" },
+};
+/* out of order: "a" given out (upto says so), then its directory */
+static const struct fpage late_dir[] = {
+	{ { "a", "b" }, "c" },
+	{ { "a/", "d" }, "d" },
+};
+
+START_TEST(test_dedupe_across_pages)
+{
+	char n[8][NAME_MAX + 2];
+	struct objfs_store st = { .ops = &pg_ops };
+	struct objfs_inodes *t;
+	struct objfs_attr a;
+	struct opener o;
+	pthread_t th;
+	char e[NAME_MAX + 2];
+
+	ck_assert_uint_eq(list_all(split_pages, 3, n, 8), 4);
+	ck_assert_str_eq(n[0], "a-1");
+	ck_assert_str_eq(n[1], "a/");
+	ck_assert_str_eq(n[2], "a.txt");
+	ck_assert_str_eq(n[3], "b");
+	ck_assert_uint_eq(list_all(same_page, 1, n, 8), 2);
+	ck_assert_str_eq(n[0], "x/");
+	ck_assert_str_eq(n[1], "y");
+	ck_assert_uint_eq(list_all(late_dir, 2, n, 8), 3);
+	ck_assert_str_eq(n[0], "a/");
+	ck_assert_str_eq(n[1], "b");
+	ck_assert_str_eq(n[2], "d");
+
+	/* While it streams: "a" is held back until "a/" can no longer come;
+	 * the lookup of "a" meanwhile asks the store, which says directory. */
+	pg_set(split_pages, 3);
+	ck_assert_int_eq(objfs_inodes_new(&st, 60, 60, &t), 0);
+	opener_start(&o, t, OBJFS_ROOT_INO, &th);
+	pg_release(1);
+	ck_assert(waited(&o.w));
+	ck_assert_int_eq(entry(o.w.snap, 0, e, NULL), -EINPROGRESS);
+	pg_release(2);
+	ck_assert_int_eq(entry(o.w.snap, 0, e, NULL), 1);
+	ck_assert_str_eq(e, "a-1");
+	ck_assert_int_eq(entry(o.w.snap, 1, e, NULL), -EINPROGRESS);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "a", &a), 0);
+	ck_assert_int_eq(a.is_dir, 1);
+	uint64_t ino = a.ino;
+	pg_release(3);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(entry(o.w.snap, 1, e, &a), 1);
+	ck_assert_str_eq(e, "a/");
+	ck_assert_uint_eq(a.ino, ino);
+	ck_assert_uint_eq(snap_count(o.w.snap, NULL, 0), 4);
+	objfs_dirsnap_free(o.w.snap);
+	objfs_inodes_free(t);
+}
+END_TEST
+
+/*
+ * Offsets: entry i of a handle stays entry i, whatever was read in
+ * between and after a newer listing replaced it (list_ttl 0: every opendir
+ * lists again), and a name's inode number stays while the kernel holds it.
+ */
+START_TEST(test_offsets_stable)
+{
+	struct objfs_store st = { .ops = &gen_ops };
+	struct objfs_inodes *t;
+	struct objfs_dirsnap *d1, *d2;
+	struct objfs_attr a, b;
+	char e[NAME_MAX + 2], name[NAME_MAX + 1];
+
+	pg_gen_n = 2500;
+	atomic_store(&pg_calls, 0);
+	ck_assert_int_eq(objfs_inodes_new(&st, 0, 60, &t), 0);
+	ck_assert_int_eq(objfs_inode_opendir(t, OBJFS_ROOT_INO, &d1), 0);
+	/* the kernel holds k0001234 (readdirplus) */
+	ck_assert_int_eq(objfs_dirsnap_entry(d1, 1234, 1, name, &a, NULL, NULL), 1);
+	ck_assert_str_eq(name, "k0001234");
+	ck_assert_int_eq(objfs_inode_opendir(t, OBJFS_ROOT_INO, &d2), 0);
+	ck_assert_int_eq(atomic_load(&pg_calls), 2);
+	for (size_t i = 2499; i > 0; i -= 7) {
+		char want[16];
+
+		snprintf(want, sizeof(want), "k%07zu", i);
+		ck_assert_int_eq(entry(d1, i, e, NULL), 1);
+		ck_assert_str_eq(e, want);
+		ck_assert_int_eq(entry(d2, i, e, NULL), 1);
+		ck_assert_str_eq(e, want);
+	}
+	ck_assert_int_eq(entry(d1, 2500, e, NULL), 0);
+	ck_assert_int_eq(objfs_dirsnap_entry(d2, 1234, 0, name, &b, NULL, NULL), 1);
+	ck_assert_uint_eq(b.ino, a.ino);
+	objfs_dirsnap_free(d1);
+	objfs_dirsnap_free(d2);
+	objfs_inode_forget(t, a.ino, 1);
+	objfs_inodes_free(t);
+}
+END_TEST
+
+/*
+ * Forgotten nodes are freed: lookups alone; a huge listing (dropped once
+ * unread: the store looks names up itself) whose entries the kernel held;
+ * a small one, kept until the kernel forgets its directory.
+ */
+START_TEST(test_forget_frees)
+{
+	struct objfs_store st = { .ops = &gen_ops };
+	struct objfs_inodes *t;
+	struct objfs_dirsnap *d;
+	struct objfs_attr a, da;
+	uint64_t *inos;
+	char name[NAME_MAX + 1];
+	size_t n = OBJFS_LIST_KEEP_MAX + 1000;
+
+	ck_assert_int_eq(objfs_inodes_new(&st, 60, 60, &t), 0);
+	ck_assert_uint_eq(objfs_inodes_live(t), 1);
+	/* direct lookups, twice each: same inode while held */
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "x", &a), 0);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "x", &da), 0);
+	ck_assert_uint_eq(a.ino, da.ino);
+	ck_assert_uint_eq(objfs_inodes_live(t), 2);
+	objfs_inode_forget(t, a.ino, 1);
+	ck_assert_uint_eq(objfs_inodes_live(t), 2);
+	objfs_inode_forget(t, a.ino, 1);
+	ck_assert_uint_eq(objfs_inodes_live(t), 1);
+	/* a forgotten number is gone: nothing answers for it */
+	ck_assert_int_eq(objfs_inode_getattr(t, a.ino, &da), -ENOENT);
+
+	/* huge: readdirplus of everything, handle closed, all forgotten */
+	pg_gen_n = (int)n;
+	inos = malloc(n * sizeof(*inos));
+	ck_assert_int_eq(objfs_inode_opendir(t, OBJFS_ROOT_INO, &d), 0);
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_int_eq(objfs_dirsnap_entry(d, i, 1, name, &a, NULL, NULL), 1);
+		inos[i] = a.ino;
+	}
+	objfs_dirsnap_free(d);
+	ck_assert_uint_eq(objfs_inodes_live(t), n + 1);
+	for (size_t i = 0; i < n; i++)
+		objfs_inode_forget(t, inos[i], 1);
+	ck_assert_uint_eq(objfs_inodes_live(t), 1);
+	free(inos);
+
+	/* small, in directory d: kept while d is known, freed with it */
+	pg_gen_n = 100;
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "d", &da), 0);
+	ck_assert_int_eq(objfs_inode_opendir(t, da.ino, &d), 0);
+	for (size_t i = 0; i < 100; i++)
+		ck_assert_int_eq(objfs_dirsnap_entry(d, i, 1, name, &a, NULL, NULL), 1);
+	objfs_dirsnap_free(d);
+	for (size_t i = 0; i < 100; i++) {
+		snprintf(name, sizeof(name), "k%07zu", i);
+		ck_assert_int_eq(objfs_inode_lookup(t, da.ino, name, &a), 0);
+		objfs_inode_forget(t, a.ino, 2);
+	}
+	ck_assert_uint_eq(objfs_inodes_live(t), 102); /* the kept listing holds them */
+	objfs_inode_forget(t, da.ino, 1);
+	ck_assert_uint_eq(objfs_inodes_live(t), 1);
+	objfs_inodes_free(t);
+}
+END_TEST
+
+/* A listing nobody reads any more (`ls -f | head`) stops at its next page. */
+START_TEST(test_unread_listing_stops)
+{
+	struct objfs_store st = { .ops = &pg_ops };
+	struct objfs_inodes *t;
+	struct opener o;
+	pthread_t th;
+
+	pg_set(flat_pages, 3);
+	ck_assert_int_eq(objfs_inodes_new(&st, 60, 60, &t), 0);
+	opener_start(&o, t, OBJFS_ROOT_INO, &th);
+	pg_release(1);
+	ck_assert(waited(&o.w));
+	objfs_dirsnap_free(o.w.snap);
+	pg_release(3);
+	pthread_join(th, NULL);
+	ck_assert_int_eq(pg_served, 2);
+	ck_assert_int_eq(pg_stopped, -ECANCELED);
+	ck_assert_uint_eq(objfs_inodes_live(t), 1);
+	/* the next opendir lists anew */
+	pg_set(flat_pages, 3);
+	pg_allow_all();
+	ck_assert_int_eq(objfs_inode_opendir(t, OBJFS_ROOT_INO, &o.sync), 0);
+	ck_assert_uint_eq(snap_count(o.sync, NULL, 0), 8);
+	objfs_dirsnap_free(o.sync);
+	objfs_inodes_free(t);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("inode");
@@ -290,6 +861,11 @@ int main(void)
 	tcase_add_test(tc, test_waiters_share_the_listing);
 	tcase_add_test(tc, test_deep_tree_linear);
 	tcase_add_test(tc, test_direct_lookup);
+	tcase_add_test(tc, test_readdir_streams);
+	tcase_add_test(tc, test_dedupe_across_pages);
+	tcase_add_test(tc, test_offsets_stable);
+	tcase_add_test(tc, test_forget_frees);
+	tcase_add_test(tc, test_unread_listing_stops);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

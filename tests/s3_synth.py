@@ -19,7 +19,7 @@ Prints its port on the first line of stdout, then serves on 127.0.0.1:
     bytes=A-B);
   - every request waits L ms first (20 ms models S3), on its own thread;
   - GET /__stats: {"list": n, "head": n, "get": n, "other": n} so far;
-    POST /__put?key=K&size=S adds or replaces a key, POST /__delete?key=K
+    POST /__put?key=K&size=S adds or replaces a key (key= may repeat), POST /__delete?key=K
     removes one (churn tests); POST /__reset zeroes the counters.
 
 The key set is a sorted list searched with bisect: a million keys take
@@ -176,7 +176,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         q = urllib.parse.parse_qs(u.query)
         keys = self.server.keys
         if u.path == "/__put":
-            keys.put(q["key"][0], int(q.get("size", ["100"])[0]))
+            for k in q["key"]:
+                keys.put(k, int(q.get("size", ["100"])[0]))
             self.send(200, b"ok\n", "text/plain")
         elif u.path == "/__delete":
             self.send(200 if keys.delete(q["key"][0]) else 404, b"", "text/plain")

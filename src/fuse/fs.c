@@ -499,35 +499,71 @@ static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	reply_opendir(req, fi, err, d);
 }
 
-/* Offsets: 1 is ".", 2 is "..", 3 + i is snapshot entry i. */
-static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi,
-		       int plus)
+/*
+ * A readdir: its request and arguments, kept while it waits for the
+ * listing (parked: readdir_fill runs again on the thread that lists once
+ * the entry it needs has come).
+ */
+struct readdir_wait {
+	fuse_req_t req;
+	size_t size;
+	off_t off;
+	int plus;
+	struct hnd *ref;           /* keeps the handle until the reply */
+	struct objfs_dirsnap *d;
+};
+
+static void readdir_fill(void *arg);
+
+/*
+ * Replies to readdir @arg (a struct readdir_wait, freed here) with the
+ * entries from its offset on that are listed now. Offsets: 1 is ".", 2 is
+ * "..", 3 + i is listing entry i; entry i never moves, so a readdir
+ * continued at an offset resumes where it was. When not even the first
+ * entry asked for is listed yet, the request is parked on the listing and
+ * answered when it is: an empty reply would mean the end of the directory.
+ */
+static void readdir_fill(void *arg)
 {
+	struct readdir_wait *w = arg;
+	fuse_req_t req = w->req;
 	struct objfs_fs *fs = fs_of(req);
-	struct hnd *ref;
-	struct objfs_dirsnap *d = hnd_get(fi->fh, &ref);
-	char *buf = d ? malloc(size) : NULL, *p = buf;
-	size_t left = size;
+	size_t size = w->size, left = size;
+	char *buf = malloc(size), *p = buf;
+	int plus = w->plus, err = 0;
 
 	if (!buf) {
-		fuse_reply_err(req, d ? ENOMEM : EBADF);
-		if (d)
-			hnd_put(ref);
+		fuse_reply_err(req, ENOMEM);
+		hnd_put(w->ref);
+		free(w);
 		return;
 	}
-	for (off_t o = off; (size_t)o < d->n + 2; o++) {
+	for (off_t o = w->off;; o++) {
 		struct fuse_entry_param e;
 		struct objfs_attr a = { 0 };
-		const char *name;
+		char name[NAME_MAX + 1];
 		size_t used;
+		int r;
 
 		if (o < 2) {
-			name = o == 0 ? "." : "..";
-			a.ino = o == 0 ? d->self : d->parent;
+			snprintf(name, sizeof(name), "%s", o == 0 ? "." : "..");
+			a.ino = o == 0 ? w->d->self : w->d->parent;
 			a.is_dir = 1;
 			a.mtime = -1;
 		} else {
-			name = objfs_dirsnap_entry(fs->inodes, d, (size_t)o - 2, &a);
+			/* parks only when nothing was added yet; then w is the
+			 * waker's from here on */
+			r = objfs_dirsnap_entry(w->d, (size_t)o - 2, plus, name, &a,
+						p == buf ? readdir_fill : NULL, w);
+			if (r == -EINPROGRESS && p == buf) {
+				free(buf);
+				return;
+			}
+			if (r <= 0) {
+				if (r < 0 && r != -EINPROGRESS && p == buf)
+					err = r; /* failed here: said once nothing else is */
+				break;
+			}
 		}
 		fill_entry(fs, &a, &e);
 		if (plus) {
@@ -544,16 +580,43 @@ static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_
 		} else {
 			used = fuse_add_direntry(req, p, left, name, &e.attr, o + 1);
 		}
-		if (used > left)
+		if (used > left) {
+			if (plus && o >= 2) /* not sent: its lookup reference back */
+				objfs_inode_forget(fs->inodes, a.ino, 1);
 			break;
-		if (plus && o >= 2)
-			objfs_inode_ref(fs->inodes, a.ino);
+		}
 		p += used;
 		left -= used;
 	}
-	fuse_reply_buf(req, buf, size - left);
+	if (err)
+		fuse_reply_err(req, -err);
+	else
+		fuse_reply_buf(req, buf, size - left);
 	free(buf);
-	hnd_put(ref);
+	hnd_put(w->ref);
+	free(w);
+}
+
+static void do_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi,
+		       int plus)
+{
+	struct readdir_wait *w = malloc(sizeof(*w));
+
+	if (!w) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	w->d = hnd_get(fi->fh, &w->ref);
+	if (!w->d) {
+		fuse_reply_err(req, EBADF);
+		free(w);
+		return;
+	}
+	w->req = req;
+	w->size = size;
+	w->off = off;
+	w->plus = plus;
+	readdir_fill(w);
 }
 
 static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

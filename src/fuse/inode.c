@@ -1,16 +1,55 @@
 /*
  * inode: see inode.h for the design and the locking rule.
  *
- * Nodes are found two ways: by inode number through a dense array (numbers
- * are handed out sequentially from 1 and never reused), and by (parent, name)
- * through a chained hash table, so a lookup in a directory of 100,000 entries
- * costs O(1). A directory's kids array is its latest listing in server order;
- * nodes that left the listing stay in the tables (an open file keeps working
- * and a name that comes back keeps its inode number).
+ * Tables. Nodes are found by inode number and by (parent, name), each
+ * through a chained hash table that grows, so a lookup in a directory of a
+ * million entries costs O(1), and a freed node leaves no hole (the dense
+ * array by number this replaced kept 8 bytes for every node ever made).
+ *
+ * References. n->nlookup counts the kernel's lookups, n->refs the holds
+ * from inside: each child on its parent (node_path walks up), each listing
+ * on its directory and on every entry it holds, a thread on a node while
+ * the lock is dropped, the table on the root. A node with neither is freed
+ * at once (node_release) and its parent loses a hold, up the tree in a loop
+ * (no recursion: trees 20,000 deep exist). A kept listing holds its
+ * directory's children, which hold the directory: cache_settle breaks that
+ * cycle by dropping the listing when the kernel forgets the directory or an
+ * entry of a listing past list_ttl, when it failed, or when it is too large
+ * to keep (inode.h).
+ *
+ * Listings. A struct objfs_dirlist is one listing of one directory: an
+ * array of held nodes, appended to page by page by the thread that lists
+ * (list_run, called by the opendir or lookup that found no fresh listing)
+ * and never reordered, so an entry's index is its readdir offset for every
+ * handle on that listing. The directory's current listing is dir->cur;
+ * handles keep theirs, even after a newer one replaced it. A node listed
+ * by a listing carries its gen in list_gen: "listed here" is one compare,
+ * and a fresh listing's negative answers need no other index.
+ *
+ * Object and directory of one name. S3 lists keys in byte order with each
+ * CommonPrefix in its place, so the prefix "a/" of an object "a" may come
+ * pages after it, with "a-1" and "a.txt" in between. An object whose key
+ * "NAME/" sorts after the page's upto (the store's largest key so far) is
+ * held back in l->pending until a page reaches past "NAME/" or the listing
+ * ends, and given out then unless its directory came. Held-back names are
+ * prefixes of upto, so at most a few wait at a time, and the first page of
+ * a flat prefix gives out all of its objects but the last. A server that
+ * lists out of order may still send a directory after its object was
+ * given out: that slot then holds the directory (readdir from there on
+ * shows it once, as the directory), with a log line.
+ *
+ * Compact entries. A node is one allocation with its name inline; files'
+ * ETags and directories' listings share a union. A million listed keys
+ * cost one node each (128 bytes with an 8-byte name, plus the ETag), two
+ * hash slots and one listing slot (see docs/benchmarks.md for the measured
+ * bytes per entry). Memory freed in bulk is handed back to the system
+ * (malloc_trim), so the daemon shrinks when the kernel drops its caches.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <malloc.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,54 +61,95 @@
 #include "hash.h"
 #include "log.h"
 
-/* A lookup (name) or opendir (no name) waiting, without a thread, for its
- * directory's listing in progress (see inode.h). */
+/* Freed nodes between two malloc_trim calls. */
+#define TRIM_AFTER 65536
+
+/* What a parked request waits for (see inode.h). */
+enum park_kind {
+	P_LOOKUP,  /* the listing's end, then the lookup of name */
+	P_OPENDIR, /* its first page */
+	P_READDIR, /* entry index */
+};
+
 struct parked {
 	struct parked *next;
-	objfs_parked_fn done;
+	enum park_kind kind;
+	size_t index;         /* P_READDIR */
+	objfs_parked_fn done; /* P_LOOKUP, P_OPENDIR */
+	objfs_wake_fn wake;   /* P_READDIR */
 	void *arg;
-	int opendir;
-	char name[]; /* lookup: the name asked for */
+	char name[];          /* P_LOOKUP: the name asked for */
+};
+
+enum list_state { L_LISTING, L_DONE, L_FAILED };
+
+struct objfs_dirlist {
+	struct objfs_node *dir;   /* held */
+	struct objfs_node **ents; /* held, in the order given out; append-only */
+	size_t n, cap;
+	unsigned refs;            /* dir->cur's, each handle's, the lister's, each
+				     thread waiting for it */
+	unsigned handles;         /* handles open on it */
+	unsigned pages;           /* pages merged so far */
+	size_t hidden;            /* objects hidden by a directory of their name */
+	uint32_t gen;             /* what its nodes carry in list_gen */
+	enum list_state state;
+	int err;                  /* L_FAILED: why */
+	int cancel;               /* nobody reads it: stop at the next page
+				     unless somebody does by then */
+	double done_at;           /* monotonic time it ended */
+	struct objfs_listing pending; /* objects held back: their directory may
+					 still come in a later page */
+	struct parked *parked;    /* waiting for a page or the end */
+	struct objfs_dirlist *prev, *next; /* every listing of the table */
 };
 
 struct objfs_node {
+	struct objfs_node *hnext;  /* (parent, name) chain; only while hashed */
+	struct objfs_node *inext;  /* inode number chain */
+	struct objfs_node *parent; /* held; NULL for the root */
+	union {
+		struct {                   /* files */
+			char *etag;        /* NULL: none known (most HTTP listings) */
+			char *open_etag;   /* ETag seen by the last open
+					      (keep_cache); NULL none */
+		};
+		struct objfs_dirlist *cur; /* directories: the latest listing */
+	};
 	uint64_t ino;
-	uint64_t nlookup;
-	struct objfs_node *parent;
-	char *name;             /* immutable; the store path is built from the
-				   names up to the root (node_path): a node
-				   holding its full path cost O(depth^2) in a
-				   deep tree, 825 MiB at depth 20,000 */
-	int is_dir;             /* immutable: a type change makes a new node */
-	int present;            /* in the parent's latest listing */
+	uint64_t nlookup;          /* the kernel's references */
 	int64_t size, mtime;
-	char *etag;             /* NULL: none known (most HTTP listings) */
-	double attr_at;         /* monotonic time attrs were fetched, 0 never */
-	double found_at;        /* monotonic time a lookup of its own (no listing)
-				   found it, 0 never: see direct_lookup */
-	char *open_etag;        /* ETag seen by the last open (keep_cache); NULL none */
 	int64_t open_size;
-	/* Directories only: */
-	struct objfs_node **kids;
-	size_t nkids;
-	double listed_at;       /* 0: never listed */
-	int listing;            /* a thread is listing it now */
-	unsigned list_gen;      /* listings ended; with list_err, the last one's */
-	int list_err;           /* result, for threads that waited for it */
-	struct parked *parked;  /* waiting for the listing in progress; taken
-				   by the thread that listed, when it ends */
-	struct objfs_node *hnext;
+	double attr_at;            /* monotonic time attrs were fetched, 0 never */
+	double found_at;           /* monotonic time a lookup of its own (no
+				      listing) found it, 0 never: direct_lookup */
+	uint32_t refs;             /* holds from inside (see above) */
+	uint32_t list_gen;         /* gen of the last listing that gave it out */
+	uint8_t is_dir;            /* immutable: a type change makes a new node */
+	uint8_t hashed;            /* findable by (parent, name): a newer node of
+				      the same name unhashes an old one */
+	char name[];               /* immutable; the store path is built from
+				      the names up to the root (node_path): a
+				      node holding its full path cost
+				      O(depth^2) in a deep tree, 825 MiB at
+				      depth 20,000 */
 };
 
 struct objfs_inodes {
 	struct objfs_store *store;
 	double list_ttl, attr_ttl;
 	pthread_mutex_t lock;
-	pthread_cond_t listed;
-	struct objfs_node **by_ino; /* index = ino */
-	size_t nino, capino;
-	struct objfs_node **hash;
+	pthread_cond_t listed;       /* a listing got a page or ended */
+	struct objfs_node *root;
+	struct objfs_node **hash;    /* by (parent, name) */
 	size_t nhash, nbuckets;
+	struct objfs_node **itab;    /* by inode number; t->live entries */
+	size_t nitab;
+	size_t live;
+	uint64_t next_ino;
+	uint32_t next_gen;
+	size_t freed;                /* since the last malloc_trim */
+	struct objfs_dirlist *lists;
 };
 
 static size_t name_hash(uint64_t parent, const char *name)
@@ -82,71 +162,165 @@ static struct objfs_node *hash_find(struct objfs_inodes *t, uint64_t parent, con
 	struct objfs_node *n = t->hash[name_hash(parent, name) & (t->nbuckets - 1)];
 
 	for (; n; n = n->hnext)
-		if (n->parent && n->parent->ino == parent && strcmp(n->name, name) == 0)
+		if (n->parent->ino == parent && strcmp(n->name, name) == 0)
 			return n;
 	return NULL;
 }
 
 #define NODE_HASH(n) name_hash((n)->parent->ino, (n)->name)
-
-static int hash_grow(struct objfs_inodes *t)
-{
-	return OBJFS_HASH_GROW(&t->hash, &t->nbuckets, struct objfs_node, hnext, NODE_HASH);
-}
+#define NODE_IHASH(n) ((size_t)(n)->ino)
 
 static void hash_remove(struct objfs_inodes *t, struct objfs_node *n)
 {
-	struct objfs_node **pp = &t->hash[name_hash(n->parent->ino, n->name) & (t->nbuckets - 1)];
+	struct objfs_node **pp;
 
-	for (; *pp; pp = &(*pp)->hnext) {
+	if (!n->hashed)
+		return;
+	for (pp = &t->hash[NODE_HASH(n) & (t->nbuckets - 1)]; *pp; pp = &(*pp)->hnext) {
 		if (*pp == n) {
 			*pp = n->hnext;
 			n->hnext = NULL;
+			n->hashed = 0;
 			t->nhash--;
 			return;
 		}
 	}
 }
 
-/* Creates a node under @parent (NULL for the root). Lock held. */
+static struct objfs_node *node_get(struct objfs_inodes *t, uint64_t ino)
+{
+	struct objfs_node *n = ino ? t->itab[ino & (t->nitab - 1)] : NULL;
+
+	while (n && n->ino != ino)
+		n = n->inext;
+	return n;
+}
+
+/*
+ * Creates a node under @parent (NULL for the root), hashed, with no
+ * reference: the caller gives it one, or node_release()s it. Lock held.
+ * NULL when out of memory.
+ */
 static struct objfs_node *node_new(struct objfs_inodes *t, struct objfs_node *parent,
 				   const char *name, int is_dir)
 {
+	size_t len = strlen(name);
 	struct objfs_node *n;
 
-	if (t->nino >= t->capino) {
-		size_t nc = t->capino ? t->capino * 2 : 1024;
-		struct objfs_node **a = realloc(t->by_ino, nc * sizeof(*a));
-
-		if (!a)
-			return NULL;
-		t->by_ino = a;
-		t->capino = nc;
-	}
-	if (parent && t->nhash >= t->nbuckets && hash_grow(t))
-		return NULL;
-	n = calloc(1, sizeof(*n));
+	/* A table that cannot grow stays correct, with longer chains. */
+	if (t->live >= t->nitab)
+		(void)OBJFS_HASH_GROW(&t->itab, &t->nitab, struct objfs_node, inext, NODE_IHASH);
+	if (parent && t->nhash >= t->nbuckets)
+		(void)OBJFS_HASH_GROW(&t->hash, &t->nbuckets, struct objfs_node, hnext, NODE_HASH);
+	n = calloc(1, offsetof(struct objfs_node, name) + len + 1);
 	if (!n)
 		return NULL;
-	n->name = strdup(name);
-	if (!n->name) {
-		free(n);
-		return NULL;
-	}
+	memcpy(n->name, name, len + 1);
 	n->parent = parent;
-	n->is_dir = is_dir;
+	n->is_dir = is_dir ? 1 : 0;
 	n->size = -1;
 	n->mtime = -1;
-	n->ino = t->nino;
-	t->by_ino[t->nino++] = n;
+	n->ino = t->next_ino++;
+	n->inext = t->itab[n->ino & (t->nitab - 1)];
+	t->itab[n->ino & (t->nitab - 1)] = n;
+	t->live++;
 	if (parent) {
-		size_t b = name_hash(parent->ino, name) & (t->nbuckets - 1);
+		size_t b = NODE_HASH(n) & (t->nbuckets - 1);
 
+		parent->refs++;
 		n->hnext = t->hash[b];
 		t->hash[b] = n;
+		n->hashed = 1;
 		t->nhash++;
 	}
 	return n;
+}
+
+/* Unlinks and frees @n (no references left, no listing). Lock held. */
+static void node_free(struct objfs_inodes *t, struct objfs_node *n)
+{
+	struct objfs_node **pp = &t->itab[n->ino & (t->nitab - 1)];
+
+	hash_remove(t, n);
+	while (*pp != n)
+		pp = &(*pp)->inext;
+	*pp = n->inext;
+	if (!n->is_dir) {
+		free(n->etag);
+		free(n->open_etag);
+	}
+	free(n);
+	t->live--;
+	t->freed++;
+}
+
+/* Frees @n if nothing holds it any more, then its parent likewise, up the
+ * tree. Lock held. */
+static void node_release(struct objfs_inodes *t, struct objfs_node *n)
+{
+	while (n && n != t->root && !n->refs && !n->nlookup) {
+		struct objfs_node *p = n->parent;
+
+		node_free(t, n);
+		n = p;
+		if (n)
+			n->refs--; /* the child's hold */
+	}
+}
+
+/* Drops one hold of @n. Lock held. */
+static void node_put(struct objfs_inodes *t, struct objfs_node *n)
+{
+	n->refs--;
+	node_release(t, n);
+}
+
+/* Drops one reference to listing @l; the last frees it and releases its
+ * entries and directory. Lock held. */
+static void list_put(struct objfs_inodes *t, struct objfs_dirlist *l)
+{
+	if (--l->refs)
+		return;
+	if (l->prev)
+		l->prev->next = l->next;
+	else
+		t->lists = l->next;
+	if (l->next)
+		l->next->prev = l->prev;
+	/* the children's parent is l->dir, held by l until the end: the
+	 * cascade up from a freed child stops there */
+	for (size_t i = 0; i < l->n; i++)
+		node_put(t, l->ents[i]);
+	free(l->ents);
+	objfs_listing_clear(&l->pending);
+	node_put(t, l->dir);
+	free(l);
+}
+
+static int list_fresh(const struct objfs_inodes *t, const struct objfs_dirlist *l);
+
+/*
+ * Drops @d's kept listing when nothing needs it any more, or asks the one
+ * under way to stop when nobody reads it (see inode.h). Called whenever one
+ * of the conditions may have changed. Lock held.
+ */
+static void cache_settle(struct objfs_inodes *t, struct objfs_node *d)
+{
+	struct objfs_dirlist *l = d->cur;
+	int forgotten = d != t->root && !d->nlookup;
+
+	if (!l || l->handles || l->parked)
+		return;
+	if (l->state == L_LISTING) {
+		if (t->store->ops->lookup || forgotten)
+			l->cancel = 1; /* acted upon at the next page: page_cb */
+		return;
+	}
+	if (l->state == L_FAILED || forgotten || !list_fresh(t, l) ||
+	    (t->store->ops->lookup && l->n > OBJFS_LIST_KEEP_MAX)) {
+		d->cur = NULL;
+		list_put(t, l);
+	}
 }
 
 int objfs_inodes_new(struct objfs_store *store, double list_ttl, double attr_ttl,
@@ -161,14 +335,17 @@ int objfs_inodes_new(struct objfs_store *store, double list_ttl, double attr_ttl
 	t->attr_ttl = attr_ttl;
 	pthread_mutex_init(&t->lock, NULL);
 	pthread_cond_init(&t->listed, NULL);
-	t->nbuckets = 1024;
+	t->nbuckets = t->nitab = 1024;
 	t->hash = calloc(t->nbuckets, sizeof(*t->hash));
-	t->nino = 1; /* inode 0 does not exist */
-	if (!t->hash || !node_new(t, NULL, "", 1)) {
+	t->itab = calloc(t->nitab, sizeof(*t->itab));
+	t->next_ino = OBJFS_ROOT_INO;
+	t->next_gen = 1;
+	if (!t->hash || !t->itab || !(t->root = node_new(t, NULL, "", 1))) {
 		objfs_inodes_free(t);
 		return -ENOMEM;
 	}
-	t->by_ino[OBJFS_ROOT_INO]->present = 1;
+	t->root->refs = 1; /* the table's */
+	t->root->nlookup = 1;
 	*out = t;
 	return 0;
 }
@@ -177,31 +354,56 @@ void objfs_inodes_free(struct objfs_inodes *t)
 {
 	if (!t)
 		return;
-	for (size_t i = 1; i < t->nino; i++) {
-		struct objfs_node *n = t->by_ino[i];
+	while (t->lists) {
+		struct objfs_dirlist *l = t->lists;
 
-		free(n->name);
-		free(n->etag);
-		free(n->open_etag);
-		free(n->kids);
-		while (n->parked) { /* unmounted mid-listing: nobody to answer */
-			struct parked *p = n->parked;
+		t->lists = l->next;
+		while (l->parked) { /* unmounted mid-listing: nobody to answer */
+			struct parked *p = l->parked;
 
-			n->parked = p->next;
+			l->parked = p->next;
 			free(p);
 		}
-		free(n);
+		free(l->ents);
+		objfs_listing_clear(&l->pending);
+		free(l);
 	}
-	free(t->by_ino);
+	for (size_t i = 0; t->itab && i < t->nitab; i++) {
+		while (t->itab[i]) {
+			struct objfs_node *n = t->itab[i];
+
+			t->itab[i] = n->inext;
+			if (!n->is_dir) {
+				free(n->etag);
+				free(n->open_etag);
+			}
+			free(n);
+		}
+	}
+	free(t->itab);
 	free(t->hash);
 	pthread_mutex_destroy(&t->lock);
 	pthread_cond_destroy(&t->listed);
 	free(t);
 }
 
-static struct objfs_node *node_get(struct objfs_inodes *t, uint64_t ino)
+size_t objfs_inodes_live(struct objfs_inodes *t)
 {
-	return (ino && ino < t->nino) ? t->by_ino[ino] : NULL;
+	size_t n;
+
+	pthread_mutex_lock(&t->lock);
+	n = t->live;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+/* Whether enough was freed to hand memory back; resets the count. Lock held. */
+static int trim_due(struct objfs_inodes *t)
+{
+	if (t->freed < TRIM_AFTER)
+		return 0;
+	t->freed = 0;
+	return 1;
 }
 
 /*
@@ -244,110 +446,392 @@ static void set_str(char **dst, const char *v)
 
 static void attr_fill(const struct objfs_node *n, struct objfs_attr *a)
 {
+	const char *etag = !n->is_dir && n->etag ? n->etag : "";
+	size_t len = strlen(etag);
+
+	if (len >= sizeof(a->etag))
+		len = sizeof(a->etag) - 1;
 	a->ino = n->ino;
 	a->is_dir = n->is_dir;
 	a->size = n->size;
 	a->mtime = n->mtime;
-	snprintf(a->etag, sizeof(a->etag), "%s", n->etag ? n->etag : "");
+	memcpy(a->etag, etag, len);
+	a->etag[len] = '\0';
 }
 
-/* Replaces @d's listing with @l. Lock held. */
-static int merge_listing(struct objfs_inodes *t, struct objfs_node *d,
-			 const struct objfs_listing *l, double now)
+/* ---- listings ---- */
+
+/*
+ * Gives listing @l entry @e (a copy is made when its node is new): appended
+ * unless listed already (a directory wins over an object of the same name).
+ * File attributes come with it. Lock held. 0 or -ENOMEM.
+ */
+static int list_add(struct objfs_inodes *t, struct objfs_dirlist *l,
+		    const struct objfs_listent *e, double now)
 {
-	struct objfs_node **kids = malloc((l->n ? l->n : 1) * sizeof(*kids));
-	size_t nk = 0;
+	struct objfs_node *d = l->dir, *n = hash_find(t, d->ino, e->name), *m;
+	size_t i;
 
-	if (!kids)
-		return -ENOMEM;
-	for (size_t i = 0; i < d->nkids; i++)
-		d->kids[i]->present = 0;
-	for (size_t i = 0; i < l->n; i++) {
-		const struct objfs_listent *e = &l->ents[i];
-		struct objfs_node *n = hash_find(t, d->ino, e->name);
-
-		if (n && n->is_dir != e->is_dir) {
-			hash_remove(t, n);
-			n = NULL;
-		}
-		if (!n)
-			n = node_new(t, d, e->name, e->is_dir);
-		if (!n) {
-			free(kids);
+	if (n && n->list_gen == l->gen) {
+		if (n->is_dir && !e->is_dir)
+			l->hidden++;
+		if (n->is_dir || !e->is_dir)
+			return 0; /* listed already */
+		/* The directory of an object already given out (a server that
+		 * lists out of order): its slot becomes the directory. */
+		for (i = l->n; i > 0 && l->ents[i - 1] != n; i--)
+			;
+		if (!i)
+			return -EIO; /* cannot be: list_gen is set when appended */
+		m = node_new(t, d, e->name, 1);
+		if (!m)
 			return -ENOMEM;
-		}
-		if (n->present)
-			continue; /* listed twice */
-		n->present = 1;
-		if (e->mtime >= 0)
-			n->mtime = e->mtime;
-		if (!n->is_dir) {
-			if (e->size >= 0) {
-				if (e->etag)
-					set_str(&n->etag, e->etag);
-				else if (n->size != e->size)
-					set_str(&n->etag, NULL);
-				n->size = e->size;
-				n->attr_at = now;
-			} else if (n->attr_at && now - n->attr_at >= t->attr_ttl) {
-				n->size = -1;
-			}
-		}
-		kids[nk++] = n;
+		hash_remove(t, n);
+		m->refs++;
+		m->list_gen = l->gen;
+		n->list_gen = 0;
+		l->ents[i - 1] = m;
+		objfs_info("listing: '%s' came as a directory after it was listed as an object "
+			   "(server out of order): shown as the directory from here on", e->name);
+		node_put(t, n);
+		return 0;
 	}
-	free(d->kids);
-	d->kids = kids;
-	d->nkids = nk;
-	d->listed_at = now;
+	if (l->n == l->cap) {
+		size_t nc = l->cap ? l->cap * 2 : 4;
+		struct objfs_node **a = realloc(l->ents, nc * sizeof(*a));
+
+		if (!a)
+			return -ENOMEM;
+		l->ents = a;
+		l->cap = nc;
+	}
+	if (n && n->is_dir != e->is_dir) {
+		hash_remove(t, n); /* a new node; the kernel may still hold the old */
+		node_release(t, n);
+		n = NULL;
+	}
+	if (!n && !(n = node_new(t, d, e->name, e->is_dir)))
+		return -ENOMEM;
+	n->refs++;
+	n->list_gen = l->gen;
+	l->ents[l->n++] = n;
+	if (e->mtime >= 0)
+		n->mtime = e->mtime;
+	if (!n->is_dir) {
+		if (e->size >= 0) {
+			if (e->etag)
+				set_str(&n->etag, e->etag);
+			else if (n->size != e->size)
+				set_str(&n->etag, NULL);
+			n->size = e->size;
+			n->attr_at = now;
+		} else if (n->attr_at && now - n->attr_at >= t->attr_ttl) {
+			n->size = -1;
+		}
+	}
 	return 0;
 }
 
-/* Makes sure @d's listing is fresh. Lock held on entry and exit. When
- * this thread listed, the requests parked meanwhile are moved to *@done
- * (NULL: none), for complete_parked() once the lock is dropped. */
-static int ensure_listed(struct objfs_inodes *t, struct objfs_node *d, struct parked **done)
+/* Whether key "@name/" sorts after @upto (byte order). */
+static int dirkey_after(const char *name, const char *upto)
 {
-	struct objfs_listing l = { 0 };
-	char *path;
+	size_t i = 0;
+
+	for (; name[i] && name[i] == upto[i]; i++)
+		;
+	if (name[i])
+		return (unsigned char)name[i] > (unsigned char)upto[i];
+	return (unsigned char)upto[i] < '/'; /* upto ends here (NUL) or goes on below '/' */
+}
+
+/* Removes held-back entry @i of @l. Lock held. */
+static void pending_remove(struct objfs_dirlist *l, size_t i)
+{
+	free(l->pending.ents[i].name);
+	free(l->pending.ents[i].etag);
+	memmove(&l->pending.ents[i], &l->pending.ents[i + 1],
+		(l->pending.n - i - 1) * sizeof(l->pending.ents[0]));
+	l->pending.n--;
+}
+
+/* Holds object @e back (a copy). Lock held. 0 or -ENOMEM. */
+static int pending_add(struct objfs_dirlist *l, const struct objfs_listent *e)
+{
+	int rc = objfs_listing_add(&l->pending, e->name, strlen(e->name), 0, e->size, e->mtime);
+
+	if (rc == -EEXIST || rc == -EINVAL)
+		return 0; /* held back already; names were checked by the store */
+	if (!rc && e->etag)
+		rc = objfs_listing_set_etag(&l->pending.ents[l->pending.n - 1], e->etag,
+					    strlen(e->etag));
+	return rc;
+}
+
+/*
+ * Merges one page into @l: its directories, then the held-back objects
+ * that @upto has passed, then its objects, each given out unless a
+ * directory of the same name may still come (see above). @upto NULL: nothing is held
+ * back (a one-page listing, or a store that says nothing of its order).
+ * Lock held. 0 or -ENOMEM.
+ */
+static int page_merge(struct objfs_inodes *t, struct objfs_dirlist *l,
+		      const struct objfs_listing *pg, const char *upto, double now)
+{
+	int err = 0;
+
+	for (size_t i = 0; !err && i < pg->n; i++) {
+		const struct objfs_listent *e = &pg->ents[i];
+
+		if (!e->is_dir)
+			continue;
+		for (size_t j = 0; j < l->pending.n; j++) {
+			if (strcmp(l->pending.ents[j].name, e->name) == 0) {
+				pending_remove(l, j);
+				l->hidden++;
+				break;
+			}
+		}
+		err = list_add(t, l, e, now);
+	}
+	/* held back from earlier pages, in order: before this page's own */
+	for (size_t j = 0; !err && upto && j < l->pending.n;) {
+		if (dirkey_after(l->pending.ents[j].name, upto)) {
+			j++;
+			continue;
+		}
+		err = list_add(t, l, &l->pending.ents[j], now);
+		pending_remove(l, j);
+	}
+	for (size_t i = 0; !err && i < pg->n; i++) {
+		const struct objfs_listent *e = &pg->ents[i];
+
+		if (e->is_dir)
+			continue;
+		if (upto && dirkey_after(e->name, upto))
+			err = pending_add(l, e);
+		else
+			err = list_add(t, l, e, now);
+	}
+	return err;
+}
+
+/* Moves the requests parked on @l that can be answered now (all of them
+ * once it ended) to the returned list. Lock held. */
+static struct parked *take_ready(struct objfs_dirlist *l)
+{
+	struct parked *ready = NULL, **pp = &l->parked;
+
+	while (*pp) {
+		struct parked *p = *pp;
+
+		if (l->state != L_LISTING || p->kind == P_OPENDIR ||
+		    (p->kind == P_READDIR && p->index < l->n)) {
+			*pp = p->next;
+			p->next = ready;
+			ready = p;
+		} else {
+			pp = &p->next;
+		}
+	}
+	return ready;
+}
+
+static int lookup_in(struct objfs_inodes *t, struct objfs_dirlist *l, const char *name,
+		     struct objfs_attr *a);
+static int snap_new(struct objfs_inodes *t, struct objfs_dirlist *l, struct objfs_dirsnap **out);
+
+/*
+ * Answers requests @p parked on @l, each under the lock and reported
+ * without it. Lock not held.
+ */
+static void complete_parked(struct objfs_inodes *t, struct objfs_dirlist *l, struct parked *p)
+{
+	while (p) {
+		struct parked *next = p->next;
+		struct objfs_dirsnap *snap = NULL;
+		struct objfs_attr a;
+		int err;
+
+		if (p->kind == P_READDIR) {
+			p->wake(p->arg);
+			free(p);
+			p = next;
+			continue;
+		}
+		memset(&a, 0, sizeof(a));
+		pthread_mutex_lock(&t->lock);
+		if (l->state == L_FAILED)
+			err = l->err;
+		else if (p->kind == P_OPENDIR)
+			err = snap_new(t, l, &snap);
+		else
+			err = lookup_in(t, l, p->name, &a);
+		pthread_mutex_unlock(&t->lock);
+		p->done(p->arg, err, err ? NULL : &a, snap);
+		free(p);
+		p = next;
+	}
+}
+
+struct page_ctx {
+	struct objfs_inodes *t;
+	struct objfs_dirlist *l;
+};
+
+/* One page of the listing under way (objfs_list_page_fn). */
+static int page_cb(void *arg, const struct objfs_listing *pg, const char *upto)
+{
+	struct page_ctx *c = arg;
+	struct objfs_inodes *t = c->t;
+	struct objfs_dirlist *l = c->l;
+	struct parked *ready;
 	int err;
 
-	if (d->listing) {
-		unsigned gen = d->list_gen;
-
-		while (d->listing)
-			pthread_cond_wait(&t->listed, &t->lock);
-		/* The listing we waited for failed: its error is ours too. Listing
-		 * again here would queue every waiter behind one more timeout
-		 * each (3 lookups of a stalled directory took 13, 20 and 33 s). */
-		if (d->list_gen != gen && d->list_err)
-			return d->list_err;
-	}
-	if (d->listed_at && objfs_now_s() - d->listed_at < t->list_ttl)
-		return 0;
-	path = node_path(d);
-	if (!path)
-		return -ENOMEM;
-	d->listing = 1;
-	pthread_mutex_unlock(&t->lock);
-	err = t->store->ops->list(t->store, path, &l);
 	pthread_mutex_lock(&t->lock);
-	if (!err)
-		err = merge_listing(t, d, &l, objfs_now_s());
-	d->listing = 0;
-	d->list_err = err;
-	d->list_gen++;
+	if (l->cancel && !l->parked && l->refs == 2) { /* the lister's and dir->cur's */
+		/* Nobody reads it (`ls -f | head` gone): not kept, so stop. A
+		 * new opendir from now on starts a listing of its own. */
+		if (l->dir->cur == l) {
+			l->dir->cur = NULL;
+			list_put(t, l);
+		}
+		pthread_mutex_unlock(&t->lock);
+		return -ECANCELED;
+	}
+	l->cancel = 0;
+	err = page_merge(t, l, pg, upto, objfs_now_s());
+	l->pages++;
+	ready = take_ready(l);
 	pthread_cond_broadcast(&t->listed);
-	*done = d->parked;
-	d->parked = NULL;
-	objfs_listing_clear(&l);
-	if (err)
-		objfs_info("listing '/%s' failed: %s", path, strerror(-err));
+	pthread_mutex_unlock(&t->lock);
+	complete_parked(t, l, ready);
+	return err;
+}
+
+/*
+ * A new listing of @d, made its current one (a previous one is dropped;
+ * handles keep theirs): the caller lists it with list_run and ends with
+ * list_finish. Lock held. NULL when out of memory.
+ */
+static struct objfs_dirlist *list_start(struct objfs_inodes *t, struct objfs_node *d)
+{
+	struct objfs_dirlist *l = calloc(1, sizeof(*l)), *old = d->cur;
+
+	if (!l)
+		return NULL;
+	l->dir = d;
+	d->refs++;
+	l->refs = 2; /* the lister's and d->cur's */
+	l->gen = t->next_gen++;
+	if (!t->next_gen)
+		t->next_gen = 1; /* 0: listed nowhere */
+	l->state = L_LISTING;
+	l->next = t->lists;
+	if (t->lists)
+		t->lists->prev = l;
+	t->lists = l;
+	d->cur = l;
+	if (old)
+		list_put(t, old);
+	return l;
+}
+
+/*
+ * Fetches listing @l, every page merged as it comes and the requests it
+ * can answer then answered. Lock held on entry and exit (dropped while
+ * listing). The requests still parked at the end are moved to *@done for
+ * list_finish. Returns the listing's result.
+ */
+static int list_run(struct objfs_inodes *t, struct objfs_dirlist *l, struct parked **done)
+{
+	struct page_ctx c = { t, l };
+	char *path = node_path(l->dir);
+	int err = -ENOMEM;
+
+	if (path) {
+		pthread_mutex_unlock(&t->lock);
+		err = objfs_store_list_pages(t->store, path, page_cb, &c);
+		pthread_mutex_lock(&t->lock);
+	}
+	/* the end: every object held back is given out */
+	for (size_t j = 0; !err && j < l->pending.n; j++)
+		err = list_add(t, l, &l->pending.ents[j], objfs_now_s());
+	objfs_listing_clear(&l->pending);
+	l->state = err ? L_FAILED : L_DONE;
+	l->err = err;
+	l->done_at = objfs_now_s();
+	if (err && l->dir->cur == l) {
+		/* a failure is not remembered: the next request lists again */
+		l->dir->cur = NULL;
+		list_put(t, l);
+	}
+	*done = take_ready(l);
+	pthread_cond_broadcast(&t->listed);
+	if (err && err != -ECANCELED)
+		objfs_info("listing '/%s' failed: %s", path ? path : "?", strerror(-err));
+	if (!err && l->hidden)
+		objfs_info("listing '/%s': %zu object(s) hidden by a directory of the same name",
+			   path, l->hidden);
 	free(path);
 	return err;
 }
 
+/* After list_run: answers @p, settles the cache and drops the lister's
+ * reference. Lock not held. */
+static void list_finish(struct objfs_inodes *t, struct objfs_dirlist *l, struct parked *p)
+{
+	int trim;
+
+	complete_parked(t, l, p);
+	pthread_mutex_lock(&t->lock);
+	if (l->dir->cur == l)
+		cache_settle(t, l->dir);
+	list_put(t, l);
+	trim = trim_due(t);
+	pthread_mutex_unlock(&t->lock);
+	if (trim)
+		malloc_trim(0);
+}
+
+/* Parks a request on listing @l (in progress). Lock held. -EINPROGRESS or
+ * -ENOMEM. */
+static int park(struct objfs_dirlist *l, enum park_kind kind, const char *name, size_t index,
+		objfs_parked_fn done, objfs_wake_fn wake, void *arg)
+{
+	size_t len = name ? strlen(name) : 0;
+	struct parked *p = malloc(sizeof(*p) + len + 1);
+
+	if (!p)
+		return -ENOMEM;
+	p->kind = kind;
+	p->index = index;
+	p->done = done;
+	p->wake = wake;
+	p->arg = arg;
+	memcpy(p->name, name ? name : "", len + 1);
+	p->next = l->parked;
+	l->parked = p;
+	return -EINPROGRESS;
+}
+
+/* Waits, holding @l, until it got a page (@first) or ended. Lock held. */
+static void list_wait(struct objfs_inodes *t, struct objfs_dirlist *l, int first)
+{
+	l->refs++;
+	while (l->state == L_LISTING && !(first && l->pages))
+		pthread_cond_wait(&t->listed, &t->lock);
+}
+
+/* Whether @l answers for its directory's names: ended well, within list_ttl. */
+static int list_fresh(const struct objfs_inodes *t, const struct objfs_dirlist *l)
+{
+	return l && l->state == L_DONE && objfs_now_s() - l->done_at < t->list_ttl;
+}
+
+/* ---- lookups ---- */
+
 /* Stats file @n when its attributes are unknown or older than attr_ttl.
- * Lock held on entry and exit. */
+ * Lock held on entry and exit; the caller holds @n. */
 static int revalidate(struct objfs_inodes *t, struct objfs_node *n, int force)
 {
 	struct objfs_stat st;
@@ -377,30 +861,33 @@ static int revalidate(struct objfs_inodes *t, struct objfs_node *n, int force)
 	return 0;
 }
 
-/* The lookup of @name in listed directory @d. Lock held (revalidate may
- * drop it for a while). */
-static int lookup_in(struct objfs_inodes *t, struct objfs_node *d, const char *name,
+/* The lookup of @name in listing @l (ended, or under way and holding it).
+ * Lock held (revalidate may drop it for a while). */
+static int lookup_in(struct objfs_inodes *t, struct objfs_dirlist *l, const char *name,
 		     struct objfs_attr *a)
 {
-	struct objfs_node *n = hash_find(t, d->ino, name);
+	struct objfs_node *n = hash_find(t, l->dir->ino, name);
 	int err;
 
-	if (!n || !n->present)
+	if (!n || n->list_gen != l->gen)
 		return -ENOENT;
+	n->refs++;
 	err = revalidate(t, n, 0);
-	if (err)
-		return err;
-	n->nlookup++;
-	attr_fill(n, a);
-	return 0;
+	if (!err) {
+		n->nlookup++;
+		attr_fill(n, a);
+	}
+	node_put(t, n);
+	return err;
 }
 
 /*
  * The lookup of @name in @d by the store's own lookup (a HEAD and a
- * one-key listing on S3), for a directory not listed or listed too long
- * ago: a million-key prefix is never listed to open one file (issue 14).
- * A hit stays good for attr_timeout (files) or list_ttl (directories).
- * Lock held (dropped while the store is asked).
+ * one-key listing on S3), for a directory not listed, listed too long ago
+ * or being listed: a million-key prefix is never listed to open one file
+ * (issue 14). A hit stays good for attr_timeout (files) or list_ttl
+ * (directories). Lock held (dropped while the store is asked); the caller
+ * holds @d.
  */
 static int direct_lookup(struct objfs_inodes *t, struct objfs_node *d, const char *name,
 			 struct objfs_attr *a)
@@ -433,6 +920,7 @@ static int direct_lookup(struct objfs_inodes *t, struct objfs_node *d, const cha
 	}
 	if (n && n->is_dir != st.is_dir) {
 		hash_remove(t, n); /* a new node; the kernel may still hold the old */
+		node_release(t, n);
 		n = NULL;
 	}
 	if (!n)
@@ -453,51 +941,6 @@ found:
 	return 0;
 }
 
-static int snapshot(struct objfs_node *n, struct objfs_dirsnap **out);
-
-/*
- * Completes the requests parked on @d while this thread listed it, one by
- * one, each under the lock and reported without it. @lerr: the listing's
- * result. Lock not held.
- */
-static void complete_parked(struct objfs_inodes *t, struct objfs_node *d, struct parked *p,
-			    int lerr)
-{
-	while (p) {
-		struct parked *next = p->next;
-		struct objfs_dirsnap *snap = NULL;
-		struct objfs_attr a;
-		int err = lerr;
-
-		memset(&a, 0, sizeof(a));
-		if (!err) {
-			pthread_mutex_lock(&t->lock);
-			err = p->opendir ? snapshot(d, &snap) : lookup_in(t, d, p->name, &a);
-			pthread_mutex_unlock(&t->lock);
-		}
-		p->done(p->arg, err, err ? NULL : &a, snap);
-		free(p);
-		p = next;
-	}
-}
-
-/* Parks a request on @d, whose listing is in progress. Lock held. */
-static int park(struct objfs_node *d, const char *name, objfs_parked_fn done, void *arg)
-{
-	size_t len = name ? strlen(name) : 0;
-	struct parked *p = malloc(sizeof(*p) + len + 1);
-
-	if (!p)
-		return -ENOMEM;
-	p->done = done;
-	p->arg = arg;
-	p->opendir = name == NULL;
-	memcpy(p->name, name ? name : "", len + 1);
-	p->next = d->parked;
-	d->parked = p;
-	return -EINPROGRESS;
-}
-
 /* The directory @ino names, or an error. Lock held. */
 static int dir_get(struct objfs_inodes *t, uint64_t ino, struct objfs_node **d)
 {
@@ -508,46 +951,67 @@ static int dir_get(struct objfs_inodes *t, uint64_t ino, struct objfs_node **d)
 }
 
 /*
- * A lookup of @name (into @a) or, @name NULL, an opendir (into @snap) in
- * directory @ino: parked when another thread is listing it and @done is
- * set (-EINPROGRESS), else listed when stale and answered; the requests
- * parked meanwhile are completed after.
+ * A lookup of @name in @d (held), in the order: a fresh listing; the
+ * listing under way when it has the name already; the store's own lookup;
+ * the end of the listing under way (parked, or waited for); a listing this
+ * thread makes (*@mine, *@p: for list_finish). Lock held.
  */
-static int dir_request(struct objfs_inodes *t, uint64_t ino, const char *name,
-		       struct objfs_attr *a, struct objfs_dirsnap **snap, objfs_parked_fn done,
-		       void *arg)
+static int lookup_locked(struct objfs_inodes *t, struct objfs_node *d, const char *name,
+			 struct objfs_attr *a, objfs_parked_fn done, void *arg,
+			 struct objfs_dirlist **mine, struct parked **p)
 {
-	struct parked *p = NULL;
-	struct objfs_node *d;
-	int err, lerr = 0;
+	struct objfs_dirlist *l = d->cur;
+	struct objfs_node *n;
+	int err;
 
-	pthread_mutex_lock(&t->lock);
-	err = dir_get(t, ino, &d);
-	if (!err && name && t->store->ops->lookup && !d->listing &&
-	    !(d->listed_at && objfs_now_s() - d->listed_at < t->list_ttl)) {
-		err = direct_lookup(t, d, name, a);
-		pthread_mutex_unlock(&t->lock);
+	if (list_fresh(t, l))
+		return lookup_in(t, l, name, a);
+	if (l && l->state == L_LISTING) {
+		n = hash_find(t, d->ino, name);
+		if (n && n->list_gen == l->gen)
+			return lookup_in(t, l, name, a);
+		if (t->store->ops->lookup)
+			return direct_lookup(t, d, name, a);
+		if (done)
+			return park(l, P_LOOKUP, name, 0, done, NULL, arg);
+		/* The listing we waited for failed: its error is ours too.
+		 * Listing again here would queue every waiter behind one more
+		 * timeout each (3 lookups of a stalled directory took 13, 20
+		 * and 33 s). */
+		list_wait(t, l, 0);
+		err = l->state == L_FAILED ? l->err : lookup_in(t, l, name, a);
+		list_put(t, l);
 		return err;
 	}
-	if (!err && d->listing && done) {
-		err = park(d, name, done, arg);
-		pthread_mutex_unlock(&t->lock);
-		return err;
-	}
-	if (!err)
-		err = lerr = ensure_listed(t, d, &p);
-	if (!err)
-		err = name ? lookup_in(t, d, name, a) : snapshot(d, snap);
-	pthread_mutex_unlock(&t->lock);
-	if (p)
-		complete_parked(t, d, p, lerr);
-	return err;
+	if (t->store->ops->lookup)
+		return direct_lookup(t, d, name, a);
+	l = list_start(t, d);
+	if (!l)
+		return -ENOMEM;
+	*mine = l;
+	err = list_run(t, l, p);
+	return err ? err : lookup_in(t, l, name, a);
 }
 
 int objfs_inode_lookup_async(struct objfs_inodes *t, uint64_t parent, const char *name,
 			     struct objfs_attr *a, objfs_parked_fn done, void *arg)
 {
-	return dir_request(t, parent, name, a, NULL, done, arg);
+	struct objfs_dirlist *mine = NULL;
+	struct parked *p = NULL;
+	struct objfs_node *d;
+	int err;
+
+	pthread_mutex_lock(&t->lock);
+	err = dir_get(t, parent, &d);
+	if (!err) {
+		d->refs++;
+		err = lookup_locked(t, d, name, a, done, arg, &mine, &p);
+		node_put(t, d);
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (mine)
+		list_finish(t, mine, p);
+	return err;
 }
 
 int objfs_inode_lookup(struct objfs_inodes *t, uint64_t parent, const char *name,
@@ -559,12 +1023,27 @@ int objfs_inode_lookup(struct objfs_inodes *t, uint64_t parent, const char *name
 void objfs_inode_forget(struct objfs_inodes *t, uint64_t ino, uint64_t nlookup)
 {
 	struct objfs_node *n;
+	int trim;
 
 	pthread_mutex_lock(&t->lock);
 	n = node_get(t, ino);
-	if (n)
+	if (n && n != t->root && n->nlookup) {
 		n->nlookup = n->nlookup > nlookup ? n->nlookup - nlookup : 0;
+		if (!n->nlookup) {
+			n->refs++;
+			if (n->is_dir)
+				cache_settle(t, n);
+			/* a kept listing past list_ttl answers nothing: it goes
+			 * as the kernel forgets its entries (drop_caches) */
+			if (n->parent->cur)
+				cache_settle(t, n->parent);
+			node_put(t, n);
+		}
+	}
+	trim = trim_due(t);
 	pthread_mutex_unlock(&t->lock);
+	if (trim)
+		malloc_trim(0);
 }
 
 void objfs_inode_ref(struct objfs_inodes *t, uint64_t ino)
@@ -581,13 +1060,17 @@ void objfs_inode_ref(struct objfs_inodes *t, uint64_t ino)
 int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a)
 {
 	struct objfs_node *n;
-	int err;
+	int err = -ENOENT;
 
 	pthread_mutex_lock(&t->lock);
 	n = node_get(t, ino);
-	err = n ? revalidate(t, n, 0) : -ENOENT;
-	if (!err)
-		attr_fill(n, a);
+	if (n) {
+		n->refs++;
+		err = revalidate(t, n, 0);
+		if (!err)
+			attr_fill(n, a);
+		node_put(t, n);
+	}
 	pthread_mutex_unlock(&t->lock);
 	return err;
 }
@@ -603,9 +1086,10 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 	pthread_mutex_lock(&t->lock);
 	n = node_get(t, ino);
 	if (!n) {
-		err = -ENOENT;
-		goto out;
+		pthread_mutex_unlock(&t->lock);
+		return -ENOENT;
 	}
+	n->refs++;
 	if (n->is_dir) {
 		err = -EISDIR;
 		goto out;
@@ -641,6 +1125,7 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 	n->open_size = n->size;
 	attr_fill(n, a);
 out:
+	node_put(t, n);
 	pthread_mutex_unlock(&t->lock);
 	if (err) {
 		free(*path);
@@ -649,27 +1134,114 @@ out:
 	return err;
 }
 
-/* A snapshot of listed directory @n's entries. Lock held. */
-static int snapshot(struct objfs_node *n, struct objfs_dirsnap **out)
-{
-	struct objfs_dirsnap *d = calloc(1, sizeof(*d));
+/* ---- directory handles ---- */
 
-	if (!d || !(d->ents = malloc((n->nkids ? n->nkids : 1) * sizeof(*d->ents)))) {
-		free(d);
+/* A handle on listing @l. Lock held. 0 or -ENOMEM. */
+static int snap_new(struct objfs_inodes *t, struct objfs_dirlist *l, struct objfs_dirsnap **out)
+{
+	struct objfs_dirsnap *s = calloc(1, sizeof(*s));
+
+	if (!s)
 		return -ENOMEM;
-	}
-	memcpy(d->ents, n->kids, n->nkids * sizeof(*d->ents));
-	d->n = n->nkids;
-	d->self = n->ino;
-	d->parent = n->parent ? n->parent->ino : n->ino;
-	*out = d;
+	s->t = t;
+	s->l = l;
+	l->refs++;
+	l->handles++;
+	s->self = l->dir->ino;
+	s->parent = l->dir->parent ? l->dir->parent->ino : l->dir->ino;
+	*out = s;
 	return 0;
+}
+
+/* Closes handle @s. Lock held. Returns whether memory should be trimmed. */
+static int snap_free_locked(struct objfs_dirsnap *s)
+{
+	struct objfs_inodes *t = s->t;
+	struct objfs_dirlist *l = s->l;
+	struct objfs_node *d = l->dir;
+
+	d->refs++;
+	l->handles--;
+	if (d->cur == l)
+		cache_settle(t, d);
+	list_put(t, l);
+	node_put(t, d);
+	free(s);
+	return trim_due(t);
+}
+
+void objfs_dirsnap_free(struct objfs_dirsnap *s)
+{
+	struct objfs_inodes *t;
+	int trim;
+
+	if (!s)
+		return;
+	t = s->t;
+	pthread_mutex_lock(&t->lock);
+	trim = snap_free_locked(s);
+	pthread_mutex_unlock(&t->lock);
+	if (trim)
+		malloc_trim(0);
 }
 
 int objfs_inode_opendir_async(struct objfs_inodes *t, uint64_t ino, struct objfs_dirsnap **out,
 			      objfs_parked_fn done, void *arg)
 {
-	return dir_request(t, ino, NULL, NULL, out, done, arg);
+	struct objfs_dirlist *l, *mine = NULL;
+	struct parked *p = NULL;
+	struct objfs_node *d;
+	int err;
+
+	*out = NULL;
+	pthread_mutex_lock(&t->lock);
+	err = dir_get(t, ino, &d);
+	if (err)
+		goto unlock;
+	l = d->cur;
+	if (l && l->state == L_LISTING) {
+		/* under way: read the same listing, once it has a page */
+		if (l->pages) {
+			err = snap_new(t, l, out);
+		} else if (done) {
+			err = park(l, P_OPENDIR, NULL, 0, done, NULL, arg);
+		} else {
+			list_wait(t, l, 1);
+			err = l->state == L_FAILED ? l->err : snap_new(t, l, out);
+			list_put(t, l);
+		}
+		goto unlock;
+	}
+	if (list_fresh(t, l)) {
+		err = snap_new(t, l, out);
+		goto unlock;
+	}
+	l = list_start(t, d);
+	if (!l) {
+		err = -ENOMEM;
+		goto unlock;
+	}
+	mine = l;
+	/* Answered at the first page (parked), or at the end (the handle is
+	 * made first, so that the listing is read: never cancelled). */
+	err = done ? park(l, P_OPENDIR, NULL, 0, done, NULL, arg) : snap_new(t, l, out);
+	if (err == -ENOMEM) {
+		l->state = L_FAILED; /* never listed: list_finish drops it */
+		l->err = err;
+		d->cur = NULL;
+		list_put(t, l);
+		goto unlock;
+	}
+	if (list_run(t, l, &p) && *out) {
+		err = l->err;
+		snap_free_locked(*out);
+		*out = NULL;
+	}
+unlock:
+	pthread_mutex_unlock(&t->lock);
+	if (mine)
+		list_finish(t, mine, p);
+	return err;
 }
 
 int objfs_inode_opendir(struct objfs_inodes *t, uint64_t ino, struct objfs_dirsnap **out)
@@ -677,21 +1249,29 @@ int objfs_inode_opendir(struct objfs_inodes *t, uint64_t ino, struct objfs_dirsn
 	return objfs_inode_opendir_async(t, ino, out, NULL, NULL);
 }
 
-void objfs_dirsnap_free(struct objfs_dirsnap *d)
+int objfs_dirsnap_entry(struct objfs_dirsnap *s, size_t i, int ref, char *name,
+			struct objfs_attr *a, objfs_wake_fn wake, void *arg)
 {
-	if (!d)
-		return;
-	free(d->ents);
-	free(d);
-}
-
-const char *objfs_dirsnap_entry(struct objfs_inodes *t, struct objfs_dirsnap *d, size_t i,
-				struct objfs_attr *a)
-{
-	struct objfs_node *n = d->ents[i];
+	struct objfs_inodes *t = s->t;
+	struct objfs_dirlist *l = s->l;
+	int r;
 
 	pthread_mutex_lock(&t->lock);
-	attr_fill(n, a);
+	if (i < l->n) {
+		struct objfs_node *n = l->ents[i];
+
+		memcpy(name, n->name, strlen(n->name) + 1);
+		attr_fill(n, a);
+		if (ref)
+			n->nlookup++;
+		r = 1;
+	} else if (l->state == L_DONE) {
+		r = 0;
+	} else if (l->state == L_FAILED) {
+		r = l->err;
+	} else {
+		r = wake ? park(l, P_READDIR, NULL, i, NULL, wake, arg) : -EINPROGRESS;
+	}
 	pthread_mutex_unlock(&t->lock);
-	return n->name;
+	return r;
 }

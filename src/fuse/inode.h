@@ -1,28 +1,48 @@
 /*
  * inode: the inode table and the metadata cache in front of the store.
  *
- * Every path the kernel has seen gets a node with an inode number that stays
- * the same for the life of the mount (nodes are never reused or freed before
- * unmount, so a node pointer is valid until objfs_inodes_free). Directories
- * cache their listing for list_ttl seconds; a name missing from a fresh
- * listing is a cached negative answer. File attributes come from the listing
- * when it has them and from the store's stat (HEAD) otherwise, and are
- * revalidated after attr_ttl seconds.
+ * Every path the kernel knows has a node whose inode number stays the same
+ * while the kernel knows it. Numbers are handed out in sequence and never
+ * reused; a node is freed once the kernel has forgotten it (FORGET down to
+ * nlookup 0) and nothing inside holds it (a child holds its parent, a
+ * listing its entries, a thread its node while the lock is dropped), so a
+ * re-lookup after that may get a new number (issue 14: memory stays bounded
+ * by what the kernel keeps, not by what was ever seen).
  *
- * A lookup in a directory not freshly listed asks the store for that name
- * alone when the backend can (S3: a HEAD and a one-key listing at once),
- * so opening a file of a million-key prefix costs two requests, not a
- * thousand pages; the directory is listed only for readdir. HTTP indexes
- * have no such lookup: their directories are listed, once at a time.
+ * File attributes come from the listing when it has them and from the
+ * store's stat (HEAD) otherwise, and are revalidated after attr_ttl
+ * seconds. A lookup in a directory not freshly listed asks the store for
+ * that name alone when the backend can (S3: a HEAD and a one-key listing at
+ * once), so opening a file of a million-key prefix costs two requests, not
+ * a thousand pages; the directory is listed only for readdir. HTTP indexes
+ * have no such lookup: their directories are listed, once at a time, and
+ * lookups wait for the listing.
  *
- * Locking: one mutex guards the table and every node's mutable fields;
- * network calls are made without it. A directory is listed by one thread at
- * a time (single flight); others wait for that listing. The _async calls
- * wait without a thread: a lookup or opendir of a directory another thread
- * is listing is parked on the directory and completed, through its
- * callback, by the thread that listed it, once the listing ends. So one
- * slow listing holds one FUSE worker, not all of them (issue 19: a listing
- * trickling at 1 byte/s held all 16 and reads of cached files hung).
+ * Listings stream: a listing is an append-only array of held nodes that
+ * grows page by page while it is fetched; a directory handle (dirsnap)
+ * holds the listing it was opened on, and entry i stays at offset i for
+ * that handle's life, so a readdir continued at an offset resumes where it
+ * was. opendir answers after the first page; a readdir past the entries
+ * listed so far waits for the next page. A second opendir while a listing
+ * is under way reads the same listing: a directory is never listed twice
+ * at once. A name that is both an object and a directory shows once, as
+ * the directory, even when the two come in different pages (see inode.c).
+ * A listing is kept, after its last handle is closed, for list_ttl to
+ * answer lookups and the next opendir, unless it is larger than
+ * OBJFS_LIST_KEEP_MAX entries and the store can look names up itself (a
+ * million-key listing would otherwise hold a million nodes for list_ttl),
+ * or the kernel has forgotten its directory, or list_ttl has passed and the
+ * kernel forgets one of its entries. A listing nobody reads any
+ * more is stopped at its next page when the store can look names up.
+ *
+ * Locking: one mutex guards the table, every node, every listing and every
+ * handle's listing state; network calls are made without it. The _async
+ * calls wait without a thread: a lookup, opendir or readdir that must wait
+ * for a listing is parked on it and completed, through its callback, by
+ * the thread that lists, once the page it needs has come or the listing
+ * ended. So one slow listing holds one FUSE worker, not all of them (issue
+ * 19: a listing trickling at 1 byte/s held all 16 and reads of cached files
+ * hung).
  */
 #ifndef OBJFS_INODE_H
 #define OBJFS_INODE_H
@@ -76,7 +96,8 @@ typedef void (*objfs_parked_fn)(void *arg, int err, const struct objfs_attr *a,
 int objfs_inode_lookup_async(struct objfs_inodes *t, uint64_t parent, const char *name,
 			     struct objfs_attr *a, objfs_parked_fn done, void *arg);
 
-/* Drops @n lookup references of @ino. */
+/* Drops @n lookup references of @ino; at none left the node is freed once
+ * nothing else holds it (and a directory's kept listing dropped). */
 void objfs_inode_forget(struct objfs_inodes *t, uint64_t ino, uint64_t n);
 /* Adds one lookup reference (readdirplus entries). */
 void objfs_inode_ref(struct objfs_inodes *t, uint64_t ino);
@@ -94,22 +115,57 @@ int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr 
 int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 		     int *keep_cache, char **path);
 
-/* A directory snapshot for readdir: stable offsets across calls. */
+/*
+ * A directory handle for readdir: the listing it reads, at stable offsets
+ * (entry i stays entry i). self and parent are the inode numbers of "."
+ * and "..".
+ */
 struct objfs_dirsnap {
-	size_t n;
 	uint64_t self, parent;
-	struct objfs_node **ents; /* borrowed nodes */
+	struct objfs_inodes *t;   /* borrowed */
+	struct objfs_dirlist *l;  /* one reference */
 };
 
-/* Lists @ino (when stale) and snapshots its entries. Caller frees with
- * objfs_dirsnap_free. 0, -ENOTDIR or -errno. */
+/* Listings larger than this are not kept once unread when the store can
+ * look names up on its own (see above). */
+#define OBJFS_LIST_KEEP_MAX 65536
+
+/*
+ * Opens directory @ino for readdir: on its fresh listing, the one under way,
+ * or a new one that this thread then fetches (every page: the call returns
+ * when the listing has ended). Caller frees *@out with objfs_dirsnap_free.
+ * 0, -ENOTDIR or -errno (the listing failed).
+ */
 int objfs_inode_opendir(struct objfs_inodes *t, uint64_t ino, struct objfs_dirsnap **out);
-/* objfs_inode_opendir, parked like objfs_inode_lookup_async. */
+/*
+ * objfs_inode_opendir, parked: when the listing has no page yet the opendir
+ * is parked and -EINPROGRESS returned, and @done(@arg, err, NULL, snap)
+ * reports it once the first page has come (or the listing failed). A
+ * listing this call starts is fetched by this thread before it returns.
+ */
 int objfs_inode_opendir_async(struct objfs_inodes *t, uint64_t ino, struct objfs_dirsnap **out,
 			      objfs_parked_fn done, void *arg);
+/* Closes a handle. Accepts NULL. */
 void objfs_dirsnap_free(struct objfs_dirsnap *d);
-/* Name and current attributes of snapshot entry @i. */
-const char *objfs_dirsnap_entry(struct objfs_inodes *t, struct objfs_dirsnap *d, size_t i,
-				struct objfs_attr *a);
+
+/* A parked readdir's wake-up: the entry it waits for has come, or the
+ * listing ended. Called once, without the table's lock, on the thread that
+ * lists. */
+typedef void (*objfs_wake_fn)(void *arg);
+
+/*
+ * Entry @i of handle @d: its name into @name (NAME_MAX + 1 bytes) and its
+ * attributes into @a; with @ref, one lookup reference is added to its node
+ * (readdirplus: objfs_inode_forget(ino, 1) gives it back when the entry is
+ * not sent after all). Returns 1; 0 past the last entry of a listing that
+ * ended; -errno when the listing failed before entry @i; -EINPROGRESS when
+ * entry @i is not listed yet, and then, if @wake is set, @wake(@arg) is
+ * called once when it is or the listing ends.
+ */
+int objfs_dirsnap_entry(struct objfs_dirsnap *d, size_t i, int ref, char *name,
+			struct objfs_attr *a, objfs_wake_fn wake, void *arg);
+
+/* Nodes alive now (the root included): for tests and the counters. */
+size_t objfs_inodes_live(struct objfs_inodes *t);
 
 #endif

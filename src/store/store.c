@@ -86,6 +86,21 @@ int objfs_store_init(struct objfs_store *s, const struct objfs_store_ops *ops,
 	return 0;
 }
 
+int objfs_store_list_pages(struct objfs_store *s, const char *path, objfs_list_page_fn page,
+			   void *arg)
+{
+	struct objfs_listing l = { 0 };
+	int err;
+
+	if (s->ops->list_pages)
+		return s->ops->list_pages(s, path, page, arg);
+	err = s->ops->list(s, path, &l);
+	if (!err)
+		err = page(arg, &l, NULL);
+	objfs_listing_clear(&l);
+	return err;
+}
+
 void objfs_store_set_limits(struct objfs_store *s, const struct objfs_list_limits *lim)
 {
 	s->lim.max_entries = lim && lim->max_entries ? lim->max_entries : OBJFS_LIST_MAX_ENTRIES;

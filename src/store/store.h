@@ -27,10 +27,31 @@ struct objfs_stat {
 
 struct objfs_store;
 
+/*
+ * One page of a listing in progress (objfs_store_list_pages): @page holds
+ * its entries, read only and freed once this returns. A name may come
+ * twice, as an object and as a directory, in one page or in two. @upto:
+ * every key up to it has now been delivered, in byte order, a key being a
+ * name with '/' after it for a directory (S3 lists in that order, so an
+ * object "a" whose prefix "a/" sorts after @upto may still turn out to be
+ * a directory); NULL when the page says nothing of the sort. Returns 0 to
+ * go on, or -errno to stop the listing, which then fails with it.
+ */
+typedef int (*objfs_list_page_fn)(void *arg, const struct objfs_listing *page,
+				  const char *upto);
+
 struct objfs_store_ops {
 	const char *name;
 	/* Lists directory @path into @out. 0, -ENOENT, -ENOTDIR or -errno. */
 	int (*list)(struct objfs_store *s, const char *path, struct objfs_listing *out);
+	/*
+	 * Lists directory @path page by page, @page(@arg, ...) for each as it
+	 * arrives, so that readdir can stream (issue 14). NULL: list() is
+	 * delivered as one page. 0 once every page was delivered, or -errno
+	 * (those delivered are then not the whole directory).
+	 */
+	int (*list_pages)(struct objfs_store *s, const char *path, objfs_list_page_fn page,
+			  void *arg);
 	/* Metadata of object @path. 0, -ENOENT or -errno. */
 	int (*stat)(struct objfs_store *s, const char *path, struct objfs_stat *st);
 	/*
@@ -91,6 +112,10 @@ struct objfs_store {
  */
 int objfs_store_init(struct objfs_store *s, const struct objfs_store_ops *ops,
 		     struct objfs_engine *engine, size_t chunk_size);
+
+/* Lists @path of @s page by page: ops->list_pages, or ops->list as one page. */
+int objfs_store_list_pages(struct objfs_store *s, const char *path, objfs_list_page_fn page,
+			   void *arg);
 
 /* Sets @s's listing limits from @lim (NULL or 0 fields: the defaults). */
 void objfs_store_set_limits(struct objfs_store *s, const struct objfs_list_limits *lim);

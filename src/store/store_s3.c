@@ -556,7 +556,73 @@ static int token_add(struct token_set *t, const char *tok)
 	return 0;
 }
 
-static int s3_list(struct objfs_store *st, const char *path, struct objfs_listing *out)
+/* Byte @i of key @s (@len bytes, then '/' when @dir), -1 past its end. */
+static int key_at(const char *s, size_t len, int dir, size_t i)
+{
+	return i < len ? (unsigned char)s[i] : i == len && dir ? '/' : -1;
+}
+
+/* Whether key @a (a name, '/' after it when @adir) sorts after key @b. */
+static int key_after(const char *a, int adir, const char *b, int bdir)
+{
+	size_t la = strlen(a), lb = strlen(b);
+
+	for (size_t i = 0;; i++) {
+		int ca = key_at(a, la, adir, i), cb = key_at(b, lb, bdir, i);
+
+		if (ca != cb)
+			return ca > cb;
+		if (ca == -1)
+			return 0;
+	}
+}
+
+/*
+ * Hands one parsed page to @fn: directories first, then objects, each
+ * entry moved out of @dirs and @files (left empty), with the largest key
+ * of the page as upto. 0 or -errno.
+ */
+static int page_deliver(struct objfs_listing *dirs, struct objfs_listing *files,
+			objfs_list_page_fn fn, void *arg)
+{
+	struct objfs_listing pg = { 0 };
+	const struct objfs_listent *top = NULL;
+	char *upto = NULL;
+	int err = 0;
+
+	pg.cap = dirs->n + files->n;
+	if (pg.cap && !(pg.ents = malloc(pg.cap * sizeof(*pg.ents))))
+		return -ENOMEM;
+	if (dirs->n)
+		memcpy(pg.ents, dirs->ents, dirs->n * sizeof(*pg.ents));
+	if (files->n)
+		memcpy(pg.ents + dirs->n, files->ents, files->n * sizeof(*pg.ents));
+	pg.n = pg.cap;
+	dirs->n = files->n = 0; /* the names are pg's now */
+	for (size_t i = 0; i < pg.n; i++)
+		if (!top || key_after(pg.ents[i].name, pg.ents[i].is_dir, top->name, top->is_dir))
+			top = &pg.ents[i];
+	if (top && asprintf(&upto, "%s%s", top->name, top->is_dir ? "/" : "") < 0)
+		err = -ENOMEM;
+	if (!err)
+		err = fn(arg, &pg, upto);
+	free(upto);
+	objfs_listing_clear(&pg);
+	return err;
+}
+
+/*
+ * Bounded (issue 19): entries, pages, repeated tokens, total time.
+ * Pipelined: once a page has arrived its continuation token is picked out
+ * by a plain search and the next page requested on a thread of its own
+ * while this one is parsed and handed over; the parser's token must match,
+ * or that request is dropped and the page asked for again. Each page costs
+ * one round trip, not a round trip plus its parse (a 100,000-key listing at
+ * 20 ms a request: issue 14). Pages are handed to @fn as they come, so
+ * readdir streams.
+ */
+static int s3_list_pages(struct objfs_store *st, const char *path, objfs_list_page_fn fn,
+			 void *arg)
 {
 	struct s3_store *s = (struct s3_store *)st;
 	struct objfs_listing files = { 0 }, dirs = { 0 };
@@ -565,20 +631,11 @@ static int s3_list(struct objfs_store *st, const char *path, struct objfs_listin
 	int64_t deadline = objfs_store_list_deadline(st);
 	char *prefix, *token = NULL;
 	unsigned pages = 0;
-	size_t hidden = 0;
+	size_t total = 0;
 	int err;
 
 	if (asprintf(&prefix, "%s%s%s", s->prefix, path, *path ? "/" : "") < 0)
 		return -ENOMEM;
-	/*
-	 * Bounded (issue 19): entries, pages, repeated tokens, total time.
-	 * Pipelined: once a page has arrived its continuation token is picked
-	 * out by a plain search and the next page requested on a thread of
-	 * its own while this one is parsed; the parser's token must match, or
-	 * that request is dropped and the page asked for again. Each page
-	 * costs one round trip, not a round trip plus its parse (a 100,000-key
-	 * listing at 20 ms a request: issue 14).
-	 */
 	files.max = dirs.max = st->lim.max_entries;
 	{
 		struct page_fetch cur = { s, prefix, NULL, deadline }, next;
@@ -603,12 +660,17 @@ static int s3_list(struct objfs_store *st, const char *path, struct objfs_listin
 			page_fetch_clear(&cur);
 			token = page.next_token;
 			page.next_token = NULL;
-			if (!err && files.n + dirs.n > st->lim.max_entries)
+			total += files.n + dirs.n;
+			if (!err && total > st->lim.max_entries)
 				err = -E2BIG;
 			if (!err && page.truncated && token && pages >= st->lim.max_pages)
 				err = -EMLINK;
 			if (!err && page.truncated && token)
 				err = token_add(&seen, token);
+			if (!err)
+				err = page_deliver(&dirs, &files, fn, arg);
+			objfs_listing_clear(&files);
+			objfs_listing_clear(&dirs);
 			if (ahead)
 				pthread_join(th, NULL);
 			if (err || !page.truncated || !token) {
@@ -634,14 +696,52 @@ static int s3_list(struct objfs_store *st, const char *path, struct objfs_listin
 	if (err == -E2BIG || err == -EMLINK || err == -ELOOP ||
 	    (err == -ETIMEDOUT && objfs_now_ns() >= deadline))
 		objfs_store_list_refused(st, path, err);
+	objfs_debug("listed '%s' in %u page(s): %zu entries", prefix, pages, total);
+	free(prefix);
+	return err == -ECANCELED ? err : objfs_store_meta_errno(err); /* @fn's own stop */
+}
+
+/* s3_list's pages, gathered: directories and objects apart. */
+struct list_acc {
+	struct objfs_listing dirs, files;
+};
+
+static int list_acc_page(void *arg, const struct objfs_listing *pg, const char *upto)
+{
+	struct list_acc *acc = arg;
+
+	(void)upto;
+	for (size_t i = 0; i < pg->n; i++) {
+		const struct objfs_listent *e = &pg->ents[i];
+		struct objfs_listing *to = e->is_dir ? &acc->dirs : &acc->files;
+		int rc = objfs_listing_add(to, e->name, strlen(e->name), e->is_dir, e->size,
+					   e->mtime);
+
+		if (rc == -ENOMEM)
+			return rc;
+		if (!rc && e->etag && objfs_listing_set_etag(&to->ents[to->n - 1], e->etag,
+							     strlen(e->etag)))
+			return -ENOMEM;
+	}
+	return 0;
+}
+
+/* The whole listing at once: every page, a directory hiding an object of
+ * the same name. */
+static int s3_list(struct objfs_store *st, const char *path, struct objfs_listing *out)
+{
+	struct list_acc acc = { 0 };
+	size_t hidden = 0;
+	int err = s3_list_pages(st, path, list_acc_page, &acc);
+
 	/* Directories first, so dedupe keeps a directory over a same-named object. */
-	for (size_t i = 0; !err && i < dirs.n; i++)
-		err = objfs_listing_add(out, dirs.ents[i].name, strlen(dirs.ents[i].name), 1,
-					-1, -1) == -ENOMEM ? -ENOMEM : 0;
+	for (size_t i = 0; !err && i < acc.dirs.n; i++)
+		err = objfs_listing_add(out, acc.dirs.ents[i].name, strlen(acc.dirs.ents[i].name),
+					1, -1, -1) == -ENOMEM ? -ENOMEM : 0;
 	/* An object named like a directory is dropped here (-EEXIST) in small
 	 * listings, by the dedupe below in large ones: count both. */
-	for (size_t i = 0; !err && i < files.n; i++) {
-		struct objfs_listent *e = &files.ents[i];
+	for (size_t i = 0; !err && i < acc.files.n; i++) {
+		struct objfs_listent *e = &acc.files.ents[i];
 		int rc = objfs_listing_add(out, e->name, strlen(e->name), 0, e->size, e->mtime);
 
 		if (rc == -ENOMEM)
@@ -665,10 +765,8 @@ static int s3_list(struct objfs_store *st, const char *path, struct objfs_listin
 			objfs_info("listing '/%s': %zu object(s) hidden by a directory of the "
 				   "same name", path, hidden);
 	}
-	objfs_debug("listed '%s' in %u page(s): %zu entries", prefix, pages, out->n);
-	objfs_listing_clear(&files);
-	objfs_listing_clear(&dirs);
-	free(prefix);
+	objfs_listing_clear(&acc.files);
+	objfs_listing_clear(&acc.dirs);
 	if (err)
 		objfs_listing_clear(out);
 	return objfs_store_meta_errno(err);
@@ -812,6 +910,7 @@ static void s3_free(struct objfs_store *st)
 static const struct objfs_store_ops s3_ops = {
 	.name = "s3",
 	.list = s3_list,
+	.list_pages = s3_list_pages,
 	.stat = s3_stat,
 	.lookup = s3_lookup,
 	.prepare = s3_prepare,

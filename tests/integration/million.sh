@@ -12,7 +12,16 @@
 #  5. churn: a key added or deleted shows or vanishes once the TTLs pass;
 #  6. negative_timeout: with 0 a key added after a miss is found at once,
 #     with 30 the kernel keeps the miss;
-#  7. TTLs of inf: a second stat long after the first asks nothing.
+#  7. TTLs of inf: a second stat long after the first asks nothing;
+#  8. readdir streams (a server answering in 20 ms): the first name of
+#     ls -f comes before the last page is asked for, and the listing stops
+#     once its reader is gone; two ls at once share one listing, and a
+#     lookup while it streams is answered;
+#  9. an object whose prefix comes a page later (999 keys "K-NNN" between
+#     "K" and "K/") shows once, as the directory;
+# 10. memory: after ls -l and drop_caches the nodes the kernel forgot are
+#     freed (the inodes counter of .objfs-stats), for a listing too large
+#     to keep and for a small one past list_ttl.
 #
 # contrib/bench/million_bench.sh measures the same at 1,000,000 keys.
 #
@@ -32,6 +41,31 @@ stats() {
 # requests PORT: their sum
 requests() { stats "$1" | awk '{ print $1 + $2 + $3 }'; }
 put_key() { curl -sf -X POST "http://127.0.0.1:$1/__put?key=$2&size=${3:-100}" >/dev/null; }
+# put_keys PORT SIZE KEY...: several keys in one request
+put_keys() {
+	local port=$1 size=$2 q="" k
+	shift 2
+	for k in "$@"; do q="$q&key=$k"; done
+	curl -sf -X POST "http://127.0.0.1:$port/__put?size=$size$q" >/dev/null
+}
+# want_size KEY: the generator's size of KEY
+want_size() { python3 -c 'import sys, zlib; print(zlib.crc32(sys.argv[1].encode()) % 4096 + 1)' "$1"; }
+# inodes: the nodes objfs holds now (.objfs-stats)
+inodes() { awk '$1 == "inodes" { print $2 }' "$MNT/.objfs-stats"; }
+rss_mib() { awk '/^VmRSS/ { print int($2 / 1024) }' "/proc/$OBJFS_PID/status"; }
+# drop_wait MAX: drop the kernel's caches, wait (5 s at most) for its
+# forgets to bring the nodes to MAX or fewer; prints the count
+drop_wait() {
+	local i n
+	sync
+	for ((i = 0; i < 25; i++)); do
+		echo 2 >/proc/sys/vm/drop_caches
+		n=$(inodes)
+		[ "${n:-0}" -le "$1" ] && break
+		sleep 0.2
+	done
+	echo "$n"
+}
 del_key() { curl -sf -X POST "http://127.0.0.1:$1/__delete?key=$2" >/dev/null; }
 # want_md5 KEY [SIZE]: md5 of the generator's bytes of KEY
 want_md5() {
@@ -177,6 +211,109 @@ if mount_objfs s3://bkt "$MNT" "$(s3o "$PORT_flat" "attr_timeout=inf,entry_timeo
 	unmount_objfs "$MNT"
 else
 	fail "expected the attr_timeout=inf mount"
+fi
+
+# ---- 8: readdir streams ----
+synth_start slow --keys "$KEYS" --latency-ms 20
+PAGES=$(((KEYS + 999) / 1000))
+listings() { stats "$1" | cut -d' ' -f1; }
+if mount_objfs s3://bkt "$MNT" "$(s3o "$PORT_slow")"; then
+	l0=$(listings "$PORT_slow")
+	first=$(ls -f "$MNT" | grep -m1 '^k')
+	l1=$(listings "$PORT_slow")
+	sleep 1
+	l2=$(listings "$PORT_slow")
+	if [ "$first" = k0000000 ] && [ $((l1 - l0)) -lt "$PAGES" ] && [ $((l2 - l0)) -lt "$PAGES" ]; then
+		pass "ls -f | head: the first name came after $((l1 - l0)) of the $PAGES listing pages; the listing stopped at $((l2 - l0)) once its reader was gone"
+	else
+		fail "ls -f | head: expected k0000000 before the last of $PAGES pages and the listing stopped after (got '$first' after $((l1 - l0)) pages, $((l2 - l0)) a second later)"
+	fi
+	unmount_objfs "$MNT"
+else
+	fail "expected the slow s3_synth.py bucket to mount"
+fi
+if mount_objfs s3://bkt "$MNT" "$(s3o "$PORT_slow")"; then
+	last=$(printf 'k%07d' $((KEYS - 1)))
+	l0=$(listings "$PORT_slow")
+	ls -f "$MNT" | grep -c '^k' >"$TEST_TMP/ls1" &
+	p1=$!
+	ls -f "$MNT" | grep -c '^k' >"$TEST_TMP/ls2" &
+	p2=$!
+	sleep 0.1
+	sz=$(stat -c %s "$MNT/$last" 2>&1)
+	wait "$p1" "$p2"
+	l1=$(listings "$PORT_slow")
+	n1=$(cat "$TEST_TMP/ls1")
+	n2=$(cat "$TEST_TMP/ls2")
+	# the pages once, and the one-key listing of the lookup
+	if [ "$n1" = "$KEYS" ] && [ "$n2" = "$KEYS" ] && [ $((l1 - l0)) -le $((PAGES + 1)) ] &&
+		[ "$sz" = "$(want_size "$last")" ]; then
+		pass "two ls -f at once: $KEYS names each from one listing ($((l1 - l0)) requests); $last looked up meanwhile ($sz bytes)"
+	else
+		fail "two ls -f at once: expected $KEYS names each (got $n1, $n2) from at most $((PAGES + 1)) listing requests (got $((l1 - l0))) and $last of $(want_size "$last") bytes (got '$sz')"
+	fi
+	unmount_objfs "$MNT"
+else
+	fail "expected the slow s3_synth.py bucket to mount"
+fi
+
+# ---- 9: object and prefix in different pages ----
+K=$(printf 'k%07d' $((KEYS / 2000 * 1000)))
+mapfile -t dash < <(for ((i = 0; i < 999; i++)); do printf '%s-%03d\n' "$K" "$i"; done)
+put_keys "$PORT_slow" 10 "${dash[@]}"
+put_key "$PORT_slow" "$K/inner" 100
+if mount_objfs s3://bkt "$MNT" "$(s3o "$PORT_slow")"; then
+	ls -l "$MNT" >"$TEST_TMP/lsl"
+	nk=$(grep -c " $K\$" "$TEST_TMP/lsl")
+	isdir=$(grep " $K\$" "$TEST_TMP/lsl" | cut -c1)
+	nd=$(grep -c " $K-" "$TEST_TMP/lsl")
+	total=$(grep -c ' k' "$TEST_TMP/lsl")
+	inner=$(md5sum <"$MNT/$K/inner" | cut -d' ' -f1)
+	if [ "$nk" = 1 ] && [ "$isdir" = d ] && [ "$nd" = 999 ] && [ "$total" = $((KEYS + 999)) ] &&
+		[ "$inner" = "$(want_md5 "$K/inner" 100)" ]; then
+		pass "object $K and prefix $K/ a page apart: listed once, as the directory, among $total names; $K/inner reads right"
+	else
+		fail "object and prefix a page apart: expected $K once as a directory (got $nk, type '$isdir'), 999 $K-NNN (got $nd), $((KEYS + 999)) names (got $total), $K/inner right (md5 $inner)"
+	fi
+	unmount_objfs "$MNT"
+else
+	fail "expected the slow s3_synth.py bucket to mount"
+fi
+
+# ---- 10: memory: forgotten nodes are freed ----
+BIG=$((65536 + 4464)) # over OBJFS_LIST_KEEP_MAX: not kept once read
+synth_start big --keys "$BIG"
+if mount_objfs s3://bkt "$MNT" "$(s3o "$PORT_big")"; then
+	i0=$(inodes)
+	r0=$(rss_mib)
+	n=$(ls -l "$MNT" | grep -c '^-')
+	i1=$(inodes)
+	r1=$(rss_mib)
+	i2=$(drop_wait 10)
+	sleep 0.5
+	r2=$(rss_mib)
+	if [ "$n" = "$BIG" ] && [ "${i1:-0}" -ge "$BIG" ] && [ "${i2:-99}" -le 10 ]; then
+		pass "ls -l of $BIG keys: $i0 -> $i1 nodes, $i2 after drop_caches (RSS $r0 -> $r1 -> $r2 MiB)"
+	else
+		fail "ls -l of $BIG keys: expected $BIG files (got $n), at least $BIG nodes after (got $i1), at most 10 after drop_caches (got $i2)"
+	fi
+	unmount_objfs "$MNT"
+else
+	fail "expected the big s3_synth.py bucket to mount"
+fi
+if mount_objfs s3://bkt "$MNT" "$(s3o "$PORT_flat" list_ttl=1)"; then
+	ls -l "$MNT" >/dev/null
+	i1=$(inodes)
+	sleep 1.5
+	i2=$(drop_wait 10)
+	if [ "${i1:-0}" -ge "$KEYS" ] && [ "${i2:-99}" -le 10 ]; then
+		pass "a kept listing past list_ttl: $i1 nodes after ls -l, $i2 once the kernel forgot them"
+	else
+		fail "a kept listing past list_ttl: expected at least $KEYS nodes after ls -l (got $i1), at most 10 after drop_caches (got $i2)"
+	fi
+	unmount_objfs "$MNT"
+else
+	fail "expected the list_ttl=1 mount"
 fi
 
 summary
