@@ -34,7 +34,7 @@ struct objfs_metrics {
 
 /* Levels, not counts: served as gauges, the rest as counters (_total). */
 static const char *const gauges[] = {
-	"ttfb_p50_us", "ttfb_p90_us", "ttfb_p99_us", "cache_bytes", "cache_cap",
+	"ttfb_p50_us", "ttfb_p90_us", "ttfb_p99_us", "cache_bytes", "cache_pool_bytes", "cache_cap",
 	"disk_cache_state", "disk_cache_files", "disk_cache_bytes", "disk_cache_cap",
 	"side_sessions_open", "side_ring_bytes", "inodes",
 };

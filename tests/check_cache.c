@@ -126,6 +126,49 @@ START_TEST(test_cap_and_eviction)
 END_TEST
 
 /*
+ * Freed block buffers go to a pool of their size class and the next block
+ * of that class takes one (warm memory, no page faults): a failed fetch's
+ * buffer is pooled, the retry reuses it. Short blocks (small objects) are
+ * rounded up to a power of two; blocks and pool together never pass the
+ * cap, the pool giving way first.
+ */
+START_TEST(test_buffer_pool)
+{
+	struct objfs_cache *c;
+	struct objfs_cache_obj small[40], big;
+	struct objfs_cache_stats st;
+	struct fake_store f = { .salt = 5 };
+	char ids[40][16], buf[1 << 16];
+
+	ck_assert_int_eq(objfs_cache_new(1 << 19, 1 << 16, &c), 0);
+	obj_init(&big, &f, "obj-big", 3 << 16);
+	atomic_store(&f.fail_next, 1);
+	ck_assert_int_eq(objfs_cache_read(c, &big, 0, 100, buf), -EIO);
+	objfs_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.bytes, 0);
+	ck_assert_uint_eq(st.pool_bytes, 1 << 16);  /* the failed block's buffer */
+	ck_assert_int_eq(objfs_cache_read(c, &big, 0, 100, buf), 0);
+	check_bytes(&f, buf, 0, 100);
+	objfs_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.bytes, 1 << 16);
+	ck_assert_uint_eq(st.pool_bytes, 0);        /* taken again */
+	/* 40 objects of 10,000 bytes: 16 KiB each, 512 KiB of cap: evictions,
+	 * the big block's buffer trimmed from the pool, never past the cap */
+	for (int i = 0; i < 40; i++) {
+		snprintf(ids[i], sizeof(ids[i]), "small-%d", i);
+		obj_init(&small[i], &f, ids[i], 10000);
+		ck_assert_int_eq(objfs_cache_read(c, &small[i], 0, 10000, buf), 0);
+		check_bytes(&f, buf, 0, 10000);
+		objfs_cache_get_stats(c, &st);
+		ck_assert_uint_le(st.bytes + st.pool_bytes, st.cap);
+		ck_assert_uint_eq(st.bytes % (16 << 10), 0);
+	}
+	ck_assert_uint_ge(st.evictions, 8);
+	objfs_cache_free(c);
+}
+END_TEST
+
+/*
  * Drop-behind: a block a sequential reader has passed is reused for the next
  * new block even far under the cap, so a stream keeps a small, warm working
  * set; blocks not passed stay cached.
@@ -324,6 +367,7 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, test_contents_and_hits);
 	tcase_add_test(tc, test_single_flight);
 	tcase_add_test(tc, test_cap_and_eviction);
+	tcase_add_test(tc, test_buffer_pool);
 	tcase_add_test(tc, test_drop_behind);
 	tcase_add_test(tc, test_prefetch_respects_cap);
 	tcase_add_test(tc, test_failure_not_cached);

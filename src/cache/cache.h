@@ -59,6 +59,7 @@ struct objfs_cache_stats {
 	uint64_t wait_us;                 /* readers' time waiting for blocks in flight */
 	uint64_t prefetch_capped;         /* prefetches cut short: no room under the cap */
 	size_t bytes, cap;                /* current and cap */
+	size_t pool_bytes;                /* freed buffers kept for reuse, within the cap */
 };
 
 /* @cap bytes of block memory, blocks of @block_size bytes. 0 or -errno. */
