@@ -1483,6 +1483,53 @@ START_TEST(test_batch_coalesce)
 }
 END_TEST
 
+/*
+ * Dense samples: small entries that cover an eighth of a block or more,
+ * two at least, fetch the block whole into the cache (one GET, whatever
+ * the pieces), and a second pass is served from memory; sparse ones are
+ * fetched as they are. The object's short last block counts its own size.
+ */
+START_TEST(test_batch_dense_blocks)
+{
+	struct objfs_gpu *h = open_ino(42);
+	static char buf[24][2048];
+	struct objfs_gpu_iov v[24];
+	const int64_t last = (FILE_SIZE / SLOT_SIZE) * SLOT_SIZE;
+	int f0;
+
+	/* two blocks, 10 samples of 2 KiB each, 4 KiB apart, interleaved */
+	for (int i = 0; i < 20; i++)
+		v[i] = (struct objfs_gpu_iov){ h, buf[i], 2048,
+					       (30 + (i & 1)) * (int64_t)SLOT_SIZE + (i / 2) * 6144, 0 };
+	/* the short last block: 2 of 1 KiB in 12,345 bytes */
+	v[20] = (struct objfs_gpu_iov){ h, buf[20], 1024, last + 100, 0 };
+	v[21] = (struct objfs_gpu_iov){ h, buf[21], 1024, last + 5000, 0 };
+	f0 = atomic_load(&fetches);
+	ck_assert_int_eq(objfs_gpu_readv(v, 22), 0);
+	for (int i = 0; i < 22; i++) {
+		ck_assert_int_eq(v[i].nread, (ssize_t)v[i].len);
+		check_bytes(buf[i], v[i].off, v[i].len);
+	}
+	ck_assert_int_eq(atomic_load(&fetches) - f0, 3); /* three blocks, whole */
+	memset(buf, 0, sizeof(buf));
+	f0 = atomic_load(&fetches);
+	ck_assert_int_eq(objfs_gpu_readv(v, 22), 0);
+	for (int i = 0; i < 22; i++)
+		check_bytes(buf[i], v[i].off, v[i].len);
+	ck_assert_int_eq(atomic_load(&fetches) - f0, 0); /* from memory */
+
+	/* sparse: 2 of 1 KiB in a 64 KiB block, far apart: two small GETs */
+	v[0] = (struct objfs_gpu_iov){ h, buf[0], 1024, 40 * (int64_t)SLOT_SIZE + 10, 0 };
+	v[1] = (struct objfs_gpu_iov){ h, buf[1], 1024, 40 * (int64_t)SLOT_SIZE + 40000, 0 };
+	f0 = atomic_load(&fetches);
+	ck_assert_int_eq(objfs_gpu_readv(v, 2), 0);
+	check_bytes(buf[0], v[0].off, 1024);
+	check_bytes(buf[1], v[1].off, 1024);
+	ck_assert_int_eq(atomic_load(&fetches) - f0, 2);
+	objfs_gpu_close(h);
+}
+END_TEST
+
 /* The packing both sides compute (side_proto.h, 6), against a table. */
 START_TEST(test_pack)
 {
@@ -1954,6 +2001,7 @@ static Suite *side_suite(void)
 	tcase_add_test(tc, test_batch_order);
 	tcase_add_test(tc, test_batch_partial_failure);
 	tcase_add_test(tc, test_batch_coalesce);
+	tcase_add_test(tc, test_batch_dense_blocks);
 	tcase_add_test(tc, test_batch_limits);
 	tcase_add_loop_test(tc, test_batch_hostile, 0, sizeof(bad_batch) / sizeof(bad_batch[0]));
 	tcase_add_test(tc, test_attach_bound);

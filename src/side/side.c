@@ -594,6 +594,8 @@ static int do_detach(struct session *ss, const struct objfs_msg_detach *m)
 	return 0;
 }
 
+static void plan_blocks(struct session *ss, const struct req *r);
+
 /*
  * Receives one FILL message: the first of a request reserves its queue
  * entry and entries, every one places its entries (side_proto.h, 6); the
@@ -664,6 +666,7 @@ static int do_fill(struct session *ss, const struct objfs_msg_fill *m)
 	if (objfs_piece_gen(r->first_piece + pieces - 1, ss->slots) >= OBJFS_RING_GEN_MAX)
 		return -EOVERFLOW;
 	r->last_piece = r->first_piece + pieces - 1;
+	plan_blocks(ss, r);
 	ss->assembling = 0;
 	ss->last_seq++;
 	pthread_mutex_lock(&ss->lock);
@@ -988,6 +991,77 @@ static int ent_cmp(const void *a, const void *b, void *arg)
 	if (x->cap->obj != y->cap->obj)
 		return (uintptr_t)x->cap->obj < (uintptr_t)y->cap->obj ? -1 : 1;
 	return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/*
+ * Whole blocks for dense samples (issue 17). A batch of many small ranges
+ * cost one GET each, even when ten of them fall into one 2 MiB shard: the
+ * fills of a piece only see the piece's entries, and a 10,000-sample batch
+ * over 1,000 shards spreads each shard's samples over many pieces. Here the
+ * whole request is seen at once: a block that two or more small entries
+ * (a quarter of a block at most, within one block) touch, covering at
+ * least an eighth of it, is fetched whole into the block cache, in the
+ * order the request first names it (the order its pieces are filled); the
+ * fills then copy from it (objfs_cache_fill waits for a block in flight).
+ * One GET instead of several, and a second pass over the same shards is
+ * served from memory. Bounded by what the cache's prefetch room takes
+ * (objfs_cache_prefetch never passes the cap). Session thread.
+ */
+static void plan_blocks(struct session *ss, const struct req *r)
+{
+	struct objfs_cache *cache = ss->side->cache;
+	uint64_t bs = objfs_cache_block_size(cache);
+	uint32_t *idx;
+	uint8_t *want;
+
+	if (r->nent < 2)
+		return;
+	idx = malloc(r->nent * sizeof(*idx));
+	want = calloc(r->nent, 1);
+	if (!idx || !want)
+		goto out;
+	for (uint32_t i = 0; i < r->nent; i++)
+		idx[i] = i;
+	qsort_r(idx, r->nent, sizeof(*idx), ent_cmp, r->ents);
+	for (uint32_t a = 0; a < r->nent;) {
+		const struct ent *f = &r->ents[idx[a]];
+		uint64_t blk = (uint64_t)f->off / bs, covered = 0;
+		int64_t blen = (int64_t)bs, end = 0;
+		uint32_t b = a, n = 0;
+
+		if ((uint64_t)f->cap->obj->size - blk * bs < bs)
+			blen = (int64_t)((uint64_t)f->cap->obj->size - blk * bs);
+		for (; b < r->nent; b++) {
+			const struct ent *e = &r->ents[idx[b]];
+
+			if (e->cap->obj != f->cap->obj || (uint64_t)e->off / bs != blk)
+				break;
+			if (e->len > bs / 4 || (e->off + (int64_t)e->len - 1) / (int64_t)bs != (int64_t)blk)
+				continue;
+			/* sorted by offset: count each byte once */
+			if (e->off + (int64_t)e->len > end) {
+				covered += (uint64_t)(e->off + (int64_t)e->len -
+						      (e->off > end ? e->off : end));
+				end = e->off + (int64_t)e->len;
+			}
+			n++;
+		}
+		if (n >= 2 && covered * 8 >= (uint64_t)blen)
+			for (uint32_t k = a; k < b; k++)
+				want[idx[k]] = 1;
+		a = b;
+	}
+	for (uint32_t i = 0; i < r->nent; i++) {
+		const struct ent *e = &r->ents[i];
+		uint64_t blk = (uint64_t)e->off / bs;
+
+		if (want[i] && !objfs_cache_has(cache, e->cap->obj->cobj.id, blk) &&
+		    !objfs_cache_prefetch(cache, &e->cap->obj->cobj, (int64_t)(blk * bs), bs))
+			break; /* no room: the rest are filled as they are */
+	}
+out:
+	free(idx);
+	free(want);
 }
 
 /*
