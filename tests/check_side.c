@@ -1484,7 +1484,7 @@ START_TEST(test_batch_coalesce)
 END_TEST
 
 /*
- * Dense samples: small entries that cover an eighth of a block or more,
+ * Dense samples: small entries that cover a quarter of a block or more,
  * two at least, fetch the block whole into the cache (one GET, whatever
  * the pieces), and a second pass is served from memory; sparse ones are
  * fetched as they are. The object's short last block counts its own size.
@@ -1501,9 +1501,10 @@ START_TEST(test_batch_dense_blocks)
 	for (int i = 0; i < 20; i++)
 		v[i] = (struct objfs_gpu_iov){ h, buf[i], 2048,
 					       (30 + (i & 1)) * (int64_t)SLOT_SIZE + (i / 2) * 6144, 0 };
-	/* the short last block: 2 of 1 KiB in 12,345 bytes */
-	v[20] = (struct objfs_gpu_iov){ h, buf[20], 1024, last + 100, 0 };
-	v[21] = (struct objfs_gpu_iov){ h, buf[21], 1024, last + 5000, 0 };
+	/* (20 KiB of 64: dense) */
+	/* the short last block: 2 of 2 KiB in 12,345 bytes */
+	v[20] = (struct objfs_gpu_iov){ h, buf[20], 2048, last + 100, 0 };
+	v[21] = (struct objfs_gpu_iov){ h, buf[21], 2048, last + 5000, 0 };
 	f0 = atomic_load(&fetches);
 	ck_assert_int_eq(objfs_gpu_readv(v, 22), 0);
 	for (int i = 0; i < 22; i++) {
@@ -1518,13 +1519,13 @@ START_TEST(test_batch_dense_blocks)
 		check_bytes(buf[i], v[i].off, v[i].len);
 	ck_assert_int_eq(atomic_load(&fetches) - f0, 0); /* from memory */
 
-	/* sparse: 2 of 1 KiB in a 64 KiB block, far apart: two small GETs */
-	v[0] = (struct objfs_gpu_iov){ h, buf[0], 1024, 40 * (int64_t)SLOT_SIZE + 10, 0 };
-	v[1] = (struct objfs_gpu_iov){ h, buf[1], 1024, 40 * (int64_t)SLOT_SIZE + 40000, 0 };
+	/* sparse: 2 of 2 KiB in a 64 KiB block (an eighth), far apart: two small GETs */
+	v[0] = (struct objfs_gpu_iov){ h, buf[0], 2048, 40 * (int64_t)SLOT_SIZE + 10, 0 };
+	v[1] = (struct objfs_gpu_iov){ h, buf[1], 2048, 40 * (int64_t)SLOT_SIZE + 40000, 0 };
 	f0 = atomic_load(&fetches);
 	ck_assert_int_eq(objfs_gpu_readv(v, 2), 0);
-	check_bytes(buf[0], v[0].off, 1024);
-	check_bytes(buf[1], v[1].off, 1024);
+	check_bytes(buf[0], v[0].off, 2048);
+	check_bytes(buf[1], v[1].off, 2048);
 	ck_assert_int_eq(atomic_load(&fetches) - f0, 2);
 	objfs_gpu_close(h);
 }
