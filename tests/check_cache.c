@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cache.h"
 #include "fake_store.h"
@@ -121,6 +122,59 @@ START_TEST(test_cap_and_eviction)
 	ck_assert_int_eq(objfs_cache_read(c, &o, 0, 10, buf), 0);
 	ck_assert_int_eq(atomic_load(&f.calls), calls + 1);
 	free(buf);
+	objfs_cache_free(c);
+}
+END_TEST
+
+/* A fill's outcome, for tests that look before it ends. */
+struct fill_seen {
+	atomic_int done, err;
+};
+
+static void fill_seen_cb(void *arg, int err)
+{
+	struct fill_seen *w = arg;
+
+	atomic_store(&w->err, err);
+	atomic_store(&w->done, 1);
+}
+
+/*
+ * A fill over a block in flight does not wait for it: the call returns
+ * with the fill still open, and the bytes are copied when the block lands
+ * (the GPU side API's shared fill workers never block on the network). A
+ * failed block fails its waiters.
+ */
+START_TEST(test_fill_waits_without_blocking)
+{
+	struct objfs_cache *c;
+	struct objfs_cache_obj o;
+	struct fake_store f = { .salt = 9 };
+	struct fill_seen w = { 0 }, w2 = { 0 };
+	static char buf[3 * 65536];
+
+	ck_assert_int_eq(objfs_cache_new(1 << 20, 65536, &c), 0);
+	obj_init(&o, &f, "obj-wait", 4 * 65536);
+	atomic_store(&f.hold, 1);
+	ck_assert_uint_eq(objfs_cache_prefetch(c, &o, 0, 2 * 65536), 2 * 65536);
+	/* blocks 0 and 1 in flight, block 2 not cached: one waits, one fetches */
+	objfs_cache_fill(c, &o, 100, 2 * 65536 + 50, buf, fill_seen_cb, &w);
+	ck_assert_int_eq(atomic_load(&w.done), 0); /* returned, still open */
+	atomic_store(&f.hold, 0);
+	while (!atomic_load(&w.done))
+		usleep(1000);
+	ck_assert_int_eq(atomic_load(&w.err), 0);
+	check_bytes(&f, buf, 100, 2 * 65536 + 50);
+	/* a block that fails fails its waiter */
+	atomic_store(&f.hold, 1);
+	atomic_store(&f.fail_next, 1);
+	ck_assert_uint_eq(objfs_cache_prefetch(c, &o, 3 * 65536, 65536), 65536);
+	objfs_cache_fill(c, &o, 3 * 65536 + 10, 20, buf, fill_seen_cb, &w2);
+	ck_assert_int_eq(atomic_load(&w2.done), 0);
+	atomic_store(&f.hold, 0);
+	while (!atomic_load(&w2.done))
+		usleep(1000);
+	ck_assert_int_eq(atomic_load(&w2.err), -EIO);
 	objfs_cache_free(c);
 }
 END_TEST
@@ -368,6 +422,7 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, test_single_flight);
 	tcase_add_test(tc, test_cap_and_eviction);
 	tcase_add_test(tc, test_buffer_pool);
+	tcase_add_test(tc, test_fill_waits_without_blocking);
 	tcase_add_test(tc, test_drop_behind);
 	tcase_add_test(tc, test_prefetch_respects_cap);
 	tcase_add_test(tc, test_failure_not_cached);

@@ -41,6 +41,8 @@ static void *job_run(void *a)
 
 	if (j->f->delay_us)
 		usleep((useconds_t)j->f->delay_us);
+	while (atomic_load(&j->f->hold))
+		usleep(1000);
 	if (atomic_fetch_sub(&j->f->fail_next, 1) > 0) {
 		err = -EIO;
 	} else {

@@ -28,6 +28,7 @@ struct fake_store {
 	atomic_llong bytes;    /* bytes asked for by those fetches */
 	atomic_llong max_len;  /* the largest single fetch */
 	atomic_int fail_next;  /* fail this many fetches with -EIO */
+	atomic_int hold;       /* while set, fetches in flight do not complete */
 };
 
 /* The byte at @off of the object @f serves. */

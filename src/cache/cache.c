@@ -40,12 +40,23 @@ struct objfs_block {
 	int prefetched; /* fetched ahead of any reader */
 	int touched;    /* a reader used it */
 	int behind;     /* a sequential reader has passed it: evict first */
+	struct blk_waiter *waiters; /* fills copying from it once LOADING ends */
 	struct objfs_block *hnext;
 	TAILQ_ENTRY(objfs_block) lru; /* on c->lru exactly when hashed with refs 0 */
 	struct objfs_cache *cache;
 };
 
 #define WAITQ 64
+
+/* A fill's part waiting for a block in flight (objfs_cache_fill never
+ * blocks its caller): copied from the block by whoever ends its fetch. */
+struct blk_waiter {
+	struct blk_waiter *next;
+	struct fill *f;
+	int64_t off;  /* in the object */
+	size_t len;
+	char *dst;
+};
 #define NCLASS 24 /* size classes: 0 the block size, i: 2^(i+11) bytes (4 KiB..16 GiB) */
 
 struct objfs_cache {
@@ -348,12 +359,17 @@ static struct objfs_block *block_new(struct objfs_cache *c, const struct objfs_c
 	return b;
 }
 
+static void waiters_run(struct objfs_block *b, struct blk_waiter *w, int err);
+
 static void fetch_done(void *arg, int err)
 {
 	struct objfs_block *b = arg;
 	struct objfs_cache *c = b->cache;
+	struct blk_waiter *w;
 
 	pthread_mutex_lock(&c->lock);
+	w = b->waiters;
+	b->waiters = NULL;
 	if (err) {
 		b->state = B_FAILED;
 		b->err = err;
@@ -365,10 +381,12 @@ static void fetch_done(void *arg, int err)
 	}
 	c->inflight--;
 	pthread_cond_broadcast(&c->waitq[b->hash % WAITQ]);
-	unref(c, b);
+	unref(c, b); /* the waiters hold their own references */
 	if (!c->inflight)
 		pthread_cond_broadcast(&c->cond);
 	pthread_mutex_unlock(&c->lock);
+	if (w)
+		waiters_run(b, w, err);
 }
 
 static void start_fetch(const struct objfs_cache_obj *o, struct objfs_block *b)
@@ -773,6 +791,89 @@ static int fill_part_start(struct fill *f, int64_t off, size_t len, char *dst, i
 	return 0;
 }
 
+/*
+ * Copies [off, off+len) of block @idx of f->o, in memory or being fetched,
+ * into @dst: now when the block is READY, else as a waiter of its fetch
+ * (waiters_run), so a fill never blocks its caller on the network (the
+ * GPU side API's fill workers are shared by every session). 0, 1 when the
+ * block is gone meanwhile (the caller fetches the range), or -ENOMEM.
+ */
+static int fill_from_block(struct fill *f, uint64_t idx, int64_t off, size_t len, char *dst)
+{
+	struct objfs_cache *c = f->c;
+	const struct objfs_cache_obj *o = f->o;
+	struct objfs_block *b;
+	struct blk_waiter *w;
+
+	pthread_mutex_lock(&c->lock);
+	b = find(c, o->id, idx, key_hash(o->id, idx));
+	if (!b || b->state == B_FAILED) {
+		pthread_mutex_unlock(&c->lock);
+		return 1;
+	}
+	if (b->state == B_LOADING) {
+		w = malloc(sizeof(*w));
+		if (!w) {
+			pthread_mutex_unlock(&c->lock);
+			return -ENOMEM;
+		}
+		*w = (struct blk_waiter){ b->waiters, f, off, len, dst };
+		b->waiters = w;
+		if (b->refs == 0)
+			TAILQ_REMOVE(&c->lru, b, lru);
+		b->refs++;
+		b->touched = 1;
+		f->pending++;
+		c->st.waits++;
+		pthread_mutex_unlock(&c->lock);
+		return 0;
+	}
+	if (b->refs == 0)
+		TAILQ_REMOVE(&c->lru, b, lru);
+	b->refs++;
+	b->touched = 1;
+	c->st.hits++;
+	pthread_mutex_unlock(&c->lock);
+	/* READY blocks never change: copied without the lock */
+	memcpy(dst, b->data + (off - (int64_t)(idx * c->bsize)), len);
+	pthread_mutex_lock(&c->lock);
+	unref(c, b);
+	evict(c, 0);
+	pthread_mutex_unlock(&c->lock);
+	return 0;
+}
+
+/*
+ * The fills waiting for block @b, whose fetch ended with @err: each copies
+ * its part (the block is READY and each holds a reference) and lets go. A
+ * disk copy that failed verification (OBJFS_DISKCACHE_RETRY) sends each to
+ * the store instead; any other error fails them.
+ */
+static void waiters_run(struct objfs_block *b, struct blk_waiter *w, int err)
+{
+	struct objfs_cache *c = b->cache;
+	int64_t bstart = (int64_t)(b->idx * c->bsize);
+
+	for (struct blk_waiter *x = w; x; x = x->next)
+		if (!err)
+			memcpy(x->dst, b->data + (x->off - bstart), x->len);
+	pthread_mutex_lock(&c->lock);
+	for (struct blk_waiter *x = w; x; x = x->next)
+		unref(c, b);
+	evict(c, 0);
+	pthread_mutex_unlock(&c->lock);
+	while (w) {
+		struct blk_waiter *next = w->next;
+		int e = err;
+
+		if (err == OBJFS_DISKCACHE_RETRY)
+			e = fill_part_start(w->f, w->off, w->len, w->dst, 0);
+		fill_put(w->f, e);
+		free(w);
+		w = next;
+	}
+}
+
 void objfs_cache_fill(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
 		      size_t len, char *dst, objfs_fetch_done_fn done, void *arg)
 {
@@ -809,10 +910,13 @@ void objfs_cache_fill(struct objfs_cache *c, const struct objfs_cache_obj *o, in
 		run = -1;
 		if (err)
 			break;
-		if (cached) /* in memory or being fetched (single flight): copied */
-			err = objfs_cache_read(c, o, at, (size_t)(to - at), dst + (at - off));
-		else        /* on disk, the whole block or just this part: straight into dst */
+		if (cached) { /* in memory or being fetched (single flight): copied */
+			err = fill_from_block(f, idx, at, (size_t)(to - at), dst + (at - off));
+			if (err == 1) /* evicted meanwhile: from the store after all */
+				err = fill_part_start(f, at, (size_t)(to - at), dst + (at - off), 0);
+		} else {      /* on disk, the whole block or just this part: straight into dst */
 			err = fill_part_start(f, at, (size_t)(to - at), dst + (at - off), 1);
+		}
 		at = to;
 	}
 	if (run >= 0 && !err)
