@@ -10,6 +10,7 @@
  *   /trickle  the 100 bytes in 10 pieces 250 ms apart: slower in total than
  *             the timeout, but never silent for it, so it must succeed
  *   /ok       the 100 bytes at once, connection kept alive
+ *   /slow     the same after 200 ms (requests at once hold connections)
  *   /close    the 100 bytes, then the server closes the connection without
  *             saying so (a kept-alive connection gone stale)
  *   /connclose the 100 bytes with "Connection: close", then closes
@@ -39,6 +40,7 @@
 #include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -212,6 +214,10 @@ static void *conn_main(void *arg)
 			}
 			put(c, one ? "\r\n\r\n" : "\r\n", one ? 4 : 2);
 			put(c, body, BODY);
+		} else if (strncmp(req, "GET /slow ", 10) == 0) {
+			usleep(200 * 1000);
+			put(c, head, strlen(head));
+			put(c, body, BODY);
 		} else if (strncmp(req, "GET /head ", 10) == 0) {
 			put(c, head, 20);
 			usleep(50 * 1000);
@@ -253,21 +259,52 @@ static void *accept_main(void *arg)
 	return NULL;
 }
 
-static void srv_start(struct srv *s)
+/* The numeric address @ip, port @port, into @sa; its length. */
+static socklen_t sockaddr_of(const char *ip, int port, struct sockaddr_storage *sa)
 {
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
+	const struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
+					.ai_socktype = SOCK_STREAM };
+	struct addrinfo *ai;
+	char serv[8];
+	socklen_t len;
+
+	snprintf(serv, sizeof(serv), "%d", port);
+	ck_assert_int_eq(getaddrinfo(ip, serv, &hints, &ai), 0);
+	len = ai->ai_addrlen;
+	memcpy(sa, ai->ai_addr, len);
+	freeaddrinfo(ai);
+	return len;
+}
+
+/* A server on numeric address @ip, port @port (0: any free one). 0, or
+ * -errno when the address cannot be bound (no IPv6, port taken). */
+static int srv_start_at(struct srv *s, const char *ip, int port)
+{
+	struct sockaddr_storage a;
+	socklen_t len = sockaddr_of(ip, port, &a);
 
 	memset(s, 0, sizeof(*s));
-	pthread_mutex_init(&s->lock, NULL);
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	s->fd = socket(AF_INET, SOCK_STREAM, 0);
-	ck_assert_int_ge(s->fd, 0);
-	ck_assert_int_eq(bind(s->fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	s->fd = socket(a.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s->fd < 0)
+		return -errno;
+	if (bind(s->fd, (struct sockaddr *)&a, len)) {
+		int err = -errno;
+
+		close(s->fd);
+		return err;
+	}
 	ck_assert_int_eq(listen(s->fd, 16), 0);
 	ck_assert_int_eq(getsockname(s->fd, (struct sockaddr *)&a, &len), 0);
-	s->port = ntohs(a.sin_port);
+	s->port = ntohs(a.ss_family == AF_INET ? ((struct sockaddr_in *)&a)->sin_port :
+			((struct sockaddr_in6 *)&a)->sin6_port);
+	pthread_mutex_init(&s->lock, NULL);
 	ck_assert_int_eq(pthread_create(&s->acc, NULL, accept_main, s), 0);
+	return 0;
+}
+
+static void srv_start(struct srv *s)
+{
+	ck_assert_int_eq(srv_start_at(s, "127.0.0.1", 0), 0);
 }
 
 /* After objfs_engine_free (which closes the client side of every connection). */
@@ -986,6 +1023,289 @@ START_TEST(test_direct_rests)
 END_TEST
 
 #ifndef OBJFS_BEFORE_FIX
+/*
+ * Addresses of an origin (issue 20): the engine resolves the host of
+ * http://localhost:PORT through a fake resolver that answers with a list
+ * of loopback addresses the test sets (127.0.0.0/8 is all loopback on
+ * Linux, so servers on 127.0.0.1, .2 and .3 with one port are three
+ * hosts), and the servers count the connections each accepts.
+ */
+struct fake_dns {
+	pthread_mutex_t lock;
+	const char *ips[4];
+	unsigned n;
+	atomic_int calls;
+};
+
+static int fake_resolve(void *arg, const char *host, const char *port, struct direct_addr *out,
+			unsigned cap)
+{
+	struct fake_dns *d = arg;
+	unsigned n = 0;
+
+	ck_assert_str_eq(host, "localhost");
+	atomic_fetch_add(&d->calls, 1);
+	pthread_mutex_lock(&d->lock);
+	for (; n < d->n && n < cap; n++) {
+		memset(&out[n], 0, sizeof(out[n]));
+		out[n].salen = sockaddr_of(d->ips[n], atoi(port), &out[n].sa);
+	}
+	pthread_mutex_unlock(&d->lock);
+	return n ? (int)n : -EHOSTUNREACH;
+}
+
+static void fake_set(struct fake_dns *d, const char *const *ips, unsigned n)
+{
+	pthread_mutex_lock(&d->lock);
+	memcpy(d->ips, ips, n * sizeof(*ips));
+	d->n = n;
+	pthread_mutex_unlock(&d->lock);
+}
+
+/* Servers on @ips (@n), one port for all; those named in @dead are left
+ * unstarted (nothing listens there). Returns how many started; an IPv6
+ * one that cannot be bound is dropped from @ips. */
+static unsigned srvs_start(struct srv *s, const char **ips, unsigned *n, unsigned dead)
+{
+	for (int tries = 0; tries < 20; tries++) {
+		unsigned i, up = 0;
+		int port = 0, ok = 1;
+
+		for (i = 0; i < *n && ok; i++) {
+			int err;
+
+			if (dead & (1u << i))
+				continue;
+			err = srv_start_at(&s[i], ips[i], port);
+			if (err && strchr(ips[i], ':') && err != -EADDRINUSE) {
+				memmove(&ips[i], &ips[i + 1], (*n - i - 1) * sizeof(*ips));
+				(*n)--;
+				i--;
+				continue;
+			}
+			if (err) {
+				ok = 0;
+				break;
+			}
+			port = s[i].port;
+			up |= 1u << i;
+		}
+		if (ok)
+			return up;
+		for (unsigned j = 0; j < *n; j++) /* the port was taken: another */
+			if (up & (1u << j)) {
+				atomic_store(&s[j].stop, 1);
+				srv_stop(&s[j]);
+			}
+	}
+	ck_abort_msg("no port free on every address");
+	return 0;
+}
+
+static struct objfs_engine *dns_engine(struct fake_dns *d, unsigned conns)
+{
+	struct objfs_engine *e = engine(conns, 1);
+
+	e->resolve = fake_resolve;
+	e->resolve_arg = d;
+	e->addr_rest_ns = 500 * 1000000LL;
+	return e;
+}
+
+/* One ranged GET of @path on localhost:@port, checked byte-exact. */
+static void get_one(struct objfs_engine *e, int port, const char *path)
+{
+	struct objfs_req r, *rp = &r;
+	char url[128], dst[BODY], want[BODY];
+
+	body_of(want, sizeof(want));
+	memset(dst, 0xAA, sizeof(dst));
+	objfs_req_init(&r);
+	snprintf(url, sizeof(url), "http://localhost:%d%s", port, path);
+	r.url = url;
+	r.method = OBJFS_GET;
+	r.len = BODY;
+	r.dst = dst;
+	r.expect_size = 1000;
+	ck_assert_int_eq(objfs_engine_run(e, &rp, 1), 0);
+	ck_assert_mem_eq(dst, want, BODY);
+	objfs_req_clear(&r);
+}
+
+/* Waits (5 s at most) until the origin was resolved @calls times. */
+static void wait_resolved(struct objfs_engine *e, struct fake_dns *d, int calls)
+{
+	for (int i = 0; i < 500; i++) {
+		int64_t done;
+
+		pthread_mutex_lock(&e->origin_lock);
+		done = e->norigins && !e->origins[0].resolving ? e->origins[0].resolved_ns : 0;
+		pthread_mutex_unlock(&e->origin_lock);
+		if (done && atomic_load(&d->calls) >= calls)
+			return;
+		usleep(10 * 1000);
+	}
+	ck_abort_msg("the origin was not resolved %d times", calls);
+}
+
+static void srvs_stop(struct srv *s, unsigned up, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (up & (1u << i))
+			srv_stop(&s[i]);
+}
+
+/* New connections go round robin over every address, IPv6 included. */
+START_TEST(test_direct_spreads)
+{
+	const char *ips[4] = { "127.0.0.1", "127.0.0.2", "127.0.0.3", "::1" };
+	static struct objfs_req r[8];
+	struct objfs_req *rp[8];
+	char url[8][128], dst[8][BODY], want[BODY];
+	struct fake_dns d = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct objfs_stats st;
+	struct objfs_engine *e;
+	struct srv s[4];
+	unsigned n = 4, up = srvs_start(s, ips, &n, 0);
+
+	body_of(want, sizeof(want));
+	fake_set(&d, ips, n);
+	e = dns_engine(&d, 8);
+	get_one(e, s[0].port, "/ok"); /* libcurl: learns, has the host resolved */
+	wait_resolved(e, &d, 1);
+	objfs_stats_reset();
+	for (int i = 0; i < 8; i++) {
+		objfs_req_init(&r[i]);
+		snprintf(url[i], sizeof(url[i]), "http://localhost:%d/slow", s[0].port);
+		r[i].url = url[i];
+		r[i].method = OBJFS_GET;
+		r[i].len = BODY;
+		r[i].dst = dst[i];
+		r[i].expect_size = 1000;
+		rp[i] = &r[i];
+		memset(dst[i], 0xAA, BODY);
+	}
+	ck_assert_int_eq(objfs_engine_run(e, rp, 8), 0);
+	objfs_stats_get(&st);
+	ck_assert_uint_eq(st.direct, 8);
+	for (int i = 0; i < 8; i++) {
+		ck_assert_mem_eq(dst[i], want, BODY);
+		objfs_req_clear(&r[i]);
+	}
+	objfs_engine_free(e);
+	srvs_stop(s, up, n);
+	for (unsigned i = 0; i < n; i++) /* 8 new connections over n addresses */
+		ck_assert_msg(atomic_load(&s[i].accepted) >= (int)(8 / n), "%s: %d connections, "
+			      "expected at least %u", ips[i], atomic_load(&s[i].accepted), 8 / n);
+}
+END_TEST
+
+/* An address with nothing listening rests: one request goes to libcurl,
+ * the others directly to the live ones; after the rest it is tried again. */
+START_TEST(test_direct_dead_address)
+{
+	const char *ips[3] = { "127.0.0.1", "127.0.0.2", "127.0.0.3" };
+	struct fake_dns d = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct sockaddr_storage dead;
+	socklen_t deadlen;
+	int64_t rest_until = 0;
+	struct objfs_stats st;
+	struct objfs_engine *e;
+	struct srv s[3];
+	unsigned n = 3, up = srvs_start(s, ips, &n, 1u << 1);
+	int port = s[0].port, before;
+
+	fake_set(&d, ips, n);
+	e = dns_engine(&d, 1);
+	get_one(e, port, "/ok");
+	wait_resolved(e, &d, 1);
+	objfs_stats_reset();
+	for (int i = 0; i < 12; i++)
+		get_one(e, port, "/connclose"); /* a new connection each */
+	objfs_stats_get(&st);
+	ck_assert_uint_eq(st.requests, 12);
+	ck_assert_msg(st.direct == 11, "%llu direct of 12, expected 11 (one met the dead "
+		      "address and went to libcurl)", (unsigned long long)st.direct);
+	deadlen = sockaddr_of(ips[1], port, &dead);
+	pthread_mutex_lock(&e->origin_lock);
+	for (unsigned i = 0; i < e->origins[0].naddrs; i++)
+		if (e->origins[0].addrs[i].salen == deadlen &&
+		    !memcmp(&e->origins[0].addrs[i].sa, &dead, deadlen))
+			rest_until = e->origins[0].addrs[i].rest_until_ns;
+	pthread_mutex_unlock(&e->origin_lock);
+	ck_assert_msg(rest_until > 0, "the dead address is not resting");
+	/* it comes back: after its rest it takes connections again */
+	ck_assert_int_eq(srv_start_at(&s[1], ips[1], port), 0);
+	up |= 1u << 1;
+	usleep(600 * 1000);
+	for (int i = 0; i < 6; i++)
+		get_one(e, port, "/connclose");
+	before = atomic_load(&s[1].accepted);
+	objfs_engine_free(e);
+	srvs_stop(s, up, n);
+	ck_assert_msg(before >= 1, "the address back from its rest took no connection");
+}
+END_TEST
+
+/* Re-resolution, every resolve_every_ns: new connections follow the new
+ * answer; and at once (after RESOLVE_GAP_NS) when every address rests. */
+START_TEST(test_direct_reresolves)
+{
+	const char *ips[3] = { "127.0.0.1", "127.0.0.2", "127.0.0.3" };
+	struct fake_dns d = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct objfs_stats st;
+	struct objfs_engine *e;
+	struct srv s[3];
+	unsigned n = 3, up = srvs_start(s, ips, &n, 1u << 2);
+	int port = s[0].port, on1, moved = 0;
+
+	fake_set(&d, &ips[0], 1);
+	e = dns_engine(&d, 1);
+	e->resolve_every_ns = 200 * 1000000LL;
+	get_one(e, port, "/ok");
+	wait_resolved(e, &d, 1);
+	for (int i = 0; i < 3; i++)
+		get_one(e, port, "/connclose");
+	ck_assert_int_eq(atomic_load(&s[1].accepted), 0);
+	fake_set(&d, &ips[1], 1); /* the host moves to 127.0.0.2 */
+	for (int i = 0; i < 25 && !moved; i++) {
+		usleep(120 * 1000);
+		get_one(e, port, "/connclose");
+		moved = atomic_load(&s[1].accepted) > 0;
+	}
+	ck_assert_msg(moved, "no connection to the re-resolved address in 3 s");
+	on1 = atomic_load(&s[0].accepted);
+	for (int i = 0; i < 4; i++)
+		get_one(e, port, "/connclose");
+	ck_assert_int_eq(atomic_load(&s[0].accepted), on1);
+	objfs_engine_free(e);
+
+	/* every address resting: resolved again, not only after a minute */
+	atomic_store(&d.calls, 0);
+	fake_set(&d, &ips[2], 1); /* dead */
+	e = dns_engine(&d, 1);
+	e->addr_rest_ns = 60 * 1000000000LL;
+	get_one(e, port, "/ok");
+	wait_resolved(e, &d, 1);
+	objfs_stats_reset();
+	get_one(e, port, "/connclose"); /* to the dead one: rests; libcurl reads it */
+	objfs_stats_get(&st);
+	ck_assert_uint_eq(st.direct, 0);
+	fake_set(&d, &ips[0], 1);
+	for (int i = 0; i < 25 && !st.direct; i++) {
+		usleep(120 * 1000);
+		get_one(e, port, "/connclose");
+		objfs_stats_get(&st);
+	}
+	ck_assert_msg(st.direct > 0, "all addresses resting: not resolved again in 3 s");
+	ck_assert_int_ge(atomic_load(&d.calls), 2);
+	objfs_engine_free(e);
+	srvs_stop(s, up, n);
+}
+END_TEST
+#endif
+
+#ifndef OBJFS_BEFORE_FIX
 /* The redirect judge, table-driven: https never goes to http; origin means
  * scheme, host (any case) and port (default ports included). */
 static const struct judge_redir {
@@ -1037,6 +1357,11 @@ static Suite *engine_suite(void)
 			    sizeof(direct_cases) / sizeof(direct_cases[0]));
 	tcase_add_test(td, test_direct_needs_an_address);
 	tcase_add_test(td, test_direct_rests);
+#ifndef OBJFS_BEFORE_FIX
+	tcase_add_test(td, test_direct_spreads);
+	tcase_add_test(td, test_direct_dead_address);
+	tcase_add_test(td, test_direct_reresolves);
+#endif
 	tcase_add_loop_test(tc, test_head_too_large, 0, 2);
 	tcase_add_loop_test(tc, test_redirect_policy, 0,
 			    sizeof(redir_cases) / sizeof(redir_cases[0]));

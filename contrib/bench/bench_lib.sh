@@ -1,7 +1,8 @@
 #!/bin/bash
 # bench_lib.sh: what the FUSE benchmarks share (sourced, after
 # tests/integration/lib.sh): objects made once, nginx on the page cache,
-# the clock and GB/s. fuse_ab.sh and fuse_scale.sh use it.
+# the clock and GB/s. fuse_ab.sh, fuse_scale.sh, https_bench.sh and
+# contrib/gpu/bench_gpu.sh use it.
 
 # bench_objects DIR COUNT SIZE [LINKED]: DIR/obj0.bin ... of SIZE random
 # bytes each, kept when already there. LINKED=1: one random object and
@@ -31,6 +32,35 @@ PY
 	done
 	wait
 	cat "$dir"/obj*.bin >/dev/null
+}
+
+# bench_big_object FILE SIZE: FILE of SIZE random bytes, kept when it has
+# that size already, written by a process per core (urandom gives ~0.5 GB/s
+# a core); its page cache warmed either way.
+bench_big_object() {
+	local obj=$1 size=$2 ncpu i per
+	if [ "$(stat -c %s "$obj" 2>/dev/null)" != "$size" ]; then
+		rm -f "$obj"
+		ncpu=$(nproc)
+		per=$(((size + ncpu - 1) / ncpu))
+		for ((i = 0; i < ncpu; i++)); do
+			python3 - "$obj" $((i * per)) "$per" "$size" <<'PY' &
+import os, sys
+path, off, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+n = max(0, min(n, size - off))
+fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+while n > 0:
+    k = min(16 << 20, n)
+    os.pwrite(fd, os.urandom(k), off)
+    off += k
+    n -= k
+os.close(fd)
+PY
+		done
+		wait
+		truncate -s "$size" "$obj"
+	fi
+	cat "$obj" >/dev/null
 }
 
 # bench_nginx DIR: nginx with one worker per core serving DIR at $URL

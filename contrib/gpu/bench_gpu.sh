@@ -34,6 +34,8 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../../tests/integration/lib.sh
 . "$HERE/../../tests/integration/lib.sh"
+# shellcheck source=../bench/bench_lib.sh
+. "$HERE/../bench/bench_lib.sh"
 
 : "${GPU_FILL:?set GPU_FILL to tests/gpu/gpu_fill}"
 require_objfs
@@ -54,27 +56,8 @@ DATA=${BENCH_DATA:-$TEST_TMP/www}
 mkdir -p "$DATA"
 OBJ=$DATA/big.bin
 if [ "$(stat -c %s "$OBJ" 2>/dev/null)" != "$SIZE" ]; then
-	# Random bytes, written by $NCPU dd's in parallel (urandom does ~0.5 GB/s a core).
-	rm -f "$OBJ"
-	per=$(((SIZE + NCPU - 1) / NCPU))
 	t0=$(date +%s.%N)
-	for ((i = 0; i < NCPU; i++)); do
-		python3 - "$OBJ" $((i * per)) "$per" "$SIZE" <<'EOF' &
-import os, sys
-path, off, n, size = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-n = max(0, min(n, size - off))
-fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-step = 16 << 20
-while n > 0:
-    k = min(step, n)
-    os.pwrite(fd, os.urandom(k), off)
-    off += k
-    n -= k
-os.close(fd)
-EOF
-	done
-	wait
-	truncate -s "$SIZE" "$OBJ"
+	bench_big_object "$OBJ" "$SIZE"
 	say "# object: $SIZE random bytes made in $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s"
 fi
 cat "$OBJ" >/dev/null # nginx's side: page cache warm for everyone

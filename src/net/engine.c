@@ -669,8 +669,10 @@ int objfs_engine_new(const struct objfs_engine_cfg *cfg, struct objfs_engine **o
 	e->cfg = *cfg;
 	e->nthreads = cfg->threads ? cfg->threads : 1;
 	e->direct = cfg->direct && objfs_direct_usable();
-	pthread_mutex_init(&e->origin_lock, NULL);
-	e->direct_rest_ns = DIRECT_REST_NS;
+	err = objfs_direct_engine_init(e);
+	if (err)
+		goto err_free;
+	err = -ENOMEM;
 	if (cfg->ca_file) {
 		e->ca_file = strdup(cfg->ca_file);
 		if (!e->ca_file)
@@ -779,7 +781,7 @@ void objfs_engine_free(struct objfs_engine *e)
 		curl_share_cleanup(e->share);
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_destroy(&e->share_locks[i]);
-	pthread_mutex_destroy(&e->origin_lock);
+	objfs_direct_engine_free(e);
 	free(e->ca_file);
 	free(e);
 }

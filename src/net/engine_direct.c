@@ -36,11 +36,21 @@
  * may close an idle connection), and retries, final errors and the
  * accounting happen in one place for both paths.
  *
- * Addresses: no resolver here. An origin is used only once libcurl has
- * connected to it (the mount's first HEAD or listing does), and the
- * address libcurl used is taken (CURLINFO_PRIMARY_IP/PORT); a connect that
- * is refused, or does not complete within the stall timeout, forgets it, so
- * the next attempt goes through libcurl, which resolves and learns again.
+ * Addresses: an origin is used only once libcurl has answered for it (the
+ * mount's first HEAD or listing does: no proxy in the way, nothing odd),
+ * at first at the address libcurl used (CURLINFO_PRIMARY_IP/PORT). The
+ * engine's resolver thread then resolves the host (getaddrinfo, IPv4 and
+ * IPv6; e->resolve, which tests replace) and keeps up to DIRECT_ADDRS of
+ * its addresses; new connections take them round robin (S3 answers DNS
+ * with several addresses, and the fastest clients spread their
+ * connections over them). An address whose connect is refused, or does
+ * not complete within the stall timeout, rests for e->addr_rest_ns (30 s)
+ * and the request that met it goes to libcurl, which connects (or says
+ * why it cannot) by its own resolution. The host is resolved again every
+ * e->resolve_every_ns (60 s), and as soon as every address rests (at most
+ * once a second); an address that stays keeps its rest, a failed lookup
+ * keeps the addresses there are. Lookups never run on an engine thread:
+ * a slow DNS server only delays the next address list.
  *
  * The response head is read into a small buffer and its lines go through
  * the same header parser and range validation as libcurl's (http_resp.c),
@@ -54,7 +64,8 @@
  * th->dwait (not in flight: waiting is not a stall).
  *
  * Threading: everything here runs on the engine thread that owns th, except
- * the origin table, which is shared by the threads under e->origin_lock.
+ * the origin table, which is shared by the threads and the resolver thread
+ * under e->origin_lock.
  */
 #include "config.h"
 
@@ -92,6 +103,8 @@ struct objfs_dconn {
 	int chunked;   /* the current response has a Transfer-Encoding */
 	int wi;        /* index in th->wfds of the last poll, -1 if none */
 	int64_t ttfb;  /* microseconds from request to complete head */
+	struct sockaddr_storage sa; /* the origin's address it went to */
+	socklen_t salen;
 	struct objfs_req *r;
 	char auth[256];
 	char req[REQ_MAX];
@@ -257,27 +270,114 @@ static struct direct_origin *origin_lookup(struct objfs_engine *e, const char *a
 	return NULL;
 }
 
-/* The origin's address, if libcurl taught us one and the path is on. */
-static int origin_find(struct objfs_engine *e, const char *auth, struct sockaddr_storage *sa,
+static int addr_eq(const struct sockaddr_storage *a, socklen_t al,
+		   const struct sockaddr_storage *b, socklen_t bl)
+{
+	return al == bl && memcmp(a, b, al) == 0;
+}
+
+/* @sa as text ("192.0.2.1", "2001:db8::1") for the logs. */
+static const char *addr_text(const struct sockaddr_storage *sa, socklen_t salen, char *buf,
+			     size_t cap)
+{
+	if (getnameinfo((const struct sockaddr *)sa, salen, buf, (socklen_t)cap, NULL, 0,
+			NI_NUMERICHOST))
+		snprintf(buf, cap, "?");
+	return buf;
+}
+
+static void *resolver_main(void *arg);
+
+/* Has @o resolved on the resolver thread (started on first use). The
+ * caller holds e->origin_lock. */
+static void origin_want_resolve(struct objfs_engine *e, struct direct_origin *o)
+{
+	if (o->resolving || e->resolver_stop)
+		return;
+	if (!e->resolver_started) {
+		if (pthread_create(&e->resolver, NULL, resolver_main, e)) {
+			o->resolve_due_ns = objfs_now_ns() + e->resolve_every_ns;
+			return; /* the address libcurl used stays the only one */
+		}
+		pthread_setname_np(e->resolver, "objfs-resolve");
+		e->resolver_started = 1;
+	}
+	o->resolving = 1;
+	pthread_cond_signal(&e->resolve_cond);
+}
+
+/* Whether the direct path is on for origin @auth: known, and not turned
+ * off for a rest. */
+static int origin_on(struct objfs_engine *e, const char *auth)
+{
+	struct direct_origin *o;
+	int on;
+
+	pthread_mutex_lock(&e->origin_lock);
+	o = origin_lookup(e, auth);
+	on = o && o->naddrs && objfs_now_ns() >= o->off_until_ns;
+	pthread_mutex_unlock(&e->origin_lock);
+	return on;
+}
+
+/*
+ * The address for a new connection to @auth: the next one round robin
+ * that is not resting. 0 when there is none (the request goes to
+ * libcurl). Asks for a resolution when one is due, or when every address
+ * rests (at most every RESOLVE_GAP_NS).
+ */
+static int origin_pick(struct objfs_engine *e, const char *auth, struct sockaddr_storage *sa,
 		       socklen_t *salen)
 {
+	int64_t now = objfs_now_ns();
 	struct direct_origin *o;
 	int found = 0;
 
 	pthread_mutex_lock(&e->origin_lock);
 	o = origin_lookup(e, auth);
-	if (o && objfs_now_ns() >= o->off_until_ns && o->salen) {
-		*sa = o->sa;
-		*salen = o->salen;
-		found = 1;
+	if (o && now >= o->off_until_ns) {
+		for (unsigned k = 0; k < o->naddrs && !found; k++) {
+			unsigned i = (o->next + k) % o->naddrs;
+
+			if (now < o->addrs[i].rest_until_ns)
+				continue;
+			*sa = o->addrs[i].sa;
+			*salen = o->addrs[i].salen;
+			o->next = i + 1;
+			found = 1;
+		}
+		if (now >= o->resolve_due_ns ||
+		    (!found && now - o->resolved_ns >= RESOLVE_GAP_NS))
+			origin_want_resolve(e, o);
 	}
 	pthread_mutex_unlock(&e->origin_lock);
 	return found;
 }
 
-/* Forgets the address (@off 0: connect failed) or turns the origin off
- * for a rest that doubles each time (see struct direct_origin). */
-static void origin_drop(struct objfs_engine *e, const char *auth, int off)
+/* Address @sa of @auth failed to connect: no new connection goes there
+ * for e->addr_rest_ns. */
+static void origin_rest(struct objfs_engine *e, const char *auth,
+			const struct sockaddr_storage *sa, socklen_t salen)
+{
+	struct direct_origin *o;
+	char text[INET6_ADDRSTRLEN];
+
+	pthread_mutex_lock(&e->origin_lock);
+	o = origin_lookup(e, auth);
+	for (unsigned i = 0; o && i < o->naddrs; i++) {
+		if (!addr_eq(&o->addrs[i].sa, o->addrs[i].salen, sa, salen))
+			continue;
+		o->addrs[i].rest_until_ns = objfs_now_ns() + e->addr_rest_ns;
+		objfs_info("http://%s: %s did not take a connection; not used for %.0f s",
+			   auth, addr_text(sa, salen, text, sizeof(text)),
+			   (double)e->addr_rest_ns / 1e9);
+	}
+	pthread_mutex_unlock(&e->origin_lock);
+}
+
+/* Turns the origin off for a rest that doubles each time (see struct
+ * direct_origin). */
+static void origin_off(struct objfs_engine *e, const char *auth)
 {
 	struct direct_origin *o;
 
@@ -286,7 +386,7 @@ static void origin_drop(struct objfs_engine *e, const char *auth, int off)
 	if (o) {
 		int64_t now = objfs_now_ns(), rest = e->direct_rest_ns;
 
-		if (off && now >= o->off_until_ns) {
+		if (now >= o->off_until_ns) {
 			for (unsigned i = 0; i < o->offs && rest < DIRECT_REST_MAX_NS; i++)
 				rest *= 2;
 			if (rest > DIRECT_REST_MAX_NS)
@@ -297,9 +397,166 @@ static void origin_drop(struct objfs_engine *e, const char *auth, int off)
 				   "a redirect; reading it through libcurl for %.0f s, then "
 				   "directly again", auth, (double)rest / 1e9);
 		}
-		o->salen = 0;
 	}
 	pthread_mutex_unlock(&e->origin_lock);
+}
+
+/* Splits authority @auth ("host", "host:port", "[v6]:port") into @host
+ * and @port (80 when none is given). 0, or -EINVAL. */
+static int split_authority(const char *auth, char *host, size_t hcap, char *port, size_t pcap)
+{
+	const char *colon, *h = auth;
+	size_t hl;
+
+	if (*auth == '[') {
+		const char *close = strchr(auth, ']');
+
+		if (!close)
+			return -EINVAL;
+		h = auth + 1;
+		hl = (size_t)(close - h);
+		colon = close[1] == ':' ? close + 1 : NULL;
+		if (close[1] && !colon)
+			return -EINVAL;
+	} else {
+		colon = strrchr(auth, ':');
+		hl = colon ? (size_t)(colon - auth) : strlen(auth);
+	}
+	if (!hl || hl >= hcap || (colon && (!colon[1] || strlen(colon + 1) >= pcap)))
+		return -EINVAL;
+	memcpy(host, h, hl);
+	host[hl] = '\0';
+	snprintf(port, pcap, "%s", colon ? colon + 1 : "80");
+	return 0;
+}
+
+int objfs_direct_resolve(void *arg, const char *host, const char *port, struct direct_addr *out,
+			 unsigned cap)
+{
+	/* both families, as libcurl asks; an address this host cannot reach
+	 * (no IPv6 route) fails to connect and rests */
+	const struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+					.ai_flags = AI_NUMERICSERV };
+	struct addrinfo *ai, *p;
+	unsigned n = 0;
+	int rc;
+
+	(void)arg;
+	rc = getaddrinfo(host, port, &hints, &ai);
+	if (rc)
+		return rc == EAI_MEMORY ? -ENOMEM : rc == EAI_SYSTEM ? -errno : -EHOSTUNREACH;
+	for (p = ai; p && n < cap; p = p->ai_next) {
+		unsigned i;
+
+		if (p->ai_addrlen > sizeof(out[n].sa) ||
+		    (p->ai_family != AF_INET && p->ai_family != AF_INET6))
+			continue;
+		memset(&out[n], 0, sizeof(out[n]));
+		memcpy(&out[n].sa, p->ai_addr, p->ai_addrlen);
+		out[n].salen = p->ai_addrlen;
+		for (i = 0; i < n && !addr_eq(&out[i].sa, out[i].salen, &out[n].sa, out[n].salen);
+		     i++)
+			;
+		n += i == n; /* a duplicate is overwritten by the next */
+	}
+	freeaddrinfo(ai);
+	return n ? (int)n : -EHOSTUNREACH;
+}
+
+/* The new address list @got (@n of them) of origin @o: an address that
+ * stays keeps its rest. The caller holds e->origin_lock. */
+static void origin_set_addrs(struct direct_origin *o, struct direct_addr *got, unsigned n)
+{
+	char text[INET6_ADDRSTRLEN];
+
+	for (unsigned i = 0; i < n; i++) {
+		for (unsigned j = 0; j < o->naddrs; j++)
+			if (addr_eq(&got[i].sa, got[i].salen, &o->addrs[j].sa, o->addrs[j].salen))
+				got[i].rest_until_ns = o->addrs[j].rest_until_ns;
+		objfs_debug("direct: http://%s at %s", o->authority,
+			    addr_text(&got[i].sa, got[i].salen, text, sizeof(text)));
+	}
+	memcpy(o->addrs, got, n * sizeof(*got));
+	o->naddrs = n;
+	o->next %= n;
+}
+
+/*
+ * The resolver thread: resolves the origins that ask (origin_want_resolve),
+ * one at a time, outside the lock, so a slow DNS server never holds up an
+ * engine thread; a failed resolution keeps the addresses there are.
+ */
+static void *resolver_main(void *arg)
+{
+	struct objfs_engine *e = arg;
+
+	pthread_mutex_lock(&e->origin_lock);
+	while (!e->resolver_stop) {
+		struct direct_addr got[DIRECT_ADDRS];
+		char auth[256], host[256], port[8];
+		struct direct_origin *o = NULL;
+		objfs_resolve_fn fn = e->resolve;
+		void *fn_arg = e->resolve_arg;
+		int n;
+
+		for (unsigned i = 0; i < e->norigins && !o; i++)
+			if (e->origins[i].resolving == 1)
+				o = &e->origins[i]; /* entries never move */
+		if (!o) {
+			pthread_cond_wait(&e->resolve_cond, &e->origin_lock);
+			continue;
+		}
+		o->resolving = 2;
+		memcpy(auth, o->authority, sizeof(auth));
+		pthread_mutex_unlock(&e->origin_lock);
+		n = split_authority(auth, host, sizeof(host), port, sizeof(port));
+		if (!n)
+			n = fn(fn_arg, host, port, got, DIRECT_ADDRS);
+		pthread_mutex_lock(&e->origin_lock);
+		if (n > 0)
+			origin_set_addrs(o, got, (unsigned)n);
+		else
+			objfs_info("http://%s: resolving %s: %s; the %u address(es) known stay",
+				   auth, host, strerror(-n), o->naddrs);
+		o->resolved_ns = objfs_now_ns();
+		o->resolve_due_ns = o->resolved_ns + e->resolve_every_ns;
+		o->resolving = 0;
+	}
+	pthread_mutex_unlock(&e->origin_lock);
+	return NULL;
+}
+
+int objfs_direct_engine_init(struct objfs_engine *e)
+{
+	int err = pthread_mutex_init(&e->origin_lock, NULL);
+
+	if (err)
+		return -err;
+	err = pthread_cond_init(&e->resolve_cond, NULL);
+	if (err) {
+		pthread_mutex_destroy(&e->origin_lock);
+		return -err;
+	}
+	e->direct_rest_ns = DIRECT_REST_NS;
+	e->resolve = objfs_direct_resolve;
+	e->resolve_every_ns = RESOLVE_EVERY_NS;
+	e->addr_rest_ns = ADDR_REST_NS;
+	e->direct_inited = 1;
+	return 0;
+}
+
+void objfs_direct_engine_free(struct objfs_engine *e)
+{
+	if (!e->direct_inited)
+		return;
+	pthread_mutex_lock(&e->origin_lock);
+	e->resolver_stop = 1;
+	pthread_cond_signal(&e->resolve_cond);
+	pthread_mutex_unlock(&e->origin_lock);
+	if (e->resolver_started)
+		pthread_join(e->resolver, NULL); /* a lookup under way ends first */
+	pthread_cond_destroy(&e->resolve_cond);
+	pthread_mutex_destroy(&e->origin_lock);
 }
 
 void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url)
@@ -310,8 +567,7 @@ void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url)
 	long port = 0, redirs = 0;
 	struct direct_origin *o;
 	struct addrinfo *ai;
-	struct sockaddr_storage sa;
-	socklen_t salen;
+	struct direct_addr a = { .salen = 0 };
 	size_t alen;
 
 	if (!e->direct || !(alen = url_authority(url, auth, sizeof(auth))))
@@ -325,24 +581,29 @@ void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url)
 	snprintf(serv, sizeof(serv), "%ld", port);
 	if (getaddrinfo(ip, serv, &hints, &ai))
 		return;
-	salen = ai->ai_addrlen <= sizeof(sa) ? ai->ai_addrlen : 0;
-	if (salen)
-		memcpy(&sa, ai->ai_addr, salen);
+	if (ai->ai_addrlen <= sizeof(a.sa)) {
+		memcpy(&a.sa, ai->ai_addr, ai->ai_addrlen);
+		a.salen = ai->ai_addrlen;
+	}
 	freeaddrinfo(ai);
-	if (!salen)
+	if (!a.salen)
 		return;
 	pthread_mutex_lock(&e->origin_lock);
 	o = origin_lookup(e, auth);
 	if (!o && e->norigins < DIRECT_ORIGINS) {
+		/* libcurl's address until the host's own are resolved */
 		o = &e->origins[e->norigins++];
+		memset(o, 0, sizeof(*o));
 		memcpy(o->authority, auth, alen + 1);
-		o->off_until_ns = 0;
-		o->offs = 0;
+		o->addrs[0] = a;
+		o->naddrs = 1;
 		objfs_debug("direct: http://%s is at %s port %ld", auth, ip, port);
-	}
-	if (o) {
-		o->sa = sa;
-		o->salen = salen;
+		origin_want_resolve(e, o);
+	} else if (o) {
+		/* libcurl just connected there: it takes connections again */
+		for (unsigned i = 0; i < o->naddrs; i++)
+			if (addr_eq(&o->addrs[i].sa, o->addrs[i].salen, &a.sa, a.salen))
+				o->addrs[i].rest_until_ns = 0;
 	}
 	pthread_mutex_unlock(&e->origin_lock);
 }
@@ -387,6 +648,8 @@ static struct objfs_dconn *dc_connect(struct engine_thread *th, const char *auth
 	(void)setsockopt(dc->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	(void)setsockopt(dc->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
 	snprintf(dc->auth, sizeof(dc->auth), "%s", auth);
+	dc->sa = *sa;
+	dc->salen = salen;
 	dc->wi = -1;
 	dc->state = DC_CONNECT; /* born here: dc_state() logs what follows */
 	if (connect(dc->fd, (const struct sockaddr *)sa, salen) == 0) {
@@ -420,13 +683,16 @@ static void dc_begin(struct objfs_dconn *dc, struct objfs_req *r)
 
 /*
  * A connection for @auth: an idle one that is still alive, else a new one
- * when the thread is under its cap (closing an idle one of another origin
- * if need be). NULL: none now (@r waits), or *failed (see dc_connect).
+ * to the origin's next address (origin_pick) when the thread is under its
+ * cap (closing an idle one of another origin if need be). NULL: none now
+ * (@r waits), or *failed (see dc_connect; DC_FAIL_ADDR too when no
+ * address takes connections now).
  */
-static struct objfs_dconn *dc_get(struct engine_thread *th, const char *auth,
-				  const struct sockaddr_storage *sa, socklen_t salen, int *failed)
+static struct objfs_dconn *dc_get(struct engine_thread *th, const char *auth, int *failed)
 {
 	struct objfs_dconn *dc, *next, *other = NULL;
+	struct sockaddr_storage sa;
+	socklen_t salen;
 
 	*failed = 0;
 	for (dc = LIST_FIRST(&th->dconns); dc; dc = next) {
@@ -441,19 +707,23 @@ static struct objfs_dconn *dc_get(struct engine_thread *th, const char *auth,
 			return dc;
 		dc_close(th, dc);
 	}
-	if (th->ndconns >= th->per) {
-		if (!other)
-			return NULL;
-		dc_close(th, other);
+	if (th->ndconns >= th->per && !other)
+		return NULL;
+	if (!origin_pick(th->e, auth, &sa, &salen)) {
+		*failed = DC_FAIL_ADDR;
+		return NULL;
 	}
-	return dc_connect(th, auth, sa, salen, failed);
+	if (th->ndconns >= th->per)
+		dc_close(th, other);
+	dc = dc_connect(th, auth, &sa, salen, failed);
+	if (*failed == DC_FAIL_ADDR)
+		origin_rest(th->e, auth, &sa, salen);
+	return dc;
 }
 
 int objfs_direct_start(struct engine_thread *th, struct objfs_req *r)
 {
 	struct objfs_engine *e = th->e;
-	struct sockaddr_storage sa;
-	socklen_t salen;
 	char auth[256], text[REQ_MAX];
 	struct objfs_dconn *dc;
 	int n, failed;
@@ -462,11 +732,9 @@ int objfs_direct_start(struct engine_thread *th, struct objfs_req *r)
 	    r->no_redirect)
 		return -EAGAIN;
 	n = objfs_direct_request_text(r, text, sizeof(text), auth, sizeof(auth));
-	if (n < 0 || !origin_find(e, auth, &sa, &salen))
+	if (n < 0 || !origin_on(e, auth))
 		return -EAGAIN;
-	dc = dc_get(th, auth, &sa, salen, &failed);
-	if (failed == DC_FAIL_ADDR)
-		origin_drop(e, auth, 0);
+	dc = dc_get(th, auth, &failed);
 	if (failed)
 		return -EAGAIN; /* libcurl connects, and says why it cannot */
 	if (!dc) {
@@ -539,14 +807,14 @@ static void wire_error(struct engine_thread *th, struct objfs_dconn *dc, const c
 }
 
 /* @dc's request goes to libcurl, for this attempt (uncounted) and the rest
- * of its life; @origin_off: the origin's too (see the file header). */
+ * of its life; @off: the origin's too (see the file header). */
 static void dc_fallback(struct engine_thread *th, struct objfs_dconn *dc, const char *why,
-			int origin_off, struct ends *out)
+			int off, struct ends *out)
 {
 	struct objfs_req *r = dc->r;
 
-	if (origin_off)
-		origin_drop(th->e, dc->auth, 1);
+	if (off)
+		origin_off(th->e, dc->auth);
 	dc_end(th, dc, 0);
 	objfs_debug("%s: direct GET handed to libcurl: %s", r->url, why);
 	objfs_stats_direct(1);
@@ -672,7 +940,7 @@ static void dc_step(struct engine_thread *th, struct objfs_dconn *dc, struct end
 			return;
 		if (getsockopt(dc->fd, SOL_SOCKET, SO_ERROR, &soerr, &l) || soerr) {
 			/* libcurl connects again, and reports it if it fails */
-			origin_drop(th->e, dc->auth, 0);
+			origin_rest(th->e, dc->auth, &dc->sa, dc->salen);
 			dc_fallback(th, dc, "connect failed", 0, out);
 			return;
 		}
@@ -800,9 +1068,9 @@ void objfs_direct_abort(struct engine_thread *th, struct objfs_req *r)
 	if (!dc)
 		return;
 	if (dc->state == DC_CONNECT) {
-		/* never connected within the timeout: the address may be stale;
-		 * the retry goes through libcurl, which resolves again */
-		origin_drop(th->e, dc->auth, 0);
+		/* never connected within the timeout: the address rests; the
+		 * retry goes through libcurl, which resolves again */
+		origin_rest(th->e, dc->auth, &dc->sa, dc->salen);
 		r->no_direct = 1;
 	}
 	dc->r = NULL;

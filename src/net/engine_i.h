@@ -66,12 +66,41 @@ struct engine_thread {
 	struct objfs_direct_end *ends;   /* per entries, for objfs_direct_progress */
 };
 
-/* A plain-HTTP origin ("host[:port]" as in the URL) and the address libcurl
- * connected to for it. */
-struct direct_origin {
-	char authority[256];
+/* One address of an origin. */
+struct direct_addr {
 	struct sockaddr_storage sa;
 	socklen_t salen;
+	/* Failed to connect (refused, unreachable, or not within the
+	 * timeout): no new connection goes there before this time
+	 * (monotonic, ns). */
+	int64_t rest_until_ns;
+};
+
+#define DIRECT_ADDRS 16 /* addresses kept per origin (S3 answers with 8) */
+
+/*
+ * Resolves @host (a name, or a numeric address without brackets) for TCP
+ * port @port into at most @cap addresses at @out (rest_until_ns 0).
+ * Returns how many (>= 1), or -errno. Runs on the engine's resolver
+ * thread, never on an engine thread; may block. The engine's default is
+ * objfs_direct_resolve (getaddrinfo, IPv4 and IPv6); tests set their own
+ * in e->resolve before the first request.
+ */
+typedef int (*objfs_resolve_fn)(void *arg, const char *host, const char *port,
+				struct direct_addr *out, unsigned cap);
+
+/* A plain-HTTP origin ("host[:port]" as in the URL) and its addresses. */
+struct direct_origin {
+	char authority[256];
+	/* The host's addresses as last resolved (or, until then, the one
+	 * libcurl connected to); new connections take them round robin from
+	 * next on, skipping resting ones. */
+	struct direct_addr addrs[DIRECT_ADDRS];
+	unsigned naddrs;
+	unsigned next;
+	int64_t resolve_due_ns; /* resolve again from this time on */
+	int64_t resolved_ns;    /* last resolution ended (0: none yet) */
+	int resolving;          /* 1: asked of the resolver thread, 2: under way */
 	/* Answered a range without 206 + Content-Length, or redirected: curl
 	 * only until off_until_ns (monotonic), then direct is tried again. The
 	 * rest doubles with each such answer (offs of them so far), from
@@ -84,6 +113,10 @@ struct direct_origin {
 
 #define DIRECT_REST_NS (30 * 1000000000LL)       /* first rest of an origin */
 #define DIRECT_REST_MAX_NS (3600 * 1000000000LL) /* longest rest */
+#define ADDR_REST_NS (30 * 1000000000LL)         /* rest of an address */
+#define RESOLVE_EVERY_NS (60 * 1000000000LL)     /* re-resolution period */
+#define RESOLVE_GAP_NS (1000000000LL) /* all addresses resting: resolve again,
+					 but not more often than this */
 
 struct objfs_engine {
 	struct objfs_engine_cfg cfg;
@@ -98,6 +131,18 @@ struct objfs_engine {
 	struct direct_origin origins[DIRECT_ORIGINS]; /* guarded by origin_lock */
 	unsigned norigins;                            /* guarded by origin_lock */
 	int64_t direct_rest_ns; /* first rest of an origin turned off (tests set it) */
+	/* The resolver thread (engine_direct.c), started with the first
+	 * origin learned; the fields are guarded by origin_lock. */
+	pthread_cond_t resolve_cond; /* an origin asks, or stop */
+	pthread_t resolver;
+	int resolver_started, resolver_stop;
+	/* Set by objfs_engine_new; tests may change them before the first
+	 * request (then they are read under origin_lock only). */
+	objfs_resolve_fn resolve;
+	void *resolve_arg;
+	int64_t resolve_every_ns; /* RESOLVE_EVERY_NS */
+	int64_t addr_rest_ns;     /* ADDR_REST_NS */
+	int direct_inited;        /* objfs_direct_engine_init ran */
 };
 
 /* engine_direct.c, called by engine.c on the engine thread that owns @th. */
@@ -117,6 +162,15 @@ struct objfs_direct_end {
 	int64_t ttfb; /* microseconds to the complete head, < 0 if none */
 };
 
+/* Sets the direct path's part of a new engine (origin table, resolver
+ * defaults); 0 or -errno. objfs_direct_engine_free undoes it, after the
+ * engine threads have stopped, and accepts an engine it never set up
+ * (zeroed). */
+int objfs_direct_engine_init(struct objfs_engine *e);
+void objfs_direct_engine_free(struct objfs_engine *e);
+/* The default resolver: getaddrinfo, IPv4 and IPv6 (see objfs_resolve_fn). */
+int objfs_direct_resolve(void *arg, const char *host, const char *port, struct direct_addr *out,
+			 unsigned cap);
 /* Whether direct receive can be used at all (no proxy configured). */
 int objfs_direct_usable(void);
 /*
@@ -125,8 +179,9 @@ int objfs_direct_usable(void);
  * objfs_direct_next_waiting); -EAGAIN: it must go through libcurl.
  */
 int objfs_direct_start(struct engine_thread *th, struct objfs_req *r);
-/* After a libcurl transfer of @url on @h: remembers where a plain-HTTP
- * origin lives, so later ranged GETs can go direct. */
+/* After a libcurl transfer of @url on @h: remembers that a plain-HTTP
+ * origin answers, and the address libcurl connected to, so later ranged
+ * GETs can go direct (and has the host's addresses resolved). */
 void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url);
 /* Fills th->wfds for curl_multi_poll; returns how many. */
 unsigned objfs_direct_waitfds(struct engine_thread *th);
