@@ -416,6 +416,7 @@ static int fetch(const char *const *paths, size_t n, struct run *run, struct obj
 
 struct gate {
 	int fd, port, max_open, requests;
+	int release_at;   /* answer once this many requests came (0: GATE_N) */
 	atomic_int stop;
 	pthread_t th;
 };
@@ -463,7 +464,8 @@ static void *gate_main(void *arg)
 				waiting[i] = 1;
 			}
 		}
-		if (!released && (g->requests >= GATE_N || now_s() - t0 > 10))
+		if (!released && (g->requests >= (g->release_at ? g->release_at : GATE_N) ||
+				  now_s() - t0 > 10))
 			released = 1;
 		for (int i = 1; released && i < n; i++) {
 			if (waiting[i]) {
@@ -478,6 +480,29 @@ static void *gate_main(void *arg)
 	return NULL;
 }
 
+/* The gate server on a free loopback port, answering at once with @release_at 1. */
+static void gate_start(struct gate *g, int release_at)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t al = sizeof(a);
+
+	g->release_at = release_at;
+	g->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	ck_assert_int_ge(g->fd, 0);
+	ck_assert_int_eq(bind(g->fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(g->fd, 512), 0);
+	ck_assert_int_eq(getsockname(g->fd, (struct sockaddr *)&a, &al), 0);
+	g->port = ntohs(a.sin_port);
+	ck_assert_int_eq(pthread_create(&g->th, NULL, gate_main, g), 0);
+}
+
+static void gate_stop(struct gate *g)
+{
+	atomic_store(&g->stop, 1);
+	pthread_join(g->th, NULL);
+	close(g->fd);
+}
+
 START_TEST(test_256_connections)
 {
 	static struct objfs_req r[GATE_N], *rp[GATE_N];
@@ -486,20 +511,12 @@ START_TEST(test_256_connections)
 		.threads = 4, .max_host_conns = GATE_N, .timeout = 20.0, .retries = 0,
 		.direct = _i,
 	};
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t al = sizeof(a);
 	struct objfs_engine *e;
 	struct gate g = { 0 };
 	char want[BODY];
 
 	body_of(want, sizeof(want));
-	g.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	ck_assert_int_ge(g.fd, 0);
-	ck_assert_int_eq(bind(g.fd, (struct sockaddr *)&a, sizeof(a)), 0);
-	ck_assert_int_eq(listen(g.fd, 512), 0);
-	ck_assert_int_eq(getsockname(g.fd, (struct sockaddr *)&a, &al), 0);
-	g.port = ntohs(a.sin_port);
-	ck_assert_int_eq(pthread_create(&g.th, NULL, gate_main, &g), 0);
+	gate_start(&g, GATE_N);
 	ck_assert_int_eq(objfs_engine_new(&cfg, &e), 0);
 	for (int i = 0; i < GATE_N; i++) {
 		memset(dst[i], 0xAA, BODY);
@@ -512,12 +529,46 @@ START_TEST(test_256_connections)
 		objfs_req_clear(&r[i]);
 	}
 	objfs_engine_free(e);
-	atomic_store(&g.stop, 1);
-	pthread_join(g.th, NULL);
-	close(g.fd);
+	gate_stop(&g);
 	ck_assert_int_eq(g.requests, GATE_N);
 	ck_assert_msg(g.max_open == GATE_N, "%d connections open at once, expected %d", g.max_open,
 		      GATE_N);
+}
+END_TEST
+
+/*
+ * max_connections below the engine's thread count: each thread holds at
+ * least one connection per host, so the engine runs no more threads than
+ * the cap allows and a host never sees more than max_connections at once
+ * on each receive path (libcurl's, and the direct one: 2 per path here).
+ */
+START_TEST(test_conns_below_threads)
+{
+	static struct objfs_req r[16], *rp[16];
+	static char url[16][64], dst[16][BODY];
+	struct objfs_engine_cfg cfg = {
+		.threads = 4, .max_host_conns = 2, .timeout = 20.0, .retries = 0, .direct = _i,
+	};
+	struct objfs_engine *e;
+	struct gate g = { 0 };
+	char want[BODY];
+
+	body_of(want, sizeof(want));
+	gate_start(&g, 1);
+	ck_assert_int_eq(objfs_engine_new(&cfg, &e), 0);
+	for (int i = 0; i < 16; i++) {
+		ranged(&r[i], url[i], sizeof(url[i]), g.port, "/x", dst[i]);
+		rp[i] = &r[i];
+	}
+	ck_assert_int_eq(objfs_engine_run(e, rp, 16), 0);
+	for (int i = 0; i < 16; i++) {
+		ck_assert_mem_eq(dst[i], want, BODY);
+		objfs_req_clear(&r[i]);
+	}
+	objfs_engine_free(e);
+	gate_stop(&g);
+	ck_assert_int_eq(g.requests, 16);
+	ck_assert_msg(g.max_open <= (_i ? 4 : 2), "%d connections open at once", g.max_open);
 }
 END_TEST
 
@@ -1351,6 +1402,7 @@ static Suite *engine_suite(void)
 	tcase_add_loop_test(tc, test_trickle_is_progress, 0, 2);
 	tcase_add_loop_test(tc, test_queued_is_not_stalled, 0, 2);
 	tcase_add_loop_test(tc, test_256_connections, 0, 2);
+	tcase_add_loop_test(tc, test_conns_below_threads, 0, 2);
 	suite_add_tcase(s, tc);
 	tcase_set_timeout(td, 60);
 	tcase_add_loop_test(td, test_direct_cases, 0,

@@ -668,6 +668,10 @@ int objfs_engine_new(const struct objfs_engine_cfg *cfg, struct objfs_engine **o
 		return -ENOMEM;
 	e->cfg = *cfg;
 	e->nthreads = cfg->threads ? cfg->threads : 1;
+	/* each thread holds at least one connection per host: more threads
+	 * than max_host_conns would hold more connections than it allows */
+	if (cfg->max_host_conns && e->nthreads > cfg->max_host_conns)
+		e->nthreads = cfg->max_host_conns;
 	e->direct = cfg->direct && objfs_direct_usable();
 	err = objfs_direct_engine_init(e);
 	if (err)
