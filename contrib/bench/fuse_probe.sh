@@ -14,7 +14,9 @@
 #
 #   contrib/gpu/run_device.sh exec contrib/bench/fuse_probe.sh
 #
-# Environment: PROBE_READERS ("1 16 64"), PROBE_SIZE (bytes per object,
+# Environment: PROBE_READERS ("1 16 64"; "sW": W workers cat-ing PROBE_FILES
+# files of 100 KiB, default 20000, against W curl processes over keep-alive
+# connections), PROBE_SIZE (bytes per object,
 # default 512 MiB), PROBE_VARIANTS (";"-separated "label|mount options|
 # read_ahead_kb", empty fields keep the defaults), PROBE_REPS (1; the
 # variants alternate within each rep), PROBE_STACKS, OUT.
@@ -36,9 +38,24 @@ res=$OUT/fuse_probe.txt
 say() { printf '%s\n' "$*" | tee -a "$res"; }
 
 max=0
-for n in $READERS; do [ "$n" -gt "$max" ] && max=$n; done
+for n in $READERS; do [ "${n#s}" = "$n" ] && [ "$n" -gt "$max" ] && max=$n; done
 DATA=$TEST_TMP/www
-bench_objects "$DATA" "$max" "$SIZE" 1
+[ "$max" = 0 ] || bench_objects "$DATA" "$max" "$SIZE" 1
+NFILES=${PROBE_FILES:-20000}
+case " $READERS " in *" s"[0-9]*)
+	mkdir -p "$DATA/small"
+	python3 -c '
+import os, sys
+d, n = sys.argv[1], int(sys.argv[2])
+blob = os.urandom(100 << 10)
+for i in range(n):
+    with open(os.path.join(d, "f%05d.bin" % i), "wb") as f:
+        f.write(blob[i % 4096:] + blob[:i % 4096])
+' "$DATA/small" "$NFILES"
+	cat "$DATA"/small/* >/dev/null
+	ls "$DATA/small" >"$TEST_TMP/small.list"
+	;;
+esac
 bench_nginx "$DATA" || exit 99
 MNT=$TEST_TMP/mnt
 mkdir -p "$MNT"
@@ -99,9 +116,47 @@ nginx_cpu() {
 		awk -v hz="$(getconf CLK_TCK)" '{ s += $1 } END { printf "%.1f", s / hz }'
 }
 
+# readers_start N WHERE: N dd readers of distinct objects, or with N "sW"
+# W workers each cat-ing its share of the small files; pids in pids[]
+readers_start() {
+	local n=$1 where=$2 i
+	if [ "${n#s}" != "$n" ]; then
+		for ((i = 0; i < ${n#s}; i++)); do
+			(cd "$where/small" && awk -v w="$i" -v k="${n#s}" 'NR % k == w' \
+				"$TEST_TMP/small.list" | xargs cat >/dev/null) &
+			pids+=($!)
+		done
+		return
+	fi
+	for ((i = 0; i < n; i++)); do
+		dd if="$where/obj$i.bin" of=/dev/null bs=1M status=none &
+		pids+=($!)
+	done
+}
+
+# curl_start N: the curl counterpart of readers_start
+curl_start() {
+	local n=$1 i
+	if [ "${n#s}" != "$n" ]; then
+		for ((i = 0; i < ${n#s}; i++)); do
+			awk -v w="$i" -v k="${n#s}" -v u="${URL}small/" 'NR % k == w {
+				print "url = \"" u $0 "\"\noutput = \"/dev/null\"" }' \
+				"$TEST_TMP/small.list" >"$TEST_TMP/curl.$i.cfg"
+			curl -sf --config "$TEST_TMP/curl.$i.cfg" &
+			pids+=($!)
+		done
+		return
+	fi
+	for ((i = 0; i < n; i++)); do
+		curl -sf -o /dev/null "${URL}obj$i.bin" &
+		pids+=($!)
+	done
+}
+
 # one N LABEL OPTS RA: N readers through objfs, then N curl streams
 one() {
-	local n=$1 label=$2 opts=$3 ra=$4 i pids=() bad=0 spid="" m0 m1 t0 t1 c0 c1 bytes=$(($1 * SIZE)) bdi
+	local n=$1 label=$2 opts=$3 ra=$4 i pids=() bad=0 spid="" m0 m1 t0 t1 c0 c1 bytes bdi
+	if [ "${n#s}" != "$n" ]; then bytes=$((NFILES * 102400)); else bytes=$((n * SIZE)); fi
 	mount_objfs "$URL" "$MNT" "$opts" || { say "$label $n mount failed"; return; }
 	if [ -n "$ra" ]; then
 		bdi=$(bdi_of "$MNT")
@@ -112,11 +167,8 @@ one() {
 	c0=$(awk '{ print $14 + $15 }' "/proc/$OBJFS_PID/stat")
 	m0=$(machine_cpu)
 	t0=$(now)
-	for ((i = 0; i < n; i++)); do
-		dd if="$MNT/obj$i.bin" of=/dev/null bs=1M status=none &
-		pids+=($!)
-	done
-	if [ -n "${PROBE_STACKS:-}" ] && [ "$n" -gt 1 ]; then
+	readers_start "$n" "$MNT"
+	if [ -n "${PROBE_STACKS:-}" ] && [ "$n" != 1 ]; then
 		echo "${pids[*]}" >"$TEST_TMP/pids"
 		sampler "$TEST_TMP/pids" "$OBJFS_PID" >"$TEST_TMP/stacks" &
 		spid=$!
@@ -134,7 +186,7 @@ one() {
 	say "  machine: $(busy_cores "$m0" "$m1") of $(nproc) cores busy, nginx $(nginx_cpu) CPU s in all"
 	say "  threads: $(threads_delta "$TEST_TMP/th0" "$TEST_TMP/th1")"
 	say "  stats: $(awk 'NR == FNR { b[$1] = $2; next } { d = ($1 ~ /^ttfb|^cache_bytes|^cache_cap/) ? $2 : $2 - b[$1]; printf "%s=%s ", $1, d }' "$TEST_TMP/s0" "$TEST_TMP/s1")"
-	if [ -s "$TEST_TMP/stacks" ] 2>/dev/null && [ -n "${PROBE_STACKS:-}" ] && [ "$n" -gt 1 ]; then
+	if [ -s "$TEST_TMP/stacks" ] 2>/dev/null && [ -n "${PROBE_STACKS:-}" ] && [ "$n" != 1 ]; then
 		say "  stacks (samples, who, top frames):"
 		sort "$TEST_TMP/stacks" | uniq -c | sort -rn | head -n 25 | sed 's/^/    /' | tee -a "$res"
 		rm -f "$TEST_TMP/stacks"
@@ -142,10 +194,7 @@ one() {
 	pids=()
 	m0=$(machine_cpu)
 	t0=$(now)
-	for ((i = 0; i < n; i++)); do
-		curl -sf -o /dev/null "${URL}obj$i.bin" &
-		pids+=($!)
-	done
+	curl_start "$n"
 	for p in "${pids[@]}"; do wait "$p"; done
 	t1=$(now)
 	m1=$(machine_cpu)
