@@ -229,8 +229,8 @@ START_TEST(test_machine_defaults)
 	objfs_opts_init(&o);
 	objfs_opts_machine(&o, &gpu);
 	ck_assert_uint_eq(o.threads, 128);
-	ck_assert_uint_eq(o.engine_threads, 8);
-	ck_assert_uint_eq(o.max_connections, 32);
+	ck_assert_uint_eq(o.engine_threads, 16);
+	ck_assert_uint_eq(o.max_connections, 64);
 	ck_assert_uint_eq(o.cache_size, 8ull << 30);
 	objfs_opts_init(&o);
 	objfs_opts_machine(&o, &big);

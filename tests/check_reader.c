@@ -251,6 +251,42 @@ START_TEST(test_small_whole_blocks)
 }
 END_TEST
 
+/*
+ * Small objects read whole, one after another (the ImageNet shape): each
+ * one's block is dropped behind once read to its end, so the next takes
+ * its warm buffer instead of growing the cache with fresh memory.
+ */
+START_TEST(test_small_files_reuse)
+{
+	struct fake_store f = { .salt = 4 };
+	struct objfs_cache *c;
+	struct objfs_cache_stats st;
+	char path[32];
+
+	ck_assert_int_eq(objfs_cache_new(CAP, BS, &c), 0);
+	for (int i = 0; i < 20; i++) {
+		struct objfs_object *o;
+		struct objfs_reader *r;
+		struct objfs_reader_buf b;
+
+		snprintf(path, sizeof(path), "small/%d", i);
+		ck_assert_int_eq(objfs_object_new(NULL, path, "\"v\"", -1, 100000, fake_store_fetch,
+						  &f, &o), 0);
+		ck_assert_int_eq(objfs_reader_new(c, o, &rcfg, &r), 0);
+		ck_assert_int_eq(objfs_reader_read(r, 0, 131072, &b), 0);
+		ck_assert_uint_eq(b.len, 100000);
+		ck_assert_uint_eq(fake_store_check(&f, b.iov[0].iov_base, 0, 100000), 100000);
+		objfs_reader_release(r, &b);
+		objfs_reader_free(r);
+		objfs_object_put(o);
+	}
+	objfs_cache_get_stats(c, &st);
+	ck_assert_uint_le(st.bytes, 2 * 131072); /* not 20 blocks */
+	ck_assert_uint_ge(st.evictions, 18);
+	objfs_cache_free(c);
+}
+END_TEST
+
 /* Blocks in memory serve random reads of a large object without a fetch. */
 START_TEST(test_cached_no_fetch)
 {
@@ -522,6 +558,7 @@ static Suite *reader_suite(void)
 	tcase_add_test(tc, test_random_large);
 	tcase_add_test(tc, test_random_pass);
 	tcase_add_test(tc, test_small_whole_blocks);
+	tcase_add_test(tc, test_small_files_reuse);
 	tcase_add_test(tc, test_cached_no_fetch);
 	tcase_add_test(tc, test_odd_inputs);
 	tcase_add_test(tc, test_failure_then_retry);

@@ -154,8 +154,17 @@ int objfs_reader_read(struct objfs_reader *r, int64_t off, size_t len,
 	out->len = n;
 	if (plan.len)
 		objfs_cache_prefetch(r->cache, o, plan.off, plan.len);
-	if (plan.sequential)
+	if (plan.sequential) {
+		size_t bs = objfs_cache_block_size(r->cache);
+
 		objfs_cache_drop_behind(r->cache, o, off - (int64_t)r->cfg.drop_lag);
+		/* read to the end: its last block too (the kernel's pages hold
+		 * it now), so a pass over many small files reuses warm buffers
+		 * instead of growing the cache with fresh ones (issue 13) */
+		if (off + (int64_t)n >= r->obj->size)
+			objfs_cache_drop_behind(r->cache, o, (r->obj->size + (int64_t)bs - 1) /
+							   (int64_t)bs * (int64_t)bs);
+	}
 	return 0;
 }
 

@@ -111,8 +111,9 @@ struct objfs_node {
 	union {
 		struct {                   /* files */
 			char *etag;        /* NULL: none known (most HTTP listings) */
-			char *open_etag;   /* ETag seen by the last open
-					      (keep_cache); NULL none */
+			char *open_etag;   /* version seen by the last open
+					      (keep_cache): its ETag, or
+					      "@<mtime>" with none; NULL none */
 		};
 		struct objfs_dirlist *cur; /* directories: the latest listing */
 	};
@@ -1119,10 +1120,21 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 		err = -ESTALE;
 		goto out;
 	}
-	*keep_cache = n->open_etag && n->etag && strcmp(n->open_etag, n->etag) == 0 &&
-		      n->open_size == n->size;
-	set_str(&n->open_etag, n->etag);
-	n->open_size = n->size;
+	{
+		/* the version the kernel's pages are of: the ETag, or with none
+		 * the pinned mtime ("@<mtime>": ETags are quoted) */
+		char ver[32];
+		const char *v = n->etag;
+
+		if (!v && n->mtime >= 0) {
+			snprintf(ver, sizeof(ver), "@%lld", (long long)n->mtime);
+			v = ver;
+		}
+		*keep_cache = v && n->open_etag && strcmp(n->open_etag, v) == 0 &&
+			      n->open_size == n->size;
+		set_str(&n->open_etag, v);
+		n->open_size = n->size;
+	}
 	attr_fill(n, a);
 out:
 	node_put(t, n);

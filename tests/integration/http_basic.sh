@@ -227,6 +227,12 @@ t_open_pins_mtime() {
 	else
 		fail "mtime pin: expected the right bytes with 1 request, got $((r1 - r0)) requests ($f vs $want)"
 	fi
+	f=$(sha_file "$MNT_ONE/pin/small.bin")
+	if [ "$f" = "$want" ] && [ "$(stat_req)" -eq "$r1" ]; then
+		pass "mtime pin: read again, the same version: no request"
+	else
+		fail "mtime pin: expected a second read of the same version without a request, got $(($(stat_req) - r1))"
+	fi
 	out=$(timeout "$TO" python3 - "$MNT_ONE/pin/big.bin" "$dir/big.bin" <<'EOF' 2>&1
 import os, sys, time
 fd = os.open(sys.argv[1], os.O_RDONLY)
