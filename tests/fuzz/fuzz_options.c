@@ -82,10 +82,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(errlen == 1 || err[0] != '\0', "failure without a message");
 	else
 		FUZZ_CHECK(err[0] == '\0', "success with a message: %s", err);
-	/* as main does: counts left at 0 come from the machine (any core count) */
-	objfs_opts_machine(&o, (long)(size % 300));
-	check_ranges(&o);
-	objfs_opts_describe(&o, (long)(size % 300), err, errlen);
+	/* as main does: counts left at 0 come from the machine (any core count
+	 * and memory size, unknown included) */
+	{
+		const struct objfs_machine m = { (long)(size % 300), (uint64_t)(size % 67) << 30 };
+
+		objfs_opts_machine(&o, &m);
+		check_ranges(&o);
+		objfs_opts_describe(&o, &m, err, errlen);
+	}
 	FUZZ_CHECK(memchr(err, '\0', errlen), "description not terminated in %zu bytes", errlen);
 	objfs_opts_clear(&o);
 	objfs_opts_clear(&o);
