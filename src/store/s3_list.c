@@ -43,6 +43,7 @@
 #include <libxml/parser.h>
 #include <libxml/tree.h>
 
+#include "buf.h"
 #include "listing.h"
 #include "log.h"
 #include "store_s3_i.h"
@@ -54,14 +55,6 @@
 #define FAST_TEXT_MAX (1u << 20)  /* one field's text, one attribute value */
 
 /* ---- shared by both parsers ---- */
-
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c |= 0x20;
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
 
 /*
  * S3's url encoding of @in[0..len) decoded into @out (len + 1 bytes): '+'
@@ -78,8 +71,8 @@ static int s3_decode_to(char *out, const char *in, size_t len)
 
 			if (i + 2 >= len)
 				return -1;
-			hi = hexval((unsigned char)in[i + 1]);
-			lo = hexval((unsigned char)in[i + 2]);
+			hi = objfs_listing_hexval((unsigned char)in[i + 1]);
+			lo = objfs_listing_hexval((unsigned char)in[i + 2]);
 			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
 				return -1;
 			*o++ = (char)(hi * 16 + lo);
@@ -108,16 +101,28 @@ char *objfs_s3_decode(const char *in, size_t len)
 int64_t objfs_s3_parse_time(const char *s)
 {
 	struct tm tm = { 0 };
-	const char *end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+	const char *end = s + 19;
+	int t[6];
+	int64_t v;
 
-	if (!end)
-		return -1;
+	/* "2009-10-12T17:50:30" as S3 writes it without strptime's cost (a
+	 * sixth of a page's parse); any other form through strptime */
+	if (strnlen(s, 19) == 19 && s[4] == '-' && s[7] == '-' && s[10] == 'T' &&
+	    (t[0] = objfs_listing_digits(s, 4)) >= 0 && (t[1] = objfs_listing_digits(s + 5, 2)) >= 0 &&
+	    (t[2] = objfs_listing_digits(s + 8, 2)) >= 0 && objfs_listing_hms(s + 11, t)) {
+		v = objfs_listing_civil(t[0], t[1], t[2], t[3], t[4], t[5]);
+	} else {
+		end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
+		if (!end)
+			return -1;
+		v = (int64_t)timegm(&tm);
+	}
 	if (*end == '.')
 		for (end++; isdigit((unsigned char)*end); end++)
 			;
 	if (*end != 'Z' && *end != '\0')
 		return -1;
-	return (int64_t)timegm(&tm);
+	return v;
 }
 
 /* A growing byte buffer; the reader's scratch and decode space. */
@@ -129,19 +134,7 @@ struct sbuf {
 /* Room for @more bytes after n. 0 or -ENOMEM. */
 static int sbuf_room(struct sbuf *b, size_t more)
 {
-	size_t need = b->n + more, nc = b->cap ? b->cap : 4096;
-	char *np;
-
-	if (need <= b->cap)
-		return 0;
-	while (nc < need)
-		nc *= 2;
-	np = realloc(b->p, nc);
-	if (!np)
-		return -ENOMEM;
-	b->p = np;
-	b->cap = nc;
-	return 0;
+	return objfs_buf_reserve(&b->p, &b->cap, b->n + more, 4096);
 }
 
 /*
@@ -492,8 +485,8 @@ static int reference(struct reader *r)
 		return GIVE_UP;
 	s++;
 	if (*s == 'x') {
-		for (s++; s < r->end && hexval((unsigned char)*s) >= 0 && n < 8; s++, n++)
-			v = v * 16 + (unsigned long)hexval((unsigned char)*s);
+		for (s++; s < r->end && objfs_listing_hexval((unsigned char)*s) >= 0 && n < 8; s++, n++)
+			v = v * 16 + (unsigned long)objfs_listing_hexval((unsigned char)*s);
 	} else {
 		for (; s < r->end && *s >= '0' && *s <= '9' && n < 8; s++, n++)
 			v = v * 10 + (unsigned long)(*s - '0');
@@ -829,16 +822,6 @@ static int read_doc(struct reader *r)
 	return root_done ? 0 : GIVE_UP;
 }
 
-/* Drops the entries after the first @n of @l. */
-static void truncate_to(struct objfs_listing *l, size_t n)
-{
-	while (l->n > n) {
-		l->n--;
-		free(l->ents[l->n].name);
-		free(l->ents[l->n].etag);
-	}
-}
-
 int objfs_s3_parse_list_fast(const char *xml, size_t len, const char *prefix,
 			     struct objfs_listing *files, struct objfs_listing *dirs,
 			     struct objfs_s3_page *page)
@@ -855,8 +838,8 @@ int objfs_s3_parse_list_fast(const char *xml, size_t len, const char *prefix,
 	if (!rc)
 		rc = s3_page_end(field(&r, F_TRUNC), field(&r, F_TOKEN), r.rc, page);
 	else {
-		truncate_to(files, nf);
-		truncate_to(dirs, nd);
+		objfs_listing_truncate(files, nf);
+		objfs_listing_truncate(dirs, nd);
 		page->entries = 0;
 	}
 	free(r.sc.p);
