@@ -189,6 +189,37 @@ static const struct vec json_vecs[] = {
 	{ "not-array-null", "null", NULL, -EPROTO, { { NULL, 0, 0, 0 } } },
 	{ "empty-body", "", NULL, -EPROTO, { { NULL, 0, 0, 0 } } },
 	{ "whitespace-body", "  \n", NULL, -EPROTO, { { NULL, 0, 0, 0 } } },
+	/* the reader of nginx's form and where it hands over to json-c */
+	{ "escapes",
+	  "[\n{ \"name\":\"q\\\"b\\\\s\\bt\\tn\\nu\\u0041\", \"type\":\"file\", \"size\":0 },\n"
+	  "{ \"name\":\"sl\\/ash\", \"type\":\"file\", \"size\":0 },\n"
+	  "{ \"name\":\"\\u00e9\\u65e5\", \"type\":\"file\", \"size\":1 }\n]\n",
+	  NULL, 0, { { "q\"b\\s\bt\tn\nuA", 0, 0, -1 }, { "\xc3\xa9\xe6\x97\xa5", 0, 1, -1 } } },
+	{ "sizes",
+	  "[{\"name\":\"big\",\"type\":\"file\",\"size\":999999999999999999},"
+	  "{\"name\":\"huge\",\"type\":\"file\",\"size\":99999999999999999999},"
+	  "{\"name\":\"neg\",\"type\":\"file\",\"size\":-4},"
+	  "{\"name\":\"float\",\"type\":\"file\",\"size\":1.5},"
+	  "{\"name\":\"str\",\"type\":\"file\",\"size\":\"7\"},"
+	  "{\"name\":\"dir\",\"type\":\"directory\",\"size\":7},"
+	  "{\"name\":\"d19\",\"type\":\"file\",\"size\":9223372036854775807}]",
+	  NULL, 0, { { "big", 0, 999999999999999999LL, -1 }, { "huge", 0, INT64_MAX, -1 }, /* json-c's clamp */
+		     { "neg", 0, -1, -1 }, { "float", 0, -1, -1 }, { "str", 0, -1, -1 },
+		     { "dir", 1, -1, -1 }, { "d19", 0, INT64_MAX, -1 } } },
+	{ "dates",
+	  "[{\"name\":\"a\",\"type\":\"file\",\"mtime\":\"Sun, 22 Nov 2026 14:07:57 GMT\"},"
+	  "{\"name\":\"b\",\"type\":\"file\",\"mtime\":\"sunday, 22 november 2026 14:07:57 GMT\"},"
+	  "{\"name\":\"c\",\"type\":\"file\",\"mtime\":\"Sun, 22 Nov 2026 14:07:57 UTC\"},"
+	  "{\"name\":\"d\",\"type\":\"file\",\"mtime\":\"Sun, 22 Nov 2026 14:07:57 GMT \"},"
+	  "{\"name\":\"e\",\"type\":\"file\",\"mtime\":\"Xyz, 22 Nov 2026 14:07:57 GMT\"}]",
+	  NULL, 0, { { "a", 0, -1, T_NGX }, { "b", 0, -1, T_NGX }, { "c", 0, -1, -1 },
+		     { "d", 0, -1, -1 }, { "e", 0, -1, -1 } } },
+	{ "raw-control-byte", "[{\"name\":\"a\x01" "b\",\"type\":\"file\"}]", NULL, 0,
+	  { { "a\x01" "b", 0, -1, -1 } } },
+	{ "other-keys", "[{\"name\":\"a\",\"type\":\"file\",\"extra\":{\"x\":[1]}}]", NULL, 0,
+	  { { "a", 0, -1, -1 } } },
+	{ "truncated-in-string", "[\n{ \"name\":\"a\", \"type\":\"fi", NULL, -EPROTO,
+	  { { NULL, 0, 0, 0 } } },
 };
 
 START_TEST(test_json_vectors)
@@ -200,6 +231,56 @@ START_TEST(test_json_vectors)
 	ck_assert_msg(rc == v->rc, "%s: rc %d, want %d", v->case_name, rc, v->rc);
 	expect_listing(&l, v);
 	objfs_listing_clear(&l);
+	/* json-c alone, without the reader of nginx's form: the same */
+	rc = objfs_listing_parse_json_tokener(v->body, strlen(v->body), &l);
+	ck_assert_msg(rc == v->rc, "%s (tokener): rc %d, want %d", v->case_name, rc, v->rc);
+	expect_listing(&l, v);
+	objfs_listing_clear(&l);
+}
+END_TEST
+
+/*
+ * Dates in the usual form are computed without strptime (listing.c,
+ * s3_list.c): the same seconds as strptime and timegm give for the same
+ * date in a form only strptime reads (an extra space), over random fields
+ * in and out of range (31 February, hour 24, second 60).
+ */
+START_TEST(test_dates_fast_as_strptime)
+{
+	static const char *const wd[] = { "Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat" };
+	static const char *const mo[] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug",
+					  "Sep", "Oct", "Nov", "Dec" };
+	unsigned seed = 14;
+
+	for (int i = 0; i < 5000; i++) {
+		int y = 1899 + rand_r(&seed) % 8200, m = rand_r(&seed) % 12, d = rand_r(&seed) % 33;
+		int h = rand_r(&seed) % 25, mi = rand_r(&seed) % 61, sec = rand_r(&seed) % 62;
+		char a[256], b[256], s1[64], s2[64];
+		struct objfs_listing la = { 0 }, lb = { 0 };
+		int64_t ta, tb;
+
+		snprintf(a, sizeof(a), "[{\"name\":\"x\",\"type\":\"file\",\"mtime\":"
+			 "\"%s, %02d %s %04d %02d:%02d:%02d GMT\"}]", wd[i % 7], d, mo[m], y, h, mi, sec);
+		snprintf(b, sizeof(b), "[{\"name\":\"x\",\"type\":\"file\",\"mtime\":"
+			 "\"%s,  %02d %s %04d %02d:%02d:%02d GMT\"}]", wd[i % 7], d, mo[m], y, h, mi, sec);
+		ck_assert_int_eq(objfs_listing_parse_json(a, strlen(a), &la), 0);
+		ck_assert_int_eq(objfs_listing_parse_json(b, strlen(b), &lb), 0);
+		ck_assert_msg(la.ents[0].mtime == lb.ents[0].mtime, "%s: %lld, strptime %lld", a,
+			      (long long)la.ents[0].mtime, (long long)lb.ents[0].mtime);
+		objfs_listing_clear(&la);
+		objfs_listing_clear(&lb);
+
+		snprintf(s1, sizeof(s1), "%04d-%02d-%02dT%02d:%02d:%02d.000Z", y, m + 1, d, h, mi, sec);
+		snprintf(s2, sizeof(s2), "%04d-%02d-%02dT%02d:%02d: %02d.000Z", y, m + 1, d, h, mi, sec);
+		ta = objfs_s3_parse_time(s1);
+		tb = objfs_s3_parse_time(s2);
+		ck_assert_msg(ta == tb, "%s: %lld, strptime %lld", s1, (long long)ta, (long long)tb);
+	}
+	ck_assert_int_eq(objfs_s3_parse_time("2026-11-22T10:00:01Zjunk"), 1795341601);
+	ck_assert_int_eq(objfs_s3_parse_time("2026-11-22T10:00:01"), 1795341601);
+	ck_assert_int_eq(objfs_s3_parse_time("2026-11-22T10:00:01.5"), 1795341601);
+	ck_assert_int_eq(objfs_s3_parse_time("2026-11-22T10:00:01+01"), -1);
+	ck_assert_int_eq(objfs_s3_parse_time("2026-11-2"), -1);
 }
 END_TEST
 
@@ -929,6 +1010,7 @@ static Suite *listing_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_loop_test(tc, test_json_vectors, 0, NVEC(json_vecs));
 	tcase_add_test(tc, test_json_name_length_limit);
+	tcase_add_test(tc, test_dates_fast_as_strptime);
 	tcase_add_test(tc, test_json_appends_and_failure_empties);
 	tcase_add_test(tc, test_json_length_not_nul);
 	tcase_add_test(tc, test_json_deep_nesting);

@@ -1,7 +1,11 @@
 /*
- * Unit tests of the S3 backend's parsing (src/store_s3.c through
- * store_s3_i.h): ListObjectsV2 pages with encoding-type=url, keys that
- * cannot be file names, marker objects, pagination tokens, hostile bodies;
+ * Unit tests of the S3 backend's parsing (src/store/s3_list.c and
+ * store_s3.c through store_s3_i.h): ListObjectsV2 pages with
+ * encoding-type=url, keys that cannot be file names, marker objects,
+ * pagination tokens, hostile bodies; the page reader against libxml2's
+ * tree on the documents it takes (entities, CDATA, nested and repeated
+ * fields, huge keys, every truncation of a page) and the ones it leaves to
+ * the tree (DOCTYPE, comments, '\r', other encodings, prefixes);
  * and the precedence objfs_s3_resolve_cfg() applies to region, endpoint and
  * addressing style (option, environment, profile, default), table-driven.
  */
@@ -168,6 +172,234 @@ START_TEST(test_misc)
 }
 END_TEST
 
+/* Both parsers on @xml: the same return, page and entries. Returns the reader's rc. */
+static int same_both(const char *xml, size_t len, const char *prefix)
+{
+	struct objfs_listing ff = { 0 }, fd = { 0 }, tf = { 0 }, td = { 0 };
+	struct objfs_s3_page fp, tp;
+	int frc = objfs_s3_parse_list_fast(xml, len, prefix, &ff, &fd, &fp);
+	int trc = objfs_s3_parse_list_tree(xml, len, prefix, &tf, &td, &tp);
+
+	if (frc == -EAGAIN) {
+		ck_assert_uint_eq(ff.n + fd.n, 0);
+		ck_assert_ptr_null(fp.next_token);
+	} else {
+		ck_assert_int_eq(frc, trc);
+		ck_assert_int_eq(fp.truncated, tp.truncated);
+		ck_assert_uint_eq(fp.entries, tp.entries);
+		ck_assert((!fp.next_token && !tp.next_token) ||
+			  (fp.next_token && tp.next_token && !strcmp(fp.next_token, tp.next_token)));
+		ck_assert_uint_eq(ff.n, tf.n);
+		ck_assert_uint_eq(fd.n, td.n);
+		for (size_t i = 0; i < ff.n + fd.n; i++) {
+			const struct objfs_listent *x = i < ff.n ? &ff.ents[i] : &fd.ents[i - ff.n];
+			const struct objfs_listent *y = i < ff.n ? &tf.ents[i] : &td.ents[i - ff.n];
+
+			ck_assert_str_eq(x->name, y->name);
+			ck_assert_int_eq(x->is_dir, y->is_dir);
+			ck_assert_int_eq(x->size, y->size);
+			ck_assert_int_eq(x->mtime, y->mtime);
+			ck_assert((!x->etag && !y->etag) ||
+				  (x->etag && y->etag && !strcmp(x->etag, y->etag)));
+		}
+	}
+	free(fp.next_token);
+	free(tp.next_token);
+	objfs_listing_clear(&ff);
+	objfs_listing_clear(&fd);
+	objfs_listing_clear(&tf);
+	objfs_listing_clear(&td);
+	return frc;
+}
+
+/* Documents the reader takes (expect 0 or its own error), with the tree's result. */
+static const struct {
+	const char *xml;
+	int rc; /* the reader's, = the tree's */
+} fast_docs[] = {
+	{ HDR "<IsTruncated>false</IsTruncated><Contents><Key>a</Key><Size>1</Size></Contents>"
+	  "</ListBucketResult>", 0 },
+	/* no declaration, single quotes, standalone, white space in tags */
+	{ "<ListBucketResult xmlns='x' ><Contents ><Key>a</Key ><Size>1</Size></Contents>"
+	  "</ListBucketResult >\n", 0 },
+	{ "<?xml version='1.0' encoding='utf-8' standalone='yes' ?>\n<ListBucketResult>"
+	  "<Contents><Key>a</Key><Size>1</Size></Contents></ListBucketResult>", 0 },
+	/* entities and character references, in keys, ETags and the token */
+	{ HDR "<IsTruncated>true</IsTruncated><NextContinuationToken>a&amp;b&#x3C;&#62;"
+	  "</NextContinuationToken><Contents><Key>x%26y&amp;z&#x41;&#66;&#xe9;&#x1F600;</Key>"
+	  "<ETag>&quot;e&apos;</ETag><Size>1</Size></Contents></ListBucketResult>", 0 },
+	/* CDATA, split texts, a nested element inside a field, self-closing fields */
+	{ HDR "<Contents><Key><![CDATA[c<d>&amp;]]>tail</Key><Size>0<![CDATA[7]]></Size>"
+	  "<ETag/></Contents><Contents><Key>n<i>este</i>d</Key><Size>2</Size></Contents>"
+	  "<Contents><Key/><Size>3</Size></Contents></ListBucketResult>", 0 },
+	/* repeated fields: the first wins; IsTruncated after the entries */
+	{ HDR "<Contents><Key>first</Key><Key>second</Key><Size>1</Size><Size>2</Size>"
+	  "</Contents><CommonPrefixes><Prefix>p%2F</Prefix><Prefix>q%2F</Prefix></CommonPrefixes>"
+	  "<NextContinuationToken>t1</NextContinuationToken><IsTruncated>true</IsTruncated>"
+	  "<IsTruncated>false</IsTruncated><NextContinuationToken>t2</NextContinuationToken>"
+	  "</ListBucketResult>", 0 },
+	/* missing fields: no Size, no Key, no LastModified/ETag, no Prefix */
+	{ HDR "<Contents><Key>nosize</Key></Contents><Contents><Size>1</Size></Contents>"
+	  "<Contents><Key>bare</Key><Size>1</Size></Contents><CommonPrefixes/>"
+	  "<CommonPrefixes><X>y</X></CommonPrefixes></ListBucketResult>", 0 },
+	/* fields at the wrong depth do not count */
+	{ HDR "<Key>top</Key><Size>1</Size><X><Contents><Key>deep</Key><Size>1</Size></Contents>"
+	  "</X><Contents><Owner><Key>owner</Key></Owner><Key>k</Key><Size>1</Size></Contents>"
+	  "</ListBucketResult>", 0 },
+	/* truncated without a token, and an empty token */
+	{ HDR "<IsTruncated>true</IsTruncated><Contents><Key>a</Key><Size>1</Size></Contents>"
+	  "</ListBucketResult>", -EPROTO },
+	{ HDR "<IsTruncated>true</IsTruncated><NextContinuationToken/></ListBucketResult>",
+	  -EPROTO },
+	/* non-ASCII UTF-8 and ']' in text */
+	{ HDR "<Name>caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80 a]b]]c</Name><Contents><Key>"
+	  "%C3%A9</Key><Size>1</Size></Contents></ListBucketResult>", 0 },
+};
+
+START_TEST(test_fast_same)
+{
+	ck_assert_int_eq(same_both(fast_docs[_i].xml, strlen(fast_docs[_i].xml), ""),
+			 fast_docs[_i].rc);
+	same_both(fast_docs[_i].xml, strlen(fast_docs[_i].xml), "p/");
+}
+END_TEST
+
+/* Documents the reader leaves to the tree (some well-formed, some not). */
+static const char *const tree_docs[] = {
+	"<?xml version=\"1.0\"?><!DOCTYPE x [<!ENTITY e \"ent\">]><ListBucketResult><Contents>"
+	"<Key>&e;</Key><Size>1</Size></Contents></ListBucketResult>",
+	HDR "<!-- comment --><Contents><Key>a</Key><Size>1</Size></Contents></ListBucketResult>",
+	HDR "<?pi x?></ListBucketResult>",
+	HDR "\r\n<Contents><Key>a\r\nb</Key><Size>1</Size></Contents></ListBucketResult>",
+	"\xef\xbb\xbf" HDR "</ListBucketResult>",
+	"<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><ListBucketResult><Contents><Key>\xe9"
+	"</Key><Size>1</Size></Contents></ListBucketResult>",
+	"<ListBucketResult xmlns:s3=\"u\"><s3:Contents><s3:Key>a</s3:Key><s3:Size>1</s3:Size>"
+	"</s3:Contents></ListBucketResult>",
+	HDR "<Contents><Key>&nbsp;</Key><Size>1</Size></Contents></ListBucketResult>",
+	HDR "<Contents><Key>a</Key><Size>1</Size></Contents>",
+	HDR "<Contents><Key>a</Size></Contents></ListBucketResult>",
+	HDR "<Name>a]]>b</Name></ListBucketResult>",
+	HDR "<Name>\xc0\xaf</Name></ListBucketResult>",
+	HDR "<Name>\xed\xa0\x80</Name></ListBucketResult>",
+	HDR "<Name>\xef\xbf\xbe</Name></ListBucketResult>",
+	HDR "<Name>&#0;</Name></ListBucketResult>",
+	HDR "<Name>&#xD800;</Name></ListBucketResult>",
+	HDR "</ListBucketResult><ListBucketResult></ListBucketResult>",
+	HDR "</ListBucketResult>trailing",
+	"<ListBucketResult a=\"1\" a=\"2\"></ListBucketResult>",
+	"<ListBucketResult a=\"1\"b=\"2\"></ListBucketResult>",
+	"<Error><Code>NoSuchBucket</Code></Error>",
+	" <?xml version=\"1.0\"?><ListBucketResult/>",
+	"<?xml encoding=\"UTF-8\"?><ListBucketResult/>",
+	"<?xml version=\"1.1\"?><ListBucketResult/>",
+};
+
+START_TEST(test_tree_docs)
+{
+	struct objfs_listing f = { 0 }, d = { 0 };
+	struct objfs_s3_page pg;
+	const char *xml = tree_docs[_i];
+
+	ck_assert_int_eq(objfs_s3_parse_list_fast(xml, strlen(xml), "", &f, &d, &pg), -EAGAIN);
+	ck_assert_uint_eq(f.n + d.n, 0);
+	objfs_listing_clear(&f);
+	objfs_listing_clear(&d);
+}
+END_TEST
+
+/* What the reader makes of entities, CDATA and missing fields. */
+START_TEST(test_fast_values)
+{
+	static const char xml[] = HDR
+		"<IsTruncated>true</IsTruncated><NextContinuationToken>t&amp;k"
+		"</NextContinuationToken>"
+		"<Contents><Key>a%26b&amp;c&#x2B;d</Key><LastModified>1970-01-01T00:00:10.000Z"
+		"</LastModified><ETag>&quot;e1&quot;</ETag><Size>5</Size></Contents>"
+		"<Contents><Key><![CDATA[x<y>]]></Key><Size>6</Size><ETag></ETag></Contents>"
+		"<Contents><Key>nosize</Key></Contents>"
+		"<CommonPrefixes><Prefix>d%2F</Prefix></CommonPrefixes>"
+		"</ListBucketResult>";
+	struct objfs_listing f = { 0 }, d = { 0 };
+	struct objfs_s3_page pg;
+	const struct objfs_listent *e;
+
+	ck_assert_int_eq(objfs_s3_parse_list_fast(xml, strlen(xml), "", &f, &d, &pg), 0);
+	ck_assert(pg.truncated);
+	ck_assert_str_eq(pg.next_token, "t&k");
+	ck_assert_uint_eq(pg.entries, 4);
+	ck_assert_uint_eq(f.n, 2);
+	e = find(&f, "a&b&c d"); /* &#x2B; is a '+', a space in S3's url encoding */
+	ck_assert_ptr_nonnull(e);
+	ck_assert_int_eq(e->size, 5);
+	ck_assert_int_eq(e->mtime, 10);
+	ck_assert_str_eq(e->etag, "\"e1\"");
+	e = find(&f, "x<y>");
+	ck_assert_ptr_nonnull(e);
+	ck_assert_int_eq(e->size, 6);
+	ck_assert_int_eq(e->mtime, -1);
+	ck_assert_ptr_null(e->etag);
+	ck_assert_uint_eq(d.n, 1);
+	ck_assert_str_eq(d.ents[0].name, "d");
+	free(pg.next_token);
+	objfs_listing_clear(&f);
+	objfs_listing_clear(&d);
+}
+END_TEST
+
+/*
+ * Huge keys: 100 KB (read, skipped: over 255 bytes) and 2 MiB (past the
+ * reader's limit on one text: the tree reads it, and skips it too).
+ */
+START_TEST(test_huge_keys)
+{
+	size_t big = _i ? (2u << 20) : 100000, len;
+	char *xml = malloc(big + 512), *p = xml;
+	struct objfs_listing f = { 0 }, d = { 0 };
+	struct objfs_s3_page pg;
+
+	p += sprintf(p, HDR "<Contents><Key>");
+	memset(p, 'k', big);
+	p += big;
+	p += sprintf(p, "</Key><Size>1</Size></Contents><Contents><Key>ok</Key><Size>2</Size>"
+		     "</Contents></ListBucketResult>");
+	len = (size_t)(p - xml);
+	ck_assert_int_eq(same_both(xml, len, ""), _i ? -EAGAIN : 0);
+	ck_assert_int_eq(objfs_s3_parse_list(xml, len, "", &f, &d, &pg), 0);
+	ck_assert_uint_eq(f.n, 1);
+	ck_assert_str_eq(f.ents[0].name, "ok");
+	ck_assert_uint_eq(pg.entries, 2);
+	objfs_listing_clear(&f);
+	free(xml);
+}
+END_TEST
+
+/* Every cut of a page short of its end tag is -EPROTO with nothing listed. */
+START_TEST(test_truncated_xml)
+{
+	static const char xml[] = HDR
+		"<IsTruncated>true</IsTruncated><NextContinuationToken>tok</NextContinuationToken>"
+		"<Contents><Key>a&amp;b</Key><LastModified>2026-11-22T10:00:01Z</LastModified>"
+		"<ETag>&quot;x&quot;</ETag><Size>12</Size></Contents>"
+		"<Contents><Key><![CDATA[c]]></Key><Size>1</Size></Contents>"
+		"<CommonPrefixes><Prefix>p%2F</Prefix></CommonPrefixes></ListBucketResult>";
+	size_t full = strlen(xml);
+
+	for (size_t cut = 0; cut < full; cut++) {
+		struct objfs_listing f = { 0 }, d = { 0 };
+		struct objfs_s3_page pg;
+
+		ck_assert_int_eq(objfs_s3_parse_list_fast(xml, cut, "", &f, &d, &pg), -EAGAIN);
+		ck_assert_int_eq(objfs_s3_parse_list(xml, cut, "", &f, &d, &pg), -EPROTO);
+		ck_assert_uint_eq(f.n + d.n, 0);
+		ck_assert_ptr_null(pg.next_token);
+		objfs_listing_clear(&f);
+		objfs_listing_clear(&d);
+	}
+	ck_assert_int_eq(same_both(xml, full, ""), 0);
+}
+END_TEST
+
 /* The environment variables objfs_s3_resolve_cfg() reads, in this order. */
 static const char *const resolve_vars[] = {
 	"AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL",
@@ -254,6 +486,11 @@ static Suite *s3_suite(void)
 	tcase_add_loop_test(tc, test_hostile, 0, sizeof(hostile) / sizeof(hostile[0]));
 	tcase_add_test(tc, test_long_key_and_decode);
 	tcase_add_test(tc, test_misc);
+	tcase_add_loop_test(tc, test_fast_same, 0, sizeof(fast_docs) / sizeof(fast_docs[0]));
+	tcase_add_loop_test(tc, test_tree_docs, 0, sizeof(tree_docs) / sizeof(tree_docs[0]));
+	tcase_add_test(tc, test_fast_values);
+	tcase_add_loop_test(tc, test_huge_keys, 0, 2);
+	tcase_add_test(tc, test_truncated_xml);
 	tcase_add_loop_test(tc, test_resolve_cfg, 0,
 			    sizeof(resolve_cases) / sizeof(resolve_cases[0]));
 	suite_add_tcase(s, tc);

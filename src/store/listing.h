@@ -2,7 +2,8 @@
  * listing: parsers for HTTP directory listings.
  *
  * Three formats are understood: nginx "autoindex_format json", and HTML index
- * pages (nginx and Apache autoindex, or any page of links). HTML is parsed
+ * pages (nginx and Apache autoindex, or any page of links). nginx's own
+ * JSON is read by a reader of that exact form, anything else by json-c. HTML is parsed
  * with libxml2's HTML parser, never by hand, because index pages come from
  * servers we do not control. Every name that comes out is a valid single path
  * component (not empty, not "." or "..", no '/', no NUL, at most 255 bytes);
@@ -33,6 +34,9 @@ struct objfs_listing {
 
 /* Frees all entries; the listing is empty and reusable afterwards (max kept). */
 void objfs_listing_clear(struct objfs_listing *l);
+
+/* Frees the entries after the first @n (none when l->n <= n); the array stays. */
+void objfs_listing_truncate(struct objfs_listing *l, size_t n);
 
 /*
  * Append an entry (name copied). Returns 0, -EINVAL when @name is not a valid
@@ -66,6 +70,29 @@ int objfs_name_valid(const char *name, size_t len);
  * document tree of the whole body.
  */
 int objfs_listing_parse_json(const char *buf, size_t len, struct objfs_listing *out);
+
+/*
+ * objfs_listing_parse_json() through json-c's tokener alone, without the
+ * reader of nginx's own output that objfs_listing_parse_json() tries
+ * first: the same results (for tests and fuzzers, which compare them).
+ */
+int objfs_listing_parse_json_tokener(const char *buf, size_t len, struct objfs_listing *out);
+
+/*
+ * Helpers the listing parsers share (listing.c, s3_list.c).
+ * objfs_listing_civil: seconds since the epoch of a UTC calendar time, as
+ * timegm() normalises it (a day past the month's end runs into the next).
+ * objfs_listing_hms: "HH:MM:SS" at @s into tm6[3..5], with tm6[0..2]
+ * (year, month, day) already set; 1 when all six lie where strptime()
+ * would take them (year from 1900, seconds below 60), else 0.
+ * objfs_listing_hexval: a hex digit's value, or -1.
+ * objfs_listing_digits: the value of the @n decimal digits at @s (all
+ * readable), or -1.
+ */
+int64_t objfs_listing_civil(int year, int mon, int day, int hour, int min, int sec);
+int objfs_listing_hms(const char *s, int tm6[6]);
+int objfs_listing_hexval(int c);
+int objfs_listing_digits(const char *s, int n);
 
 /*
  * Parse an HTML index page that was served for directory @dir_path (decoded

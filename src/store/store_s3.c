@@ -28,8 +28,6 @@
 #include <ctype.h>
 #include <curl/curl.h>
 #include <errno.h>
-#include <libxml/parser.h>
-#include <libxml/tree.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,36 +64,7 @@ struct s3_cookie {
 	struct curl_slist *headers;
 };
 
-/* ---- parsing (exposed through store_s3_i.h) ---- */
-
-char *objfs_s3_decode(const char *in, size_t len)
-{
-	char *tmp = malloc(len + 1), *out;
-
-	if (!tmp)
-		return NULL;
-	for (size_t i = 0; i < len; i++)
-		tmp[i] = in[i] == '+' ? ' ' : in[i];
-	tmp[len] = '\0';
-	out = objfs_url_decode(tmp, len);
-	free(tmp);
-	return out;
-}
-
-int64_t objfs_s3_parse_time(const char *s)
-{
-	struct tm tm = { 0 };
-	const char *end = strptime(s, "%Y-%m-%dT%H:%M:%S", &tm);
-
-	if (!end)
-		return -1;
-	if (*end == '.')
-		for (end++; isdigit((unsigned char)*end); end++)
-			;
-	if (*end != 'Z' && *end != '\0')
-		return -1;
-	return (int64_t)timegm(&tm);
-}
+/* ---- names (exposed through store_s3_i.h; the page parser is s3_list.c) ---- */
 
 int objfs_s3_bucket_valid(const char *b)
 {
@@ -107,139 +76,6 @@ int objfs_s3_bucket_valid(const char *b)
 		if (!isalnum((unsigned char)*b) && *b != '.' && *b != '-' && *b != '_')
 			return 0;
 	return 1;
-}
-
-static xmlNodePtr child(xmlNodePtr n, const char *name)
-{
-	for (xmlNodePtr c = n ? n->children : NULL; c; c = c->next)
-		if (c->type == XML_ELEMENT_NODE && xmlStrcmp(c->name, BAD_CAST name) == 0)
-			return c;
-	return NULL;
-}
-
-/* Text of element @name under @n, or NULL; caller xmlFree()s. */
-static char *child_text(xmlNodePtr n, const char *name)
-{
-	xmlNodePtr c = child(n, name);
-
-	return c ? (char *)xmlNodeGetContent(c) : NULL;
-}
-
-/* Adds key @enc (url-encoded) relative to @prefix; @dir for common prefixes. */
-static int add_key(const char *enc, const char *prefix, int dir, int64_t size,
-		   int64_t mtime, const char *etag, struct objfs_listing *out)
-{
-	size_t plen = strlen(prefix), nlen;
-	char *key = objfs_s3_decode(enc, strlen(enc));
-	const char *name;
-	int rc = 0;
-
-	if (!key) {
-		objfs_info("listing: skipping key with a malformed encoding");
-		return 0;
-	}
-	if (strncmp(key, prefix, plen) != 0) {
-		objfs_info("listing: skipping key outside the prefix asked for");
-		goto out;
-	}
-	name = key + plen;
-	nlen = strlen(name);
-	if (dir) {
-		if (nlen == 0 || name[nlen - 1] != '/') {
-			objfs_info("listing: skipping malformed common prefix");
-			goto out;
-		}
-		nlen--;
-	} else if (nlen == 0) {
-		goto out; /* the directory's own marker object */
-	}
-	if (!objfs_name_valid(name, nlen)) {
-		objfs_info("listing: key '%.200s' cannot be shown as a file name "
-			   "(empty, '.' or '..' segment, or over 255 bytes): skipped", key);
-		goto out;
-	}
-	rc = objfs_listing_add(out, name, nlen, dir, dir ? -1 : size, mtime);
-	if (rc == -EINVAL || rc == -EEXIST)
-		rc = 0;
-	else if (!rc && etag && etag[0])
-		rc = objfs_listing_set_etag(&out->ents[out->n - 1], etag, strlen(etag));
-out:
-	free(key);
-	return rc;
-}
-
-int objfs_s3_parse_list(const char *xml, size_t len, const char *prefix,
-			struct objfs_listing *files, struct objfs_listing *dirs,
-			struct objfs_s3_page *page)
-{
-	xmlDocPtr doc;
-	xmlNodePtr root;
-	char *t;
-	int rc = 0;
-
-	page->truncated = 0;
-	page->next_token = NULL;
-	page->entries = 0;
-	if (len > (size_t)INT32_MAX)
-		return -EPROTO;
-	doc = xmlReadMemory(xml, (int)len, NULL, NULL,
-			    XML_PARSE_NONET | XML_PARSE_NOERROR | XML_PARSE_NOWARNING);
-	if (!doc)
-		return -EPROTO;
-	root = xmlDocGetRootElement(doc);
-	if (!root || xmlStrcmp(root->name, BAD_CAST "ListBucketResult") != 0) {
-		rc = -EPROTO;
-		goto out;
-	}
-	t = child_text(root, "IsTruncated");
-	page->truncated = t && strcmp(t, "true") == 0;
-	xmlFree(t);
-	t = child_text(root, "NextContinuationToken");
-	if (t && *t) {
-		page->next_token = strdup(t);
-		if (!page->next_token)
-			rc = -ENOMEM;
-	}
-	xmlFree(t);
-	for (xmlNodePtr c = root->children; c && !rc; c = c->next) {
-		if (c->type != XML_ELEMENT_NODE)
-			continue;
-		if (xmlStrcmp(c->name, BAD_CAST "Contents") == 0) {
-			char *key = child_text(c, "Key"), *size = child_text(c, "Size");
-			char *mt = child_text(c, "LastModified"), *etag = child_text(c, "ETag");
-			char *end = NULL;
-			long long sz = size ? strtoll(size, &end, 10) : -1;
-
-			page->entries += key != NULL;
-			if (key && size && end && !*end && sz >= 0)
-				rc = add_key(key, prefix, 0, sz, mt ? objfs_s3_parse_time(mt) : -1,
-					     etag, files);
-			else
-				objfs_info("listing: skipping an object entry without key or size");
-			xmlFree(key);
-			xmlFree(size);
-			xmlFree(mt);
-			xmlFree(etag);
-		} else if (xmlStrcmp(c->name, BAD_CAST "CommonPrefixes") == 0) {
-			char *p = child_text(c, "Prefix");
-
-			page->entries += p != NULL;
-			if (p)
-				rc = add_key(p, prefix, 1, -1, -1, NULL, dirs);
-			xmlFree(p);
-		}
-	}
-	if (page->truncated && !page->next_token && !rc) {
-		objfs_warn("listing: truncated page without a continuation token");
-		rc = -EPROTO;
-	}
-out:
-	if (rc) {
-		free(page->next_token);
-		page->next_token = NULL;
-	}
-	xmlFreeDoc(doc);
-	return rc;
 }
 
 /* ---- requests ---- */

@@ -1,6 +1,6 @@
 /*
  * store_s3_i.h: S3 backend internals exposed for unit tests and fuzzers:
- * the ListObjectsV2 parser and the pure configuration step of
+ * the ListObjectsV2 parser (s3_list.c) and the pure configuration step of
  * objfs_store_s3_new() (which option, variable or profile setting wins).
  */
 #ifndef OBJFS_STORE_S3_I_H
@@ -26,12 +26,34 @@ struct objfs_s3_page {
  * to @files, common prefixes to @dirs, as names relative to @prefix. Keys
  * that cannot be file names (empty or "."/".." segments, over 255 bytes)
  * are skipped with a log line; a directory marker ("prefix/" itself) is
- * skipped silently. Returns 0 or -EPROTO for a body that is not a
- * ListBucketResult; @page->next_token is then NULL.
+ * skipped silently. Returns 0, -EPROTO for a body that is not a
+ * well-formed ListBucketResult (or a truncated page without a token),
+ * -E2BIG past the listings' max, or -ENOMEM; @page->next_token (owned by
+ * the caller) is NULL on failure. Nothing is appended for a body that is
+ * not well-formed.
+ *
+ * objfs_s3_parse_list_fast() first (s3_list.c: no allocation per element),
+ * objfs_s3_parse_list_tree() (libxml2's document tree) for any page the
+ * fast one gives up on.
  */
 int objfs_s3_parse_list(const char *xml, size_t len, const char *prefix,
 			struct objfs_listing *files, struct objfs_listing *dirs,
 			struct objfs_s3_page *page);
+
+/*
+ * objfs_s3_parse_list() by s3_list.c's own reader of the subset of XML S3
+ * servers send; -EAGAIN, with nothing appended and @page zeroed, for any
+ * other document (malformed ones included). Same results as the tree
+ * parser for every document it takes (fuzz_s3_list checks it).
+ */
+int objfs_s3_parse_list_fast(const char *xml, size_t len, const char *prefix,
+			     struct objfs_listing *files, struct objfs_listing *dirs,
+			     struct objfs_s3_page *page);
+
+/* objfs_s3_parse_list() through libxml2's document tree: any document. */
+int objfs_s3_parse_list_tree(const char *xml, size_t len, const char *prefix,
+			     struct objfs_listing *files, struct objfs_listing *dirs,
+			     struct objfs_s3_page *page);
 
 /* Decodes S3's url encoding ('+' is a space, %XX a byte). Caller frees. */
 char *objfs_s3_decode(const char *in, size_t len);
