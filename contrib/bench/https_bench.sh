@@ -32,7 +32,9 @@
 #               over HTTPS: the ceiling. Their CPU (user + system of the
 #               children, bash's times) per GB, and nginx's, are recorded.
 #   fuse-https  a fresh mount (-o ca_file=, max_connections=N, cold caches),
-#               N readers dd bs=1M, each its own range of size/N
+#               N readers dd bs=1M, each its own range of size/N; the data
+#               GETs on objfs's direct path (SSL_read into the cache
+#               block), its counters noted in the report
 #   gpu-https   (when $GPU_FILL is set, as run_device.sh does) one
 #               objfs_gpu_read of the whole object through a fresh mount
 #               with max_connections=N,engine_threads=N, as bench_gpu.sh
@@ -50,7 +52,8 @@
 #
 # Environment: OBJFS, NGINX, GPU_FILL (optional), OUT (results; default
 # ./device-out), HB_SIZE, HB_STREAMS, HB_REPS, HB_BUDGET, HB_OPTS (more mount
-# options), HB_MODES (default "curl-https fuse-https gpu-https curl-http
+# options; direct_recv=off measures libcurl's receive path instead), HB_MODES
+# (default "curl-https fuse-https gpu-https curl-http
 # fuse-http"), HB_DATA (keep the object here between calls), HB_TLS_DIR.
 #
 # Output: a table on stdout and in $OUT/https_bench.txt, every run in
@@ -238,6 +241,9 @@ one_run() {
 		for i in "${pids[@]}"; do wait "$i" || bad=1; done
 		t1=$(now)
 		c1=$(pid_ticks "$OBJFS_PID")
+		# which receive path carried the data (objfs's own, or libcurl's)
+		echo "# N=$n $mode: $(grep -E '^(requests|requests_direct|direct_fallbacks) ' \
+			"$mnt/.objfs-stats" | tr '\n' ' ')" >>"$res.txt"
 		unmount_objfs "$mnt" >/dev/null || bad=1
 		bench_record "$((1 - bad))" "$res.runs" "$n $mode" "$(gbps $((mb * n << 20)) "$t0" "$t1")" \
 			"$(per_gb "$c1")"

@@ -409,8 +409,8 @@ static void origin_rest(struct objfs_engine *e, const char *auth,
 }
 
 /* Turns the origin off for a rest that doubles each time (see struct
- * direct_origin). */
-static void origin_off(struct objfs_engine *e, const char *auth)
+ * direct_origin); @why: what it answered. */
+static void origin_off(struct objfs_engine *e, const char *auth, const char *why)
 {
 	struct direct_origin *o;
 
@@ -426,9 +426,8 @@ static void origin_off(struct objfs_engine *e, const char *auth)
 				rest = DIRECT_REST_MAX_NS;
 			o->offs++;
 			o->off_until_ns = now + rest;
-			objfs_info("%s: a range not answered with 206 and a length, or "
-				   "a redirect; reading it through libcurl for %.0f s, then "
-				   "directly again", auth, (double)rest / 1e9);
+			objfs_info("%s: %s; reading it through libcurl for %.0f s, then "
+				   "directly again", auth, why, (double)rest / 1e9);
 		}
 	}
 	pthread_mutex_unlock(&e->origin_lock);
@@ -659,7 +658,11 @@ void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url, int ok
  * says why). Partial chains are accepted, as libcurl does unless told
  * otherwise; the peer is verified and the host name (or IP address)
  * checked on every connection unless cfg.insecure (libcurl's VERIFYPEER 0
- * and VERIFYHOST 0). ALPN offers http/1.1 only. Sessions: the last one
+ * and VERIFYHOST 0), by OpenSSL's matching, a little stricter than
+ * libcurl's so that it accepts nothing libcurl refuses: subjectAltName
+ * only, never the common name, no partial wildcards; the rare certificate
+ * only libcurl accepts (a common name and no subjectAltName) just leaves
+ * the origin with libcurl. ALPN offers http/1.1 only. Sessions: the last one
  * each origin got (TLS 1.3 tickets come after the handshake, hence the
  * new-session callback) is offered on its next connection.
  */
@@ -768,7 +771,8 @@ static int tls_new(struct objfs_engine *e, struct objfs_dconn *dc)
 		if (SSL_set_tlsext_host_name(ssl, host) != 1)
 			goto err;
 		if (!e->cfg.insecure) {
-			SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+			SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS |
+					       X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
 			if (SSL_set1_host(ssl, host) != 1)
 				goto err;
 		}
@@ -1068,7 +1072,7 @@ static void dc_fallback(struct engine_thread *th, struct objfs_dconn *dc, const 
 	struct objfs_req *r = dc->r;
 
 	if (off)
-		origin_off(th->e, dc->auth);
+		origin_off(th->e, dc->auth, why);
 	dc_end(th, dc, 0);
 	objfs_debug("%s: direct GET handed to libcurl: %s", r->url, why);
 	objfs_stats_direct(1);
