@@ -59,6 +59,7 @@
 #include <unistd.h>
 
 #include "engine_i.h"
+#include "clock.h"
 #include "http_resp.h"
 #include "stats.h"
 
@@ -695,6 +696,34 @@ START_TEST(test_direct_needs_an_address)
 }
 END_TEST
 
+#ifndef OBJFS_BEFORE_FIX
+/* Which proxy variables turn the direct path off, per scheme: those
+ * libcurl reads for it (HTTP_PROXY never: CGI's httpoxy). */
+static const struct proxy_case {
+	const char *var;
+	int http, https; /* objfs_direct_usable(0), (1) with it set */
+} proxy_cases[] = {
+	{ "http_proxy", 0, 1 },  { "HTTP_PROXY", 1, 1 }, { "https_proxy", 1, 0 },
+	{ "HTTPS_PROXY", 1, 0 }, { "all_proxy", 0, 0 },  { "ALL_PROXY", 0, 0 },
+};
+
+START_TEST(test_direct_proxy_vars)
+{
+	const struct proxy_case *c = &proxy_cases[_i];
+
+	for (size_t i = 0; i < sizeof(proxy_cases) / sizeof(proxy_cases[0]); i++)
+		unsetenv(proxy_cases[i].var);
+	ck_assert_int_eq(objfs_direct_usable(0), 1);
+	ck_assert_int_eq(objfs_direct_usable(1), 1);
+	setenv(c->var, "http://proxy.example:3128", 1);
+	ck_assert_msg(objfs_direct_usable(0) == c->http && objfs_direct_usable(1) == c->https,
+		      "%s set: http %d, https %d; expected %d, %d", c->var, objfs_direct_usable(0),
+		      objfs_direct_usable(1), c->http, c->https);
+	unsetenv(c->var);
+}
+END_TEST
+#endif
+
 /* The request text, and what is left to libcurl (text NULL: -EAGAIN). */
 static const struct text_case {
 	const char *url, *h1, *h2, *etag;
@@ -1240,6 +1269,7 @@ START_TEST(test_direct_dead_address)
 
 	fake_set(&d, ips, n);
 	e = dns_engine(&d, 1);
+	e->addr_rest_ns = 3 * 1000000000LL; /* longer than the 12 GETs under valgrind */
 	get_one(e, port, "/ok");
 	wait_resolved(e, &d, 1);
 	objfs_stats_reset();
@@ -1260,7 +1290,8 @@ START_TEST(test_direct_dead_address)
 	/* it comes back: after its rest it takes connections again */
 	ck_assert_int_eq(srv_start_at(&s[1], ips[1], port), 0);
 	up |= 1u << 1;
-	usleep(600 * 1000);
+	while (objfs_now_ns() <= rest_until) /* its rest passes */
+		usleep(50 * 1000);
 	for (int i = 0; i < 6; i++)
 		get_one(e, port, "/connclose");
 	before = atomic_load(&s[1].accepted);
@@ -1654,6 +1685,8 @@ static Suite *engine_suite(void)
 	tcase_add_test(td, test_direct_reresolves);
 	tcase_add_test(td, test_tls_direct);
 	tcase_add_loop_test(td, test_tls_refused, 0, 3);
+	tcase_add_loop_test(td, test_direct_proxy_vars, 0,
+			    sizeof(proxy_cases) / sizeof(proxy_cases[0]));
 #endif
 	tcase_add_loop_test(tc, test_head_too_large, 0, 2);
 	tcase_add_loop_test(tc, test_redirect_policy, 0,

@@ -159,15 +159,16 @@ static void dc_state(struct objfs_dconn *dc, enum dc_state s)
 
 int objfs_direct_usable(int tls)
 {
-	/* what libcurl reads for http:// (not HTTP_PROXY: see CURLOPT_PROXY)
+	/* what libcurl reads for http:// (not HTTP_PROXY: see CURLOPT_PROXY),
 	 * and for https:// */
-	static const char *const vars[] = { "all_proxy", "ALL_PROXY", "http_proxy",
-					    "https_proxy", "HTTPS_PROXY" };
+	static const char *const http[] = { "http_proxy", "all_proxy", "ALL_PROXY", NULL };
+	static const char *const https[] = { "https_proxy", "HTTPS_PROXY", "all_proxy",
+					     "ALL_PROXY", NULL };
 
-	for (size_t i = tls ? 0 : 1; i < sizeof(vars) / sizeof(vars[0]) - (tls ? 0 : 2); i++) {
-		const char *v = getenv(vars[i]);
+	for (const char *const *v = tls ? https : http; *v; v++) {
+		const char *val = getenv(*v);
 
-		if (v && *v)
+		if (val && *val)
 			return 0;
 	}
 	return 1;
