@@ -42,8 +42,13 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,6 +59,7 @@
 #include <unistd.h>
 
 #include "engine_i.h"
+#include "clock.h"
 #include "http_resp.h"
 #include "stats.h"
 
@@ -62,6 +68,8 @@
 
 struct srv {
 	int fd, port;
+	void *(*conn)(void *); /* a connection's thread: ((void **)arg)[0] is
+				  the srv, [1] the socket; frees arg */
 	atomic_int stop, requests, accepted;
 	pthread_t acc;
 	pthread_mutex_t lock;
@@ -253,7 +261,7 @@ static void *accept_main(void *arg)
 		a[1] = (void *)(intptr_t)c;
 		pthread_mutex_lock(&s->lock);
 		ck_assert_int_lt(s->nconns, MAX_CONNS);
-		ck_assert_int_eq(pthread_create(&s->conns[s->nconns++], NULL, conn_main, a), 0);
+		ck_assert_int_eq(pthread_create(&s->conns[s->nconns++], NULL, s->conn, a), 0);
 		pthread_mutex_unlock(&s->lock);
 	}
 	return NULL;
@@ -276,9 +284,10 @@ static socklen_t sockaddr_of(const char *ip, int port, struct sockaddr_storage *
 	return len;
 }
 
-/* A server on numeric address @ip, port @port (0: any free one). 0, or
- * -errno when the address cannot be bound (no IPv6, port taken). */
-static int srv_start_at(struct srv *s, const char *ip, int port)
+/* A server on numeric address @ip, port @port (0: any free one), a
+ * thread @conn a connection. 0, or -errno when the address cannot be
+ * bound (no IPv6, port taken). */
+static int srv_listen(struct srv *s, const char *ip, int port, void *(*conn)(void *))
 {
 	struct sockaddr_storage a;
 	socklen_t len = sockaddr_of(ip, port, &a);
@@ -297,9 +306,16 @@ static int srv_start_at(struct srv *s, const char *ip, int port)
 	ck_assert_int_eq(getsockname(s->fd, (struct sockaddr *)&a, &len), 0);
 	s->port = ntohs(a.ss_family == AF_INET ? ((struct sockaddr_in *)&a)->sin_port :
 			((struct sockaddr_in6 *)&a)->sin6_port);
+	s->conn = conn;
 	pthread_mutex_init(&s->lock, NULL);
 	ck_assert_int_eq(pthread_create(&s->acc, NULL, accept_main, s), 0);
 	return 0;
+}
+
+/* The test server above on @ip, @port (see srv_listen). */
+static int srv_start_at(struct srv *s, const char *ip, int port)
+{
+	return srv_listen(s, ip, port, conn_main);
 }
 
 static void srv_start(struct srv *s)
@@ -731,27 +747,63 @@ START_TEST(test_direct_needs_an_address)
 }
 END_TEST
 
+#ifndef OBJFS_BEFORE_FIX
+/* Which proxy variables turn the direct path off, per scheme: those
+ * libcurl reads for it (HTTP_PROXY never: CGI's httpoxy). */
+static const struct proxy_case {
+	const char *var;
+	int http, https; /* objfs_direct_usable(0), (1) with it set */
+} proxy_cases[] = {
+	{ "http_proxy", 0, 1 },  { "HTTP_PROXY", 1, 1 }, { "https_proxy", 1, 0 },
+	{ "HTTPS_PROXY", 1, 0 }, { "all_proxy", 0, 0 },  { "ALL_PROXY", 0, 0 },
+};
+
+START_TEST(test_direct_proxy_vars)
+{
+	const struct proxy_case *c = &proxy_cases[_i];
+
+	for (size_t i = 0; i < sizeof(proxy_cases) / sizeof(proxy_cases[0]); i++)
+		unsetenv(proxy_cases[i].var);
+	ck_assert_int_eq(objfs_direct_usable(0), 1);
+	ck_assert_int_eq(objfs_direct_usable(1), 1);
+	setenv(c->var, "http://proxy.example:3128", 1);
+	ck_assert_msg(objfs_direct_usable(0) == c->http && objfs_direct_usable(1) == c->https,
+		      "%s set: http %d, https %d; expected %d, %d", c->var, objfs_direct_usable(0),
+		      objfs_direct_usable(1), c->http, c->https);
+	unsetenv(c->var);
+}
+END_TEST
+#endif
+
 /* The request text, and what is left to libcurl (text NULL: -EAGAIN). */
 static const struct text_case {
 	const char *url, *h1, *h2, *etag;
 	size_t cap;
 	const char *auth, *text;
 } text_cases[] = {
-	{ "http://example.org:80/a%20b/c?x=1&y", NULL, NULL, NULL, 1024, "example.org:80",
+	{ "http://example.org:80/a%20b/c?x=1&y", NULL, NULL, NULL, 1024, "http://example.org:80",
 	  "GET /a%20b/c?x=1&y HTTP/1.1\r\nHost: example.org\r\nUser-Agent: objfs/"
 	  PACKAGE_VERSION "\r\nAccept: */*\r\nRange: bytes=10-14\r\n\r\n" },
 	/* a Host of the caller's (S3 signs it) replaces ours; ETag -> If-Match */
 	{ "http://[::1]:9000?list", "Host: b.s3.example:9000", "x-amz-date: 20261123T000000Z",
-	  "\"abc\"", 1024, "[::1]:9000",
+	  "\"abc\"", 1024, "http://[::1]:9000",
 	  "GET /?list HTTP/1.1\r\nUser-Agent: objfs/" PACKAGE_VERSION "\r\nAccept: */*\r\n"
 	  "Range: bytes=10-14\r\nIf-Match: \"abc\"\r\nHost: b.s3.example:9000\r\n"
 	  "x-amz-date: 20261123T000000Z\r\n\r\n" },
 	/* weak ETags are not sent (as on the libcurl path) */
-	{ "http://h/k", NULL, NULL, "W/\"w\"", 1024, "h",
+	{ "http://h/k", NULL, NULL, "W/\"w\"", 1024, "http://h",
 	  "GET /k HTTP/1.1\r\nHost: h\r\nUser-Agent: objfs/" PACKAGE_VERSION "\r\nAccept: */*\r\n"
 	  "Range: bytes=10-14\r\n\r\n" },
 	{ "http://h/k", NULL, NULL, NULL, 40, NULL, NULL }, /* does not fit */
-	{ "https://example.org/a", NULL, NULL, NULL, 1024, NULL, NULL },
+	/* https: the origin key says so; Host without the default port */
+	{ "https://example.org:443/a", NULL, NULL, NULL, 1024, "https://example.org:443",
+	  "GET /a HTTP/1.1\r\nHost: example.org\r\nUser-Agent: objfs/" PACKAGE_VERSION
+	  "\r\nAccept: */*\r\nRange: bytes=10-14\r\n\r\n" },
+	{ "https://example.org:8443/a", NULL, NULL, NULL, 1024, "https://example.org:8443",
+	  "GET /a HTTP/1.1\r\nHost: example.org:8443\r\nUser-Agent: objfs/" PACKAGE_VERSION
+	  "\r\nAccept: */*\r\nRange: bytes=10-14\r\n\r\n" },
+	{ "https://user@example.org/a", NULL, NULL, NULL, 1024, NULL, NULL },
+	{ "HTTPS://example.org/a", NULL, NULL, NULL, 1024, NULL, NULL },
 	{ "http://user@example.org/a", NULL, NULL, NULL, 1024, NULL, NULL },
 	{ "http://example.org/a b", NULL, NULL, NULL, 1024, NULL, NULL },
 	{ "http://example.org/a#frag", NULL, NULL, NULL, 1024, NULL, NULL },
@@ -1268,6 +1320,7 @@ START_TEST(test_direct_dead_address)
 
 	fake_set(&d, ips, n);
 	e = dns_engine(&d, 1);
+	e->addr_rest_ns = 3 * 1000000000LL; /* longer than the 12 GETs under valgrind */
 	get_one(e, port, "/ok");
 	wait_resolved(e, &d, 1);
 	objfs_stats_reset();
@@ -1288,7 +1341,8 @@ START_TEST(test_direct_dead_address)
 	/* it comes back: after its rest it takes connections again */
 	ck_assert_int_eq(srv_start_at(&s[1], ips[1], port), 0);
 	up |= 1u << 1;
-	usleep(600 * 1000);
+	while (objfs_now_ns() <= rest_until) /* its rest passes */
+		usleep(50 * 1000);
 	for (int i = 0; i < 6; i++)
 		get_one(e, port, "/connclose");
 	before = atomic_load(&s[1].accepted);
@@ -1357,6 +1411,274 @@ END_TEST
 #endif
 
 #ifndef OBJFS_BEFORE_FIX
+/*
+ * HTTPS on the direct path (issue 20): a TLS front in the test (one thread
+ * a connection, OpenSSL in blocking mode) terminates TLS and passes the
+ * bytes to and from the plain test server above, so every path of it is
+ * there over TLS too. Its certificates are made here: a test CA, a leaf
+ * for IP 127.0.0.1 and localhost signed by it, one for another name only,
+ * and one signed by a CA the engine does not trust. The front can change
+ * its certificate between connections (tls.which), which is how the
+ * direct path's own verification is tested: libcurl accepted the origin
+ * first, then the direct path meets a certificate it must refuse.
+ */
+enum { CERT_GOOD, CERT_OTHER_NAME, CERT_UNTRUSTED, NCERTS };
+
+struct tls_front {
+	struct srv s; /* first: a connection's thread finds the front by it */
+	struct srv plain; /* the server it fronts */
+	SSL_CTX *ctx[NCERTS];
+	atomic_int which, resumed;
+	char ca_path[64];
+};
+
+static X509 *make_cert(EVP_PKEY *key, const char *cn, EVP_PKEY *ca_key, X509 *ca,
+		       const char *san)
+{
+	static long serial = 1;
+	X509 *x = X509_new();
+	X509_NAME *name;
+	X509V3_CTX v3;
+	X509_EXTENSION *ext;
+
+	ck_assert_ptr_nonnull(x);
+	X509_set_version(x, 2);
+	ASN1_INTEGER_set(X509_get_serialNumber(x), serial++);
+	X509_gmtime_adj(X509_getm_notBefore(x), -3600);
+	X509_gmtime_adj(X509_getm_notAfter(x), 86400);
+	X509_set_pubkey(x, key);
+	name = X509_get_subject_name(x);
+	X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)cn, -1, -1, 0);
+	X509_set_issuer_name(x, ca ? X509_get_subject_name(ca) : name);
+	X509V3_set_ctx_nodb(&v3);
+	X509V3_set_ctx(&v3, ca ? ca : x, x, NULL, NULL, 0);
+	if (!ca) {
+		ext = X509V3_EXT_conf_nid(NULL, &v3, NID_basic_constraints, "critical,CA:TRUE");
+		X509_add_ext(x, ext, -1);
+		X509_EXTENSION_free(ext);
+		ext = X509V3_EXT_conf_nid(NULL, &v3, NID_key_usage, "critical,keyCertSign,cRLSign");
+	} else {
+		ext = X509V3_EXT_conf_nid(NULL, &v3, NID_subject_alt_name, san);
+	}
+	ck_assert_ptr_nonnull(ext);
+	X509_add_ext(x, ext, -1);
+	X509_EXTENSION_free(ext);
+	ck_assert_int_gt(X509_sign(x, ca_key ? ca_key : key, EVP_sha256()), 0);
+	return x;
+}
+
+static SSL_CTX *front_ctx(X509 *cert, EVP_PKEY *key)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+
+	ck_assert_ptr_nonnull(ctx);
+	ck_assert_int_eq(SSL_CTX_use_certificate(ctx, cert), 1);
+	ck_assert_int_eq(SSL_CTX_use_PrivateKey(ctx, key), 1);
+	return ctx;
+}
+
+static void *front_conn(void *arg)
+{
+	struct tls_front *t = ((void **)arg)[0];
+	int c = (int)(intptr_t)((void **)arg)[1], b = -1;
+	SSL *ssl = SSL_new(t->ctx[atomic_load(&t->which)]);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)t->plain.port),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	char buf[16384];
+
+	free(arg);
+	ck_assert_ptr_nonnull(ssl);
+	SSL_set_fd(ssl, c);
+	if (SSL_accept(ssl) != 1)
+		goto out;
+	if (SSL_session_reused(ssl))
+		atomic_fetch_add(&t->resumed, 1);
+	b = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (b < 0 || connect(b, (struct sockaddr *)&a, sizeof(a)))
+		goto out;
+	while (!atomic_load(&t->s.stop)) {
+		struct pollfd p[2] = { { c, POLLIN, 0 }, { b, POLLIN, 0 } };
+		int n;
+
+		if (!SSL_pending(ssl) && poll(p, 2, 100) <= 0)
+			continue;
+		if (SSL_pending(ssl) || p[0].revents) {
+			n = SSL_read(ssl, buf, sizeof(buf));
+			if (n <= 0)
+				break;
+			put(b, buf, (size_t)n);
+		}
+		if (p[1].revents) {
+			n = (int)recv(b, buf, sizeof(buf), 0);
+			if (n <= 0 || SSL_write(ssl, buf, n) != n)
+				break;
+		}
+	}
+out:
+	ERR_clear_error();
+	if (b >= 0)
+		close(b);
+	SSL_free(ssl);
+	close(c);
+	return NULL;
+}
+
+/* The test server with a TLS front, its certificates, and the test CA in
+ * t->ca_path. */
+static void front_start(struct tls_front *t)
+{
+	EVP_PKEY *ca_key = EVP_EC_gen("P-256"), *other_key = EVP_EC_gen("P-256");
+	EVP_PKEY *key = EVP_EC_gen("P-256");
+	X509 *ca, *other, *cert;
+	FILE *f;
+	int fd;
+
+	memset(t, 0, sizeof(*t));
+	srv_start(&t->plain);
+	ck_assert_ptr_nonnull(ca_key);
+	ck_assert_ptr_nonnull(other_key);
+	ck_assert_ptr_nonnull(key);
+	ca = make_cert(ca_key, "objfs test CA", NULL, NULL, NULL);
+	other = make_cert(other_key, "objfs other CA", NULL, NULL, NULL);
+	cert = make_cert(key, "127.0.0.1", ca_key, ca, "IP:127.0.0.1,DNS:localhost");
+	t->ctx[CERT_GOOD] = front_ctx(cert, key);
+	X509_free(cert);
+	cert = make_cert(key, "other.example", ca_key, ca, "DNS:other.example");
+	t->ctx[CERT_OTHER_NAME] = front_ctx(cert, key);
+	X509_free(cert);
+	cert = make_cert(key, "127.0.0.1", other_key, other, "IP:127.0.0.1,DNS:localhost");
+	t->ctx[CERT_UNTRUSTED] = front_ctx(cert, key);
+	X509_free(cert);
+	snprintf(t->ca_path, sizeof(t->ca_path), "/tmp/check_engine_ca.XXXXXX");
+	fd = mkstemp(t->ca_path);
+	ck_assert_int_ge(fd, 0);
+	f = fdopen(fd, "w");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(PEM_write_X509(f, ca), 1);
+	fclose(f);
+	X509_free(ca);
+	X509_free(other);
+	EVP_PKEY_free(ca_key);
+	EVP_PKEY_free(other_key);
+	EVP_PKEY_free(key);
+	ck_assert_int_eq(srv_listen(&t->s, "127.0.0.1", 0, front_conn), 0);
+}
+
+/* After objfs_engine_free. */
+static void front_stop(struct tls_front *t)
+{
+	srv_stop(&t->s);
+	srv_stop(&t->plain);
+	for (int i = 0; i < NCERTS; i++)
+		SSL_CTX_free(t->ctx[i]);
+	unlink(t->ca_path);
+}
+
+static struct objfs_engine *tls_engine(const char *ca, int insecure)
+{
+	struct objfs_engine_cfg cfg = {
+		.threads = 1, .max_host_conns = 2, .timeout = 2.0, .retries = 1, .direct = 1,
+		.ca_file = ca, .insecure = insecure,
+	};
+	struct objfs_engine *e = NULL;
+
+	ck_assert_int_eq(objfs_engine_new(&cfg, &e), 0);
+	return e;
+}
+
+/* One ranged GET of @path from the front; its error. dst is checked:
+ * the right bytes on success, untouched (0xAA) on a failure. */
+static int tls_get(struct objfs_engine *e, struct tls_front *t, const char *path)
+{
+	struct objfs_req r, *rp = &r;
+	char url[128], dst[BODY], want[BODY];
+	int err;
+
+	memset(dst, 0xAA, sizeof(dst));
+	objfs_req_init(&r);
+	snprintf(url, sizeof(url), "https://127.0.0.1:%d%s", t->s.port, path);
+	r.url = url;
+	r.method = OBJFS_GET;
+	r.len = BODY;
+	r.dst = dst;
+	r.expect_size = 1000;
+	err = objfs_engine_run(e, &rp, 1);
+	if (err)
+		memset(want, 0xAA, sizeof(want));
+	else
+		body_of(want, sizeof(want));
+	ck_assert_mem_eq(dst, want, BODY);
+	objfs_req_clear(&r);
+	return err;
+}
+
+/* Ranged GETs over HTTPS go direct once libcurl has answered for the
+ * origin: kept-alive connections, new ones resuming the TLS session,
+ * byte-exact; odd answers still go to libcurl. */
+START_TEST(test_tls_direct)
+{
+	struct objfs_stats st;
+	struct objfs_engine *e;
+	struct tls_front t;
+
+	front_start(&t);
+	e = tls_engine(t.ca_path, 0);
+	ck_assert_int_eq(tls_get(e, &t, "/connclose"), 0); /* libcurl: learns */
+	objfs_stats_reset();
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(tls_get(e, &t, "/ok"), 0); /* one connection, kept */
+	for (int i = 0; i < 4; i++)
+		ck_assert_int_eq(tls_get(e, &t, "/connclose"), 0); /* a new one each */
+	ck_assert_int_eq(tls_get(e, &t, "/head"), 0);
+	objfs_stats_get(&st);
+	ck_assert_msg(st.direct == 9 && st.direct_fallbacks == 0, "direct %llu, fallbacks %llu",
+		      (unsigned long long)st.direct, (unsigned long long)st.direct_fallbacks);
+	/* Range ignored: libcurl's (and the origin's for a rest) */
+	ck_assert_int_eq(tls_get(e, &t, "/full"), 0);
+	ck_assert_int_eq(tls_get(e, &t, "/gone"), -ENOENT);
+	ck_assert_int_eq(tls_get(e, &t, "/badrange"), -EIO); /* libcurl's: origin resting */
+	objfs_stats_get(&st);
+	ck_assert_uint_eq(st.direct, 9);
+	ck_assert_uint_eq(st.direct_fallbacks, 1);
+	objfs_engine_free(e);
+	front_stop(&t);
+	/* libcurl's two connections, the kept one, 4 closed ones and the
+	 * /head one: the 5 after the first resumed */
+	ck_assert_msg(atomic_load(&t.resumed) >= 5, "%d of %d TLS connections resumed",
+		      atomic_load(&t.resumed), atomic_load(&t.s.accepted));
+}
+END_TEST
+
+/*
+ * The direct path verifies as libcurl does: after libcurl accepted the
+ * origin, a certificate for another name (0) or from a CA not trusted (1)
+ * is refused by the direct path too; the request goes to libcurl, which
+ * refuses it with -EACCES, and no byte reaches dst. With insecure (2) the
+ * same untrusted certificate is read directly.
+ */
+START_TEST(test_tls_refused)
+{
+	static const int certs[] = { CERT_OTHER_NAME, CERT_UNTRUSTED, CERT_UNTRUSTED };
+	struct objfs_stats st;
+	struct objfs_engine *e;
+	struct tls_front t;
+
+	front_start(&t);
+	e = tls_engine(_i == 2 ? NULL : t.ca_path, _i == 2);
+	ck_assert_int_eq(tls_get(e, &t, "/connclose"), 0);
+	atomic_store(&t.which, certs[_i]);
+	objfs_stats_reset();
+	ck_assert_int_eq(tls_get(e, &t, "/ok"), _i == 2 ? 0 : -EACCES);
+	objfs_stats_get(&st);
+	ck_assert_uint_eq(st.direct, _i == 2 ? 1 : 0);
+	ck_assert_uint_eq(st.direct_fallbacks, _i == 2 ? 0 : 1);
+	objfs_engine_free(e);
+	front_stop(&t);
+}
+END_TEST
+#endif
+
+#ifndef OBJFS_BEFORE_FIX
 /* The redirect judge, table-driven: https never goes to http; origin means
  * scheme, host (any case) and port (default ports included). */
 static const struct judge_redir {
@@ -1413,6 +1735,10 @@ static Suite *engine_suite(void)
 	tcase_add_test(td, test_direct_spreads);
 	tcase_add_test(td, test_direct_dead_address);
 	tcase_add_test(td, test_direct_reresolves);
+	tcase_add_test(td, test_tls_direct);
+	tcase_add_loop_test(td, test_tls_refused, 0, 3);
+	tcase_add_loop_test(td, test_direct_proxy_vars, 0,
+			    sizeof(proxy_cases) / sizeof(proxy_cases[0]));
 #endif
 	tcase_add_loop_test(tc, test_head_too_large, 0, 2);
 	tcase_add_loop_test(tc, test_redirect_policy, 0,
@@ -1437,6 +1763,7 @@ int main(void)
 	SRunner *sr = srunner_create(engine_suite());
 	int failed;
 
+	signal(SIGPIPE, SIG_IGN); /* the TLS front writes with write(): EPIPE */
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -30,9 +30,12 @@
 #
 #   curl-https  N curl processes, one range of size/N each, to /dev/null,
 #               over HTTPS: the ceiling. Their CPU (user + system of the
-#               children, bash's times) per GB, and nginx's, are recorded.
+#               children, bash's times) per GB, nginx's, and the machine's
+#               busy cores (/proc/stat) are recorded: what limited it.
 #   fuse-https  a fresh mount (-o ca_file=, max_connections=N, cold caches),
-#               N readers dd bs=1M, each its own range of size/N
+#               N readers dd bs=1M, each its own range of size/N; the data
+#               GETs on objfs's direct path (SSL_read into the cache
+#               block), its counters noted in the report
 #   gpu-https   (when $GPU_FILL is set, as run_device.sh does) one
 #               objfs_gpu_read of the whole object through a fresh mount
 #               with max_connections=N,engine_threads=N, as bench_gpu.sh
@@ -50,11 +53,12 @@
 #
 # Environment: OBJFS, NGINX, GPU_FILL (optional), OUT (results; default
 # ./device-out), HB_SIZE, HB_STREAMS, HB_REPS, HB_BUDGET, HB_OPTS (more mount
-# options), HB_MODES (default "curl-https fuse-https gpu-https curl-http
+# options; direct_recv=off measures libcurl's receive path instead), HB_MODES
+# (default "curl-https fuse-https gpu-https curl-http
 # fuse-http"), HB_DATA (keep the object here between calls), HB_TLS_DIR.
 #
 # Output: a table on stdout and in $OUT/https_bench.txt, every run in
-# $OUT/https_bench.runs ("N MODE GB/s CPU_S_PER_GB [NGINX_CPU_S_PER_GB]").
+# $OUT/https_bench.runs ("N MODE GB/s CPU_S_PER_GB [NGINX_CPU_S_PER_GB BUSY_CORES]").
 
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -178,6 +182,12 @@ nginx_ticks() {
 	for p in $NGINX_PID $(pgrep -P "$NGINX_PID"); do s=$((s + $(pid_ticks "$p"))); done
 	echo "$s"
 }
+# "busy total" ticks of all CPUs; busy_cores BEFORE AFTER: cores busy between
+busy_ticks() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8, $2 + $3 + $4 + $5 + $6 + $7 + $8 }' /proc/stat; }
+busy_cores() {
+	awk -v a="$1" -v b="$2" -v n="$NCPU" 'BEGIN { split(a, x, " "); split(b, y, " ");
+		printf "%.1f", (y[2] > x[2]) ? n * (y[1] - x[1]) / (y[2] - x[2]) : 0 }'
+}
 per_gb() { awk -v t="$1" -v hz="$TICK" -v b="$SIZE" 'BEGIN { printf "%.3f", t / hz / (b / 1e9) }'; }
 # CPU ticks of this shell's waited-for children (bash's times, second line:
 # "XmY.YYYs XmY.YYYs"; into a file, since a pipe would run it in a fork)
@@ -193,7 +203,7 @@ children_ticks() {
 # ("fail" instead of GB/s on any error). Not inside $(...): the mounts it
 # starts belong to this shell (lib.sh).
 one_run() {
-	local n=$1 mode=$2 mnt=$TEST_TMP/mnt url opts t0 t1 c0 c1 x0 x1 i bad=0 out gb per
+	local n=$1 mode=$2 mnt=$TEST_TMP/mnt url opts t0 t1 c0 c1 x0 x1 b0 b1 i bad=0 out gb per
 	per=$(((SIZE + n - 1) / n))
 	url=$HTTP_URL
 	opts=max_connections=$n
@@ -206,6 +216,7 @@ one_run() {
 	case $mode in
 	curl-*)
 		x0=$(nginx_ticks)
+		b0=$(busy_ticks)
 		t0=$(now)
 		c1=$(
 			# a subshell: its children are the curls alone
@@ -222,9 +233,10 @@ one_run() {
 		)
 		t1=$(now)
 		x1=$(nginx_ticks)
+		b1=$(busy_ticks)
 		[ -n "$c1" ] || bad=1
 		bench_record "$((1 - bad))" "$res.runs" "$n $mode" "$(gbps "$SIZE" "$t0" "$t1")" \
-			"$(per_gb "${c1:-0}") $(per_gb $((x1 - x0)))"
+			"$(per_gb "${c1:-0}") $(per_gb $((x1 - x0))) $(busy_cores "$b0" "$b1")"
 		;;
 	fuse-*)
 		mount_objfs "$url" "$mnt" "$opts" || { echo "$n $mode fail" >>"$res.runs"; return; }
@@ -238,6 +250,9 @@ one_run() {
 		for i in "${pids[@]}"; do wait "$i" || bad=1; done
 		t1=$(now)
 		c1=$(pid_ticks "$OBJFS_PID")
+		# which receive path carried the data (objfs's own, or libcurl's)
+		echo "# N=$n $mode: $(grep -E '^(requests|requests_direct|direct_fallbacks) ' \
+			"$mnt/.objfs-stats" | tr '\n' ' ')" >>"$res.txt"
 		unmount_objfs "$mnt" >/dev/null || bad=1
 		bench_record "$((1 - bad))" "$res.runs" "$n $mode" "$(gbps $((mb * n << 20)) "$t0" "$t1")" \
 			"$(per_gb "$c1")"
@@ -275,7 +290,7 @@ else
 	say "# kernel TLS not active (/proc/net/tls_stat TlsTxSw $TX0 -> $TX1): nginx encrypted in user space"
 fi
 
-python3 - "$res.runs" "$reps_done" <<'EOF' | tee -a "$res.txt"
+python3 - "$res.runs" "$reps_done" "$NCPU" <<'EOF' | tee -a "$res.txt"
 import statistics, sys
 runs = [l.split() for l in open(sys.argv[1])]
 med = lambda v: statistics.median(v) if v else None
@@ -309,12 +324,15 @@ for n in dict.fromkeys(r[0] for r in runs):
         c = med(vals(m, 3))
         ng = med(vals(m, 4))
         fails = sum(1 for r in by[m] if r[2] == "fail")
-        cpu.append("| %s | %s | %s | %s |%s" % (n, m, f(c), f(ng) if m.startswith("curl") else "",
+        busy = med(vals(m, 5))
+        cpu.append("| %s | %s | %s | %s | %s |%s" % (n, m, f(c), f(ng) if m.startswith("curl") else "",
+                   f(busy, 1) if m.startswith("curl") else "",
                    " %d failed" % fails if fails else ""))
 print("\nCPU seconds per GB received: objfs's daemon (fuse, gpu) or the curl processes "
-      "(curl); nginx's for the curl runs (what the ceiling cost the server)\n")
-print("| N | mode | CPU s/GB | nginx CPU s/GB |")
-print("|---:|---|---:|---:|")
+      "(curl); for the curl runs nginx's, and the machine's busy cores (all busy: the "
+      "ceiling is CPU, client and server together)\n")
+print("| N | mode | CPU s/GB | nginx CPU s/GB | cores busy (of %d) |" % int(sys.argv[3]))
+print("|---:|---|---:|---:|---:|")
 print("\n".join(cpu))
 EOF
 nginx_stop

@@ -50,6 +50,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -502,7 +503,7 @@ static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
 	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &r->status);
 	if (curl_easy_getinfo(h, CURLINFO_STARTTRANSFER_TIME_T, &ttfb) != CURLE_OK || !r->status)
 		ttfb = -1;
-	objfs_direct_learn(th->e, h, r->url);
+	objfs_direct_learn(th->e, h, r->url, rc == CURLE_OK);
 	inflight_remove(th, r);
 
 	err = r->err;
@@ -587,6 +588,13 @@ static void *engine_main(void *arg)
 {
 	struct engine_thread *th = arg;
 	unsigned nw = 0; /* th->wfds entries of the last poll */
+	sigset_t pipe;
+
+	/* OpenSSL writes to the direct path's https connections with write(),
+	 * not send(MSG_NOSIGNAL): a peer gone must be EPIPE, not SIGPIPE */
+	sigemptyset(&pipe);
+	sigaddset(&pipe, SIGPIPE);
+	pthread_sigmask(SIG_BLOCK, &pipe, NULL);
 
 	for (;;) {
 		struct objfs_req_list q = TAILQ_HEAD_INITIALIZER(q);
@@ -672,16 +680,15 @@ int objfs_engine_new(const struct objfs_engine_cfg *cfg, struct objfs_engine **o
 	 * than max_host_conns would hold more connections than it allows */
 	if (cfg->max_host_conns && e->nthreads > cfg->max_host_conns)
 		e->nthreads = cfg->max_host_conns;
-	e->direct = cfg->direct && objfs_direct_usable();
-	err = objfs_direct_engine_init(e);
-	if (err)
-		goto err_free;
-	err = -ENOMEM;
 	if (cfg->ca_file) {
 		e->ca_file = strdup(cfg->ca_file);
 		if (!e->ca_file)
 			goto err_free;
 	}
+	err = objfs_direct_engine_init(e); /* sets e->direct, e->direct_tls */
+	if (err)
+		goto err_free;
+	err = -ENOMEM;
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&e->share_locks[i], NULL);
 	e->share = curl_share_init();

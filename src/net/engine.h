@@ -18,10 +18,10 @@
  * its request is on a connection; the engine's own watchdog ends it (see
  * engine.c), so an attempt never waits much past the timeout.
  *
- * With cfg.direct, ranged GETs over plain HTTP/1.1 skip libcurl's receive
- * buffer: the engine's own small reader (engine_direct.c) writes request
- * and validates the head itself and lets the kernel's recv() write the
- * body into dst. It takes only the happy path; anything else is handed to
+ * With cfg.direct, ranged GETs over HTTP/1.1, plain or TLS, skip libcurl's
+ * receive buffer: the engine's own small reader (engine_direct.c) writes
+ * request and validates the head itself and lets the kernel's recv() (or
+ * OpenSSL's SSL_read, verifying as libcurl does) write the body into dst. It takes only the happy path; anything else is handed to
  * libcurl, so both paths give the same results and errors.
  *
  * Errors come out as -errno only: http_resp.h holds the tables from HTTP
@@ -45,9 +45,9 @@ struct objfs_engine_cfg {
 	int insecure;            /* skip TLS verification */
 	double timeout;          /* seconds without progress before a retry */
 	unsigned retries;        /* extra attempts after the first */
-	int direct;              /* plain-HTTP ranged GETs received straight
-				    into dst, not through libcurl's buffer
-				    (engine_direct.c) */
+	int direct;              /* ranged GETs over HTTP/1.1 (http and
+				    https) received straight into dst, not
+				    through libcurl's buffer (engine_direct.c) */
 	int redirects;           /* enum objfs_redirects: which 3xx are followed */
 	int http2;               /* offer HTTP/2 over TLS (-o http_version=2);
 				    0: HTTP/1.1 only, a connection per request

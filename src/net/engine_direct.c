@@ -1,6 +1,6 @@
 /*
- * engine_direct: plain-HTTP ranged GETs received straight into the
- * caller's buffer.
+ * engine_direct: ranged GETs over HTTP/1.1, plain or TLS, received
+ * straight into the caller's buffer.
  *
  * Why: libcurl hands body bytes to a write callback out of its own receive
  * buffer, so every byte is copied twice on the client: by the kernel into
@@ -8,12 +8,15 @@
  * ring slot). On the H100 machine, at 16 connections from nginx on
  * loopback, that second copy held GPU fills to 0.68-0.80x of curl writing
  * to /dev/null (docs/benchmarks.md). Here the kernel's recv() writes the
- * body into r->dst itself.
+ * body into r->dst itself; over https, OpenSSL's SSL_read decrypts it into
+ * r->dst (libcurl's path: decrypted into curl's buffer, then copied).
  *
  * Scope, kept small on purpose: only the happy path of a ranged GET over
- * plain HTTP/1.1 is handled here. Everything else stays with libcurl:
- * HTTPS, proxies (the direct path is off when any proxy variable is set),
- * redirects, name resolution and connection errors, error statuses and
+ * HTTP/1.1 is handled here. Everything else stays with libcurl: proxies
+ * (the direct path is off for a scheme when a proxy variable libcurl reads
+ * for it is set), HTTP/2 (-o http_version=2 leaves https to libcurl),
+ * redirects, name resolution and connection errors, TLS handshakes that
+ * fail (a certificate this path refuses included), error statuses and
  * their bodies, chunked or length-less bodies, a server that ignores Range.
  * An attempt that meets any of these before a body byte is used is handed
  * to libcurl ("fallback"), uncounted, and the request stays with libcurl.
@@ -22,7 +25,8 @@
  * Content-Length", a redirect, a head that is not strict HTTP/1.x with CRLF
  * line ends (libcurl is more tolerant); for a rest, not for good: 30 s,
  * doubling with each such answer up to an hour, then direct is tried again
- * (struct direct_origin). So error handling and messages are
+ * (struct direct_origin); so does a certificate the direct path refused
+ * (libcurl had accepted the origin). So error handling and messages are
  * libcurl's, in one place (engine.c), and this file is only the fast path.
  *
  * Hand-back: this file calls nothing of engine.c. engine.c starts an
@@ -73,9 +77,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <arpa/inet.h>
+#include <limits.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,7 +101,7 @@
 #define REQ_MAX 8192   /* request text: S3 headers with a session token fit */
 #define HEAD_MAX 16384 /* response head: larger ones go to libcurl */
 
-enum dc_state { DC_IDLE, DC_CONNECT, DC_SEND, DC_HEAD, DC_BODY };
+enum dc_state { DC_IDLE, DC_CONNECT, DC_TLS, DC_SEND, DC_HEAD, DC_BODY };
 enum { DC_FAIL_ADDR = 1, DC_FAIL_SHORT = 2 }; /* why no connection was made */
 
 struct objfs_dconn {
@@ -102,6 +111,9 @@ struct objfs_dconn {
 	int keep;      /* the current response leaves the connection usable */
 	int chunked;   /* the current response has a Transfer-Encoding */
 	int wi;        /* index in th->wfds of the last poll, -1 if none */
+	SSL *ssl;      /* https: the TLS session on fd, else NULL */
+	short want;    /* https: what the last TLS call waits for (POLLIN or
+			  POLLOUT), 0: what the state implies */
 	int64_t ttfb;  /* microseconds from request to complete head */
 	struct sockaddr_storage sa; /* the origin's address it went to */
 	socklen_t salen;
@@ -135,24 +147,28 @@ static void again(struct ends *out, struct objfs_req *r)
 	out->v[out->n++] = (struct objfs_direct_end){ .r = r, .again = 1, .ttfb = -1 };
 }
 
-static const char *const state_names[] = { "idle", "connect", "send", "head", "body" };
+static const char *const state_names[] = { "idle", "connect", "tls", "send", "head", "body" };
 
 /* The one place a connection changes state (debug log). */
 static void dc_state(struct objfs_dconn *dc, enum dc_state s)
 {
 	objfs_debug("direct fd %d: %s -> %s", dc->fd, state_names[dc->state], state_names[s]);
 	dc->state = s;
+	dc->want = 0;
 }
 
-int objfs_direct_usable(void)
+int objfs_direct_usable(int tls)
 {
-	/* what libcurl reads for http:// (not HTTP_PROXY: see CURLOPT_PROXY) */
-	static const char *const vars[] = { "http_proxy", "all_proxy", "ALL_PROXY" };
+	/* what libcurl reads for http:// (not HTTP_PROXY: see CURLOPT_PROXY),
+	 * and for https:// */
+	static const char *const http[] = { "http_proxy", "all_proxy", "ALL_PROXY", NULL };
+	static const char *const https[] = { "https_proxy", "HTTPS_PROXY", "all_proxy",
+					     "ALL_PROXY", NULL };
 
-	for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
-		const char *v = getenv(vars[i]);
+	for (const char *const *v = tls ? https : http; *v; v++) {
+		const char *val = getenv(*v);
 
-		if (v && *v)
+		if (val && *val)
 			return 0;
 	}
 	return 1;
@@ -175,32 +191,49 @@ static void add(char *out, size_t cap, size_t *len, const char *s, size_t n)
 	*len += n;
 }
 
-/* The "host[:port]" of http:// URL @url into @auth (@cap bytes): its
- * length, or 0 when @url is not http:// or it does not fit. */
-static size_t url_authority(const char *url, char *auth, size_t cap)
+/* Where the authority of an origin key ("http://host[:port]") starts. */
+static size_t key_scheme_len(const char *key)
 {
+	return key[4] == 's' ? 8 : 7;
+}
+
+/* Whether origin key @key is an https one. */
+static int key_tls(const char *key)
+{
+	return key[4] == 's';
+}
+
+/* The origin key of http:// or https:// URL @url ("scheme://host[:port]",
+ * as the URL writes it) into @key (@cap bytes): its length, or 0 when @url
+ * is neither or it does not fit. */
+static size_t url_origin(const char *url, char *key, size_t cap)
+{
+	size_t s = strncmp(url, "http://", 7) == 0 ? 7 : strncmp(url, "https://", 8) == 0 ? 8 : 0;
 	size_t n;
 
-	if (strncmp(url, "http://", 7) != 0)
+	if (!s)
 		return 0;
-	n = strcspn(url + 7, "/?#");
-	if (!n || n >= cap)
+	n = strcspn(url + s, "/?#");
+	if (!n || s + n >= cap)
 		return 0;
-	memcpy(auth, url + 7, n);
-	auth[n] = '\0';
-	return n;
+	memcpy(key, url, s + n);
+	key[s + n] = '\0';
+	return s + n;
 }
 
 int objfs_direct_request_text(const struct objfs_req *r, char *out, size_t cap, char *auth,
 			      size_t acap)
 {
-	const char *a = r->url + 7, *path, *host = NULL;
+	const char *a, *path, *host = NULL, *port;
 	char line[160];
-	size_t alen = url_authority(r->url, auth, acap), plen, hlen = 0, len = 0;
+	size_t klen = url_origin(r->url, auth, acap), alen, plen, hlen = 0, len = 0;
 	int n;
 
-	if (!alen)
+	if (!klen)
 		return -EAGAIN;
+	a = r->url + key_scheme_len(auth);
+	alen = klen - key_scheme_len(auth);
+	port = key_tls(auth) ? ":443" : ":80";
 	path = a + alen;
 	plen = strlen(path);
 	if (memchr(a, '@', alen) || bad_text(a, alen) || memchr(a, ' ', alen) ||
@@ -229,8 +262,8 @@ int objfs_direct_request_text(const struct objfs_req *r, char *out, size_t cap, 
 	if (!host) {
 		/* as curl writes it: no port when it is the default one */
 		hlen = alen;
-		if (hlen > 3 && strncmp(a + hlen - 3, ":80", 3) == 0)
-			hlen -= 3;
+		if (hlen > strlen(port) && strncmp(a + hlen - strlen(port), port, strlen(port)) == 0)
+			hlen -= strlen(port);
 		add(out, cap, &len, "Host: ", 6);
 		add(out, cap, &len, a, hlen);
 		add(out, cap, &len, "\r\n", 2);
@@ -287,6 +320,7 @@ static const char *addr_text(const struct sockaddr_storage *sa, socklen_t salen,
 }
 
 static void *resolver_main(void *arg);
+static int tls_ctx_new(struct objfs_engine *e);
 
 /* Has @o resolved on the resolver thread (started on first use). The
  * caller holds e->origin_lock. */
@@ -368,7 +402,7 @@ static void origin_rest(struct objfs_engine *e, const char *auth,
 		if (!addr_eq(&o->addrs[i].sa, o->addrs[i].salen, sa, salen))
 			continue;
 		o->addrs[i].rest_until_ns = objfs_now_ns() + e->addr_rest_ns;
-		objfs_info("http://%s: %s did not take a connection; not used for %.0f s",
+		objfs_info("%s: %s did not take a connection; not used for %.0f s",
 			   auth, addr_text(sa, salen, text, sizeof(text)),
 			   (double)e->addr_rest_ns / 1e9);
 	}
@@ -376,8 +410,8 @@ static void origin_rest(struct objfs_engine *e, const char *auth,
 }
 
 /* Turns the origin off for a rest that doubles each time (see struct
- * direct_origin). */
-static void origin_off(struct objfs_engine *e, const char *auth)
+ * direct_origin); @why: what it answered. */
+static void origin_off(struct objfs_engine *e, const char *auth, const char *why)
 {
 	struct direct_origin *o;
 
@@ -393,19 +427,19 @@ static void origin_off(struct objfs_engine *e, const char *auth)
 				rest = DIRECT_REST_MAX_NS;
 			o->offs++;
 			o->off_until_ns = now + rest;
-			objfs_info("http://%s: a range not answered with 206 and a length, or "
-				   "a redirect; reading it through libcurl for %.0f s, then "
-				   "directly again", auth, (double)rest / 1e9);
+			objfs_info("%s: %s; reading it through libcurl for %.0f s, then "
+				   "directly again", auth, why, (double)rest / 1e9);
 		}
 	}
 	pthread_mutex_unlock(&e->origin_lock);
 }
 
-/* Splits authority @auth ("host", "host:port", "[v6]:port") into @host
- * and @port (80 when none is given). 0, or -EINVAL. */
-static int split_authority(const char *auth, char *host, size_t hcap, char *port, size_t pcap)
+/* Splits origin key @key ("http://host", "https://host:port",
+ * "http://[v6]:port") into @host (no brackets) and @port (80 or 443 when
+ * none is given). 0, or -EINVAL. */
+static int split_origin(const char *key, char *host, size_t hcap, char *port, size_t pcap)
 {
-	const char *colon, *h = auth;
+	const char *auth = key + key_scheme_len(key), *colon, *h = auth;
 	size_t hl;
 
 	if (*auth == '[') {
@@ -426,7 +460,7 @@ static int split_authority(const char *auth, char *host, size_t hcap, char *port
 		return -EINVAL;
 	memcpy(host, h, hl);
 	host[hl] = '\0';
-	snprintf(port, pcap, "%s", colon ? colon + 1 : "80");
+	snprintf(port, pcap, "%s", colon ? colon + 1 : key_tls(key) ? "443" : "80");
 	return 0;
 }
 
@@ -473,7 +507,7 @@ static void origin_set_addrs(struct direct_origin *o, struct direct_addr *got, u
 		for (unsigned j = 0; j < o->naddrs; j++)
 			if (addr_eq(&got[i].sa, got[i].salen, &o->addrs[j].sa, o->addrs[j].salen))
 				got[i].rest_until_ns = o->addrs[j].rest_until_ns;
-		objfs_debug("direct: http://%s at %s", o->authority,
+		objfs_debug("direct: %s at %s", o->authority,
 			    addr_text(&got[i].sa, got[i].salen, text, sizeof(text)));
 	}
 	memcpy(o->addrs, got, n * sizeof(*got));
@@ -509,14 +543,14 @@ static void *resolver_main(void *arg)
 		o->resolving = 2;
 		memcpy(auth, o->authority, sizeof(auth));
 		pthread_mutex_unlock(&e->origin_lock);
-		n = split_authority(auth, host, sizeof(host), port, sizeof(port));
+		n = split_origin(auth, host, sizeof(host), port, sizeof(port));
 		if (!n)
 			n = fn(fn_arg, host, port, got, DIRECT_ADDRS);
 		pthread_mutex_lock(&e->origin_lock);
 		if (n > 0)
 			origin_set_addrs(o, got, (unsigned)n);
 		else
-			objfs_info("http://%s: resolving %s: %s; the %u address(es) known stay",
+			objfs_info("%s: resolving %s: %s; the %u address(es) known stay",
 				   auth, host, strerror(-n), o->naddrs);
 		o->resolved_ns = objfs_now_ns();
 		o->resolve_due_ns = o->resolved_ns + e->resolve_every_ns;
@@ -537,6 +571,9 @@ int objfs_direct_engine_init(struct objfs_engine *e)
 		pthread_mutex_destroy(&e->origin_lock);
 		return -err;
 	}
+	e->direct = e->cfg.direct && objfs_direct_usable(0);
+	e->direct_tls = e->cfg.direct && !e->cfg.http2 && objfs_direct_usable(1) &&
+			!tls_ctx_new(e);
 	e->direct_rest_ns = DIRECT_REST_NS;
 	e->resolve = objfs_direct_resolve;
 	e->resolve_every_ns = RESOLVE_EVERY_NS;
@@ -555,11 +592,14 @@ void objfs_direct_engine_free(struct objfs_engine *e)
 	pthread_mutex_unlock(&e->origin_lock);
 	if (e->resolver_started)
 		pthread_join(e->resolver, NULL); /* a lookup under way ends first */
+	for (unsigned i = 0; i < e->norigins; i++)
+		SSL_SESSION_free(e->origins[i].sess);
+	SSL_CTX_free(e->ssl_ctx);
 	pthread_cond_destroy(&e->resolve_cond);
 	pthread_mutex_destroy(&e->origin_lock);
 }
 
-void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url)
+void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url, int ok)
 {
 	const struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV,
 					.ai_socktype = SOCK_STREAM };
@@ -570,7 +610,8 @@ void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url)
 	struct direct_addr a = { .salen = 0 };
 	size_t alen;
 
-	if (!e->direct || !(alen = url_authority(url, auth, sizeof(auth))))
+	if (!(alen = url_origin(url, auth, sizeof(auth))) ||
+	    !(key_tls(auth) ? e->direct_tls && ok : e->direct))
 		return;
 	if (curl_easy_getinfo(h, CURLINFO_REDIRECT_COUNT, &redirs) != CURLE_OK || redirs ||
 	    curl_easy_getinfo(h, CURLINFO_PRIMARY_IP, &ip) != CURLE_OK || !ip || !*ip ||
@@ -597,7 +638,7 @@ void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url)
 		memcpy(o->authority, auth, alen + 1);
 		o->addrs[0] = a;
 		o->naddrs = 1;
-		objfs_debug("direct: http://%s is at %s port %ld", auth, ip, port);
+		objfs_debug("direct: %s is at %s port %ld", auth, ip, port);
 		origin_want_resolve(e, o);
 	} else if (o) {
 		/* libcurl just connected there: it takes connections again */
@@ -608,22 +649,241 @@ void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url)
 	pthread_mutex_unlock(&e->origin_lock);
 }
 
+/*
+ * TLS (https origins). One client context per engine, set up as libcurl
+ * sets up its own (lib/vtls/openssl.c) for objfs's options, so the two
+ * paths trust the same certificates: the CA file is cfg.ca_file, else
+ * libcurl's built-in bundle, plus libcurl's built-in CA directory
+ * (CURLINFO_CAINFO/CAPATH; OpenSSL's default paths when libcurl has
+ * none); a CA file that cannot be read turns direct TLS off (libcurl then
+ * says why). Partial chains are accepted, as libcurl does unless told
+ * otherwise; the peer is verified and the host name (or IP address)
+ * checked on every connection unless cfg.insecure (libcurl's VERIFYPEER 0
+ * and VERIFYHOST 0), by OpenSSL's matching, a little stricter than
+ * libcurl's so that it accepts nothing libcurl refuses: subjectAltName
+ * only, never the common name, no partial wildcards; the rare certificate
+ * only libcurl accepts (a common name and no subjectAltName) just leaves
+ * the origin with libcurl. ALPN offers http/1.1 only. Sessions: the last one
+ * each origin got (TLS 1.3 tickets come after the handshake, hence the
+ * new-session callback) is offered on its next connection.
+ */
+static int tls_new_session(SSL *ssl, SSL_SESSION *sess)
+{
+	struct objfs_engine *e = SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl));
+	struct objfs_dconn *dc = SSL_get_app_data(ssl);
+	struct direct_origin *o;
+	int kept = 0;
+
+	pthread_mutex_lock(&e->origin_lock);
+	o = origin_lookup(e, dc->auth);
+	if (o) {
+		SSL_SESSION_free(o->sess);
+		o->sess = sess; /* the reference OpenSSL passed is ours now */
+		kept = 1;
+	}
+	pthread_mutex_unlock(&e->origin_lock);
+	return kept;
+}
+
+static int tls_ctx_new(struct objfs_engine *e)
+{
+	static const unsigned char alpn[] = "\x08http/1.1";
+	const char *cafile = e->ca_file, *capath = NULL;
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	CURL *h;
+
+	if (!ctx)
+		return -ENOMEM;
+	h = curl_easy_init();
+#if LIBCURL_VERSION_NUM >= 0x075400 /* 7.84.0: CURLINFO_CAINFO, CURLINFO_CAPATH */
+	if (h) {
+		char *p = NULL;
+
+		if (!cafile && curl_easy_getinfo(h, CURLINFO_CAINFO, &p) == CURLE_OK && p)
+			cafile = p;
+		p = NULL;
+		if (curl_easy_getinfo(h, CURLINFO_CAPATH, &p) == CURLE_OK && p)
+			capath = p;
+	}
+#endif
+	if (!e->cfg.insecure) {
+		if (cafile && SSL_CTX_load_verify_file(ctx, cafile) != 1)
+			goto off; /* libcurl fails the same way and says so */
+		if (capath)
+			(void)SSL_CTX_load_verify_dir(ctx, capath); /* libcurl: a warning */
+		if (!cafile && !capath && SSL_CTX_set_default_verify_paths(ctx) != 1)
+			goto off;
+		X509_STORE_set_flags(SSL_CTX_get_cert_store(ctx), X509_V_FLAG_PARTIAL_CHAIN);
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	} else {
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+	}
+	curl_easy_cleanup(h);
+	h = NULL;
+	SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+	/* an EOF without close_notify reads as the end: a body still short of
+	 * its Content-Length fails as a truncated one */
+	SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+	/* Without read-ahead OpenSSL reads each record with two recv()s, its
+	 * 5-byte header and then its body: 2 system calls per 16 KiB. With it,
+	 * one recv() fills a 128 KiB buffer (~8 records; 128 KiB a busy
+	 * connection: 32 MiB at 256 connections). Bytes it holds count as
+	 * pending: an idle connection with any is not reused (idle_alive). */
+	SSL_CTX_set_read_ahead(ctx, 1);
+	SSL_CTX_set_default_read_buffer_len(ctx, 128 << 10);
+	if (SSL_CTX_set_alpn_protos(ctx, alpn, sizeof(alpn) - 1))
+		goto off;
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT |
+				       SSL_SESS_CACHE_NO_INTERNAL_STORE);
+	SSL_CTX_sess_set_new_cb(ctx, tls_new_session);
+	SSL_CTX_set_app_data(ctx, e);
+	e->ssl_ctx = ctx;
+	return 0;
+off:
+	objfs_debug("direct: no TLS context (%s): https stays with libcurl",
+		    ERR_reason_error_string(ERR_peek_last_error()));
+	ERR_clear_error();
+	curl_easy_cleanup(h);
+	SSL_CTX_free(ctx);
+	return -EIO;
+}
+
+/* Whether @host is an IPv4 or IPv6 address, not a name. */
+static int host_is_ip(const char *host)
+{
+	unsigned char buf[sizeof(struct in6_addr)];
+
+	return inet_pton(AF_INET, host, buf) == 1 || inet_pton(AF_INET6, host, buf) == 1;
+}
+
+/* A TLS session for new connection @dc to https origin dc->auth: SNI
+ * (names only, as libcurl), the name or address to verify, the origin's
+ * last session. 0, or -ENOMEM. */
+static int tls_new(struct objfs_engine *e, struct objfs_dconn *dc)
+{
+	char host[256], port[8];
+	struct direct_origin *o;
+	SSL *ssl;
+
+	if (split_origin(dc->auth, host, sizeof(host), port, sizeof(port)))
+		return -EINVAL;
+	ssl = SSL_new(e->ssl_ctx);
+	if (!ssl || SSL_set_fd(ssl, dc->fd) != 1)
+		goto err;
+	SSL_set_app_data(ssl, dc);
+	if (host_is_ip(host)) {
+		if (!e->cfg.insecure &&
+		    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), host) != 1)
+			goto err;
+	} else {
+		if (SSL_set_tlsext_host_name(ssl, host) != 1)
+			goto err;
+		if (!e->cfg.insecure) {
+			SSL_set_hostflags(ssl, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS |
+					       X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
+			if (SSL_set1_host(ssl, host) != 1)
+				goto err;
+		}
+	}
+	pthread_mutex_lock(&e->origin_lock);
+	o = origin_lookup(e, dc->auth);
+	if (o && o->sess)
+		(void)SSL_set_session(ssl, o->sess); /* takes its own reference */
+	pthread_mutex_unlock(&e->origin_lock);
+	SSL_set_connect_state(ssl);
+	dc->ssl = ssl;
+	return 0;
+err:
+	ERR_clear_error();
+	SSL_free(ssl);
+	return -ENOMEM;
+}
+
+/* What TLS call @k on @dc came to: > 0 bytes; 0 the end of the stream;
+ * -EAGAIN waiting (dc->want says for what); -EIO anything else. */
+static ssize_t tls_result(struct objfs_dconn *dc, int k)
+{
+	if (k > 0)
+		return k;
+	switch (SSL_get_error(dc->ssl, k)) {
+	case SSL_ERROR_WANT_READ:
+		dc->want = POLLIN;
+		return -EAGAIN;
+	case SSL_ERROR_WANT_WRITE:
+		dc->want = POLLOUT;
+		return -EAGAIN;
+	case SSL_ERROR_ZERO_RETURN:
+		return 0;
+	default:
+		ERR_clear_error();
+		return -EIO;
+	}
+}
+
+/* send() on @dc, through TLS on an https one: bytes, -EAGAIN, -EIO. */
+static ssize_t dc_send(struct objfs_dconn *dc, const char *p, size_t n)
+{
+	ssize_t k;
+
+	if (dc->ssl) {
+		ERR_clear_error();
+		k = tls_result(dc, SSL_write(dc->ssl, p, n > INT_MAX ? INT_MAX : (int)n));
+		return k ? k : -EIO;
+	}
+	do
+		k = send(dc->fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (k < 0 && errno == EINTR);
+	if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return -EAGAIN;
+	return k > 0 ? k : -EIO;
+}
+
+/* recv() on @dc into @p, through TLS on an https one (the bytes are
+ * decrypted into @p itself): bytes, 0 at the end, -EAGAIN, -EIO. */
+static ssize_t dc_recv(struct objfs_dconn *dc, char *p, size_t n)
+{
+	ssize_t k;
+
+	if (dc->ssl) {
+		ERR_clear_error();
+		return tls_result(dc, SSL_read(dc->ssl, p, n > INT_MAX ? INT_MAX : (int)n));
+	}
+	do
+		k = recv(dc->fd, p, n, MSG_DONTWAIT);
+	while (k < 0 && errno == EINTR);
+	if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		return -EAGAIN;
+	return k < 0 ? -EIO : k;
+}
+
 static void dc_close(struct engine_thread *th, struct objfs_dconn *dc)
 {
 	LIST_REMOVE(dc, link);
 	th->ndconns--;
 	objfs_debug("direct fd %d: closed", dc->fd);
+	if (dc->ssl && SSL_is_init_finished(dc->ssl)) {
+		/* no close_notify (the server takes the EOF), but a clean end
+		 * for OpenSSL: SSL_free would mark the session unresumable */
+		SSL_set_quiet_shutdown(dc->ssl, 1);
+		(void)SSL_shutdown(dc->ssl);
+	}
+	SSL_free(dc->ssl);
+	ERR_clear_error();
 	close(dc->fd);
 	free(dc);
 }
 
 /* Whether an idle keep-alive connection is still usable: nothing to read
- * (the server neither closed it nor sent anything unasked). */
+ * (the server neither closed it nor sent anything unasked, TLS records
+ * included). */
 static int idle_alive(struct objfs_dconn *dc)
 {
 	char c;
-	ssize_t n = recv(dc->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	ssize_t n;
 
+	if (dc->ssl && SSL_has_pending(dc->ssl))
+		return 0;
+	n = recv(dc->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
 	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
@@ -652,10 +912,16 @@ static struct objfs_dconn *dc_connect(struct engine_thread *th, const char *auth
 	dc->salen = salen;
 	dc->wi = -1;
 	dc->state = DC_CONNECT; /* born here: dc_state() logs what follows */
+	if (key_tls(auth) && tls_new(th->e, dc)) {
+		close(dc->fd);
+		free(dc);
+		return NULL;
+	}
 	if (connect(dc->fd, (const struct sockaddr *)sa, salen) == 0) {
-		dc_state(dc, DC_SEND);
+		dc_state(dc, dc->ssl ? DC_TLS : DC_SEND);
 	} else if (errno != EINPROGRESS) {
 		*failed = errno == ENOBUFS || errno == ENOMEM ? DC_FAIL_SHORT : DC_FAIL_ADDR;
+		SSL_free(dc->ssl);
 		close(dc->fd);
 		free(dc);
 		return NULL;
@@ -677,7 +943,7 @@ static void dc_begin(struct objfs_dconn *dc, struct objfs_req *r)
 	r->dconn = dc;
 	r->progress_ns = objfs_now_ns(); /* it has a connection: the clock runs */
 	r->sent_ns = 0;
-	if (dc->state != DC_CONNECT)
+	if (dc->state != DC_CONNECT && dc->state != DC_TLS)
 		dc_state(dc, DC_SEND);
 }
 
@@ -728,11 +994,11 @@ int objfs_direct_start(struct engine_thread *th, struct objfs_req *r)
 	struct objfs_dconn *dc;
 	int n, failed;
 
-	if (!e->direct || r->no_direct || r->method != OBJFS_GET || !r->len || !r->dst ||
-	    r->no_redirect)
+	if ((!e->direct && !e->direct_tls) || r->no_direct || r->method != OBJFS_GET || !r->len ||
+	    !r->dst || r->no_redirect)
 		return -EAGAIN;
 	n = objfs_direct_request_text(r, text, sizeof(text), auth, sizeof(auth));
-	if (n < 0 || !origin_on(e, auth))
+	if (n < 0 || !(key_tls(auth) ? e->direct_tls : e->direct) || !origin_on(e, auth))
 		return -EAGAIN;
 	dc = dc_get(th, auth, &failed);
 	if (failed)
@@ -814,7 +1080,7 @@ static void dc_fallback(struct engine_thread *th, struct objfs_dconn *dc, const 
 	struct objfs_req *r = dc->r;
 
 	if (off)
-		origin_off(th->e, dc->auth);
+		origin_off(th->e, dc->auth, why);
 	dc_end(th, dc, 0);
 	objfs_debug("%s: direct GET handed to libcurl: %s", r->url, why);
 	objfs_stats_direct(1);
@@ -925,6 +1191,42 @@ static int head_done(struct engine_thread *th, struct objfs_dconn *dc, size_t en
 	return 0;
 }
 
+/*
+ * The TLS handshake of new https connection @dc, as far as it goes
+ * without blocking. 0 once done (or under way: dc->want set, the state
+ * still DC_TLS); 1 when the attempt ended (in @out): a handshake that
+ * fails goes to libcurl, which connects and verifies again and says why
+ * it cannot; a certificate or name this path refused (libcurl had
+ * accepted the origin's) also rests the origin.
+ */
+static int tls_step(struct engine_thread *th, struct objfs_dconn *dc, struct ends *out)
+{
+	char why[160];
+	ssize_t k;
+	long v;
+
+	ERR_clear_error();
+	k = tls_result(dc, SSL_connect(dc->ssl));
+	if (k > 0) {
+		objfs_debug("direct fd %d: %s, %s%s", dc->fd, SSL_get_version(dc->ssl),
+			    SSL_get_cipher_name(dc->ssl),
+			    SSL_session_reused(dc->ssl) ? ", resumed" : "");
+		dc_state(dc, DC_SEND);
+		return 0;
+	}
+	if (k == -EAGAIN)
+		return 1; /* nothing more now; the state stays DC_TLS */
+	v = SSL_get_verify_result(dc->ssl);
+	if (v != X509_V_OK) {
+		snprintf(why, sizeof(why), "TLS certificate not verified: %s",
+			 X509_verify_cert_error_string(v));
+		dc_fallback(th, dc, why, 1, out);
+	} else {
+		dc_fallback(th, dc, "TLS handshake failed", 0, out);
+	}
+	return 1;
+}
+
 /* Moves @dc along as far as it goes without blocking; an attempt that
  * ends goes to @out. */
 static void dc_step(struct engine_thread *th, struct objfs_dconn *dc, struct ends *out)
@@ -944,18 +1246,17 @@ static void dc_step(struct engine_thread *th, struct objfs_dconn *dc, struct end
 			dc_fallback(th, dc, "connect failed", 0, out);
 			return;
 		}
-		dc_state(dc, DC_SEND);
+		dc_state(dc, dc->ssl ? DC_TLS : DC_SEND);
 	}
+	if (dc->state == DC_TLS && tls_step(th, dc, out))
+		return;
 	if (dc->state == DC_SEND) {
 		while (dc->req_off < dc->req_len) {
-			ssize_t n = send(dc->fd, dc->req + dc->req_off, dc->req_len - dc->req_off,
-					 MSG_NOSIGNAL | MSG_DONTWAIT);
+			ssize_t n = dc_send(dc, dc->req + dc->req_off, dc->req_len - dc->req_off);
 
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			if (n == -EAGAIN)
 				return;
-			if (n <= 0) {
+			if (n < 0) {
 				wire_error(th, dc, "send failed", out);
 				return;
 			}
@@ -974,11 +1275,8 @@ static void dc_step(struct engine_thread *th, struct objfs_dconn *dc, struct end
 			dc_fallback(th, dc, "response head too large", 0, out);
 			return;
 		}
-		n = recv(dc->fd, dc->head + dc->head_len, sizeof(dc->head) - 1 - dc->head_len,
-			 MSG_DONTWAIT);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		n = dc_recv(dc, dc->head + dc->head_len, sizeof(dc->head) - 1 - dc->head_len);
+		if (n == -EAGAIN)
 			return;
 		if (n <= 0) {
 			wire_error(th, dc, n ? "receive failed" : "connection closed before the "
@@ -998,11 +1296,9 @@ static void dc_step(struct engine_thread *th, struct objfs_dconn *dc, struct end
 			return;
 	}
 	while (dc->state == DC_BODY) {
-		ssize_t n = recv(dc->fd, r->dst + r->got, r->len - r->got, MSG_DONTWAIT);
+		ssize_t n = dc_recv(dc, r->dst + r->got, r->len - r->got);
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+		if (n == -EAGAIN)
 			return;
 		if (n <= 0) {
 			objfs_info("%s: body ended after %zu of %zu bytes", r->url, r->got, r->len);
@@ -1028,8 +1324,12 @@ unsigned objfs_direct_waitfds(struct engine_thread *th)
 		if (n >= th->per)
 			continue;
 		th->wfds[n].fd = dc->fd;
-		th->wfds[n].events = (short)(dc->state == DC_CONNECT || dc->state == DC_SEND ?
-					     POLLOUT : POLLIN);
+		if (dc->want)
+			th->wfds[n].events = dc->want; /* a TLS call waits for it */
+		else
+			th->wfds[n].events = (short)(dc->state == DC_CONNECT ||
+						     dc->state == DC_TLS || dc->state == DC_SEND ?
+						     POLLOUT : POLLIN);
 		th->wfds[n].revents = 0;
 		dc->wi = (int)n++;
 	}
@@ -1072,6 +1372,8 @@ void objfs_direct_abort(struct engine_thread *th, struct objfs_req *r)
 		 * retry goes through libcurl, which resolves again */
 		origin_rest(th->e, dc->auth, &dc->sa, dc->salen);
 		r->no_direct = 1;
+	} else if (dc->state == DC_TLS) {
+		r->no_direct = 1; /* a handshake that stalls: libcurl's to judge */
 	}
 	dc->r = NULL;
 	r->dconn = NULL;

@@ -3,7 +3,7 @@
  * includes it (but the unit tests and the direct_head fuzz target).
  *
  * engine.c runs the event loop and drives libcurl; engine_direct.c is the
- * direct receive path for plain-HTTP ranged GETs (see its file header). A
+ * direct receive path for ranged GETs, plain or TLS (see its file header). A
  * request on either path is in its thread's in-flight list, so the stall
  * watchdog, retries and the final accounting are the same for both.
  *
@@ -89,9 +89,14 @@ struct direct_addr {
 typedef int (*objfs_resolve_fn)(void *arg, const char *host, const char *port,
 				struct direct_addr *out, unsigned cap);
 
-/* A plain-HTTP origin ("host[:port]" as in the URL) and its addresses. */
+/* An origin ("http://host[:port]" or "https://host[:port]", as the URL
+ * writes it: the origin key) and its addresses. */
 struct direct_origin {
 	char authority[256];
+	/* https: the TLS session of the last handshake (or the last ticket the
+	 * server sent), offered on the next connection (resumption); owned
+	 * here, NULL if none. */
+	struct ssl_session_st *sess;
 	/* The host's addresses as last resolved (or, until then, the one
 	 * libcurl connected to); new connections take them round robin from
 	 * next on, skipping resting ones. */
@@ -126,7 +131,11 @@ struct objfs_engine {
 	unsigned nthreads;
 	struct engine_thread *th;
 	atomic_uint rr;
-	int direct; /* cfg.direct and no proxy in the environment */
+	int direct;     /* cfg.direct and no proxy for http:// in the environment */
+	int direct_tls; /* cfg.direct, HTTP/1.1 (not cfg.http2), no proxy for
+			   https://, and ssl_ctx made: https GETs go direct too */
+	struct ssl_ctx_st *ssl_ctx; /* the direct path's TLS client context:
+				       the CA files and verification libcurl uses */
 	pthread_mutex_t origin_lock;
 	struct direct_origin origins[DIRECT_ORIGINS]; /* guarded by origin_lock */
 	unsigned norigins;                            /* guarded by origin_lock */
@@ -171,18 +180,20 @@ void objfs_direct_engine_free(struct objfs_engine *e);
 /* The default resolver: getaddrinfo, IPv4 and IPv6 (see objfs_resolve_fn). */
 int objfs_direct_resolve(void *arg, const char *host, const char *port, struct direct_addr *out,
 			 unsigned cap);
-/* Whether direct receive can be used at all (no proxy configured). */
-int objfs_direct_usable(void);
+/* Whether direct receive can be used at all for http:// (@tls 0) or
+ * https:// (@tls 1) URLs: no proxy configured for them. */
+int objfs_direct_usable(int tls);
 /*
  * Starts @r on the direct path. 0: it is on a connection (the caller puts
  * it in flight); 1: it waits in th->dwait for one (see
  * objfs_direct_next_waiting); -EAGAIN: it must go through libcurl.
  */
 int objfs_direct_start(struct engine_thread *th, struct objfs_req *r);
-/* After a libcurl transfer of @url on @h: remembers that a plain-HTTP
- * origin answers, and the address libcurl connected to, so later ranged
- * GETs can go direct (and has the host's addresses resolved). */
-void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url);
+/* After a libcurl transfer of @url on @h (@ok: it ended with CURLE_OK):
+ * remembers that an origin answers, and the address libcurl connected to,
+ * so later ranged GETs can go direct (and has the host's addresses
+ * resolved). An https origin only once libcurl's transfer succeeded. */
+void objfs_direct_learn(struct objfs_engine *e, CURL *h, const char *url, int ok);
 /* Fills th->wfds for curl_multi_poll; returns how many. */
 unsigned objfs_direct_waitfds(struct engine_thread *th);
 /*

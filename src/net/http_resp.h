@@ -3,7 +3,7 @@
  * receive paths.
  *
  * The engine receives a response either through libcurl (engine.c, whose
- * header and body callbacks feed it here) or through its own plain-HTTP
+ * header and body callbacks feed it here) or through its own HTTP/1.1
  * reader (engine_direct.c, which feeds it the lines of a head it read
  * itself). Both ask this module what the response says and whether it is
  * acceptable, so the two paths cannot disagree on what a valid answer is

@@ -57,7 +57,7 @@ if ! "$CLANG" -fsanitize=fuzzer,address,undefined "$probe/p.c" -o "$probe/p" >"$
 	skip_or_fail "$CLANG cannot link -fsanitize=fuzzer (libclang-rt-14-dev missing?)"
 fi
 
-pkgs="libxml-2.0 json-c libcurl libcrypto liburing libxxhash"
+pkgs="libxml-2.0 json-c libcurl libssl libcrypto liburing libxxhash"
 if ! pc_cflags=$(pkg-config --cflags $pkgs) || ! pc_libs=$(pkg-config --libs $pkgs); then
 	echo "fuzz: FAIL: pkg-config cannot find $pkgs"
 	exit 1

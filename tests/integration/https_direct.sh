@@ -1,0 +1,182 @@
+#!/bin/bash
+# https_direct.sh: the direct receive path over HTTPS (issue 20) against a
+# real server: nginx with a certificate from a test CA made here.
+#
+#   - a mount with ca_file= reads large and small objects byte-exact, the
+#     data GETs on the direct path (requests_direct in .objfs-stats, no
+#     fallbacks), later TLS connections resuming the session (nginx logs
+#     $ssl_session_reused);
+#   - a certificate for another host name, and one from a CA not given,
+#     are refused at mount with the existing clear messages (libcurl's);
+#   - the certificate changing under a running mount (nginx reloaded with
+#     one from an untrusted CA): the direct path refuses it too (a
+#     fallback counted), libcurl refuses it and says so, the read fails
+#     with EACCES (a refused certificate, as at any time), and no byte of
+#     it is wrong;
+#   - insecure: the untrusted certificate is read directly.
+#
+# Run as root (FUSE); skips (77) without /dev/fuse, openssl or nginx.
+set -u
+# shellcheck source=lib.sh
+. "$(dirname "$0")/lib.sh"
+
+skip_unless_fuse
+require_objfs
+command -v openssl >/dev/null || skip "openssl is not installed"
+nginx_check || skip "nginx is not usable"
+
+SHORT_TO=60
+SRC=$TEST_TMP/src
+MNT=$TEST_TMP/mnt
+TLS=$TEST_TMP/tls
+mkdir -p "$SRC" "$TLS"
+head -c $((48 << 20)) /dev/urandom >"$SRC/big.bin"
+head -c $((6 << 20)) /dev/urandom >"$SRC/mid.bin"
+head -c $((6 << 20)) /dev/urandom >"$SRC/late.bin"
+echo "small file over https" >"$SRC/f.txt"
+
+# ca NAME: a test CA; leaf NAME CA SAN: a certificate of CA for SAN
+ca() {
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+		-subj "/CN=objfs test CA $1" -keyout "$TLS/$1.key" -out "$TLS/$1.pem"
+}
+leaf() {
+	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" \
+		-keyout "$TLS/$1.key" -out "$TLS/$1.csr" &&
+		printf 'subjectAltName=%s\n' "$3" >"$TLS/$1.ext" &&
+		openssl x509 -req -in "$TLS/$1.csr" -CA "$TLS/$2.pem" -CAkey "$TLS/$2.key" \
+			-CAcreateserial -days 2 -extfile "$TLS/$1.ext" -out "$TLS/$1.pem"
+}
+if ! { ca ca && ca rogue && leaf ip ca "IP:127.0.0.1,DNS:localhost" &&
+	leaf nameonly ca "DNS:localhost" && leaf untrusted rogue "IP:127.0.0.1"; } \
+	>"$TLS/openssl.log" 2>&1; then
+	echo "ERROR: openssl could not make the test certificates: $(tail -5 "$TLS/openssl.log")" >&2
+	exit 99
+fi
+cp "$TLS/ip.pem" "$TLS/live.pem"
+cp "$TLS/ip.key" "$TLS/live.key"
+
+HTTPS_PORT=$(free_port)
+NAMEONLY_PORT=$(free_port)
+# shellcheck disable=SC2034 # read by nginx_start (lib.sh)
+NGINX_EXTRA_CONF="
+    log_format tls '\$ssl_session_reused \$request';
+    server {
+        listen 127.0.0.1:$HTTPS_PORT ssl;
+        ssl_certificate $TLS/live.pem;
+        ssl_certificate_key $TLS/live.key;
+        access_log $TEST_TMP/tls.log tls;
+        keepalive_requests 4;
+        location /data/ { alias $SRC/; autoindex on; autoindex_format json; }
+    }
+    server {
+        listen 127.0.0.1:$NAMEONLY_PORT ssl;
+        ssl_certificate $TLS/nameonly.pem;
+        ssl_certificate_key $TLS/nameonly.key;
+        location /data/ { alias $SRC/; autoindex on; autoindex_format json; }
+    }"
+nginx_start "$SRC" || { fail "expected nginx to start"; summary; exit 1; }
+URL=https://127.0.0.1:$HTTPS_PORT/data/
+log "objfs: $OBJFS; nginx https on $HTTPS_PORT (another name only: $NAMEONLY_PORT)"
+
+stat_of() { awk -v k="$1" '$1 == k { print $2 }' "$MNT/.objfs-stats"; }
+
+# ---------------------------------------------------------------- direct
+
+# keepalive_requests 4: nginx closes every fourth request's connection, so
+# the mount keeps making new ones, which resume the session
+if mount_objfs "$URL" "$MNT" "ca_file=$TLS/ca.pem,max_connections=4"; then
+	for f in big.bin f.txt mid.bin; do
+		if timeout "$SHORT_TO" cmp -s "$MNT/$f" "$SRC/$f"; then
+			pass "https with ca_file: $f reads byte-exact"
+		else
+			fail "https with ca_file: expected $f to read as the source, it differs or failed"
+		fi
+	done
+	want=$(dd if="$SRC/big.bin" bs=4096 skip=3001 count=77 status=none | sha256sum)
+	got=$(timeout "$SHORT_TO" dd if="$MNT/big.bin" bs=4096 skip=3001 count=77 status=none | sha256sum)
+	check "https: a read at an odd offset is byte-exact" [ "$want" = "$got" ]
+	direct=$(stat_of requests_direct)
+	fb=$(stat_of direct_fallbacks)
+	if [ "${direct:-0}" -gt 0 ] && [ "${fb:-1}" = 0 ]; then
+		pass "https: $direct data GETs on the direct path, no fallback to libcurl"
+	else
+		fail "https: expected data GETs on the direct path and no fallbacks, got requests_direct=$direct direct_fallbacks=$fb"
+	fi
+	reused=$(grep -c '^r ' "$TEST_TMP/tls.log")
+	conns=$(wc -l <"$TEST_TMP/tls.log")
+	if [ "$reused" -gt 0 ]; then
+		pass "https: TLS sessions resumed ($reused of $conns requests on resumed connections)"
+	else
+		fail "https: expected resumed TLS sessions in nginx's log, got none of $conns requests"
+	fi
+
+	# the certificate changes under the mount: one from a CA not given
+	fb0=$(stat_of direct_fallbacks)
+	cp "$TLS/untrusted.pem" "$TLS/live.pem"
+	cp "$TLS/untrusted.key" "$TLS/live.key"
+	kill -HUP "$NGINX_PID"
+	sleep 1
+	if timeout "$SHORT_TO" cat "$MNT/late.bin" >"$TEST_TMP/late.out" 2>"$TEST_TMP/late.err"; then
+		fail "certificate changed to an untrusted one: expected the read to fail, it succeeded"
+	elif grep -q "Permission denied" "$TEST_TMP/late.err"; then
+		pass "certificate changed to an untrusted one: the read fails with EACCES"
+	else
+		fail "certificate changed: expected EACCES, got: $(head -c 200 "$TEST_TMP/late.err")"
+	fi
+	if [ ! -s "$TEST_TMP/late.out" ] || cmp -s "$TEST_TMP/late.out" <(head -c "$(stat -c %s "$TEST_TMP/late.out")" "$SRC/late.bin"); then
+		pass "certificate changed: no wrong byte reached the reader"
+	else
+		fail "certificate changed: the reader got bytes that are not the object's"
+	fi
+	fb1=$(stat_of direct_fallbacks)
+	if [ "${fb1:-0}" -gt "${fb0:-0}" ]; then
+		pass "certificate changed: the direct path refused it too ($((fb1 - fb0)) handed to libcurl)"
+	else
+		fail "certificate changed: expected the direct path to refuse it (direct_fallbacks $fb0 -> $fb1)"
+	fi
+	if grep -q "SSL peer certificate\|certificate" "$OBJFS_LOG"; then
+		pass "certificate changed: the log says why ($(grep -m1 certificate "$OBJFS_LOG" | cut -c1-120))"
+	else
+		fail "certificate changed: expected a certificate message in the log, got: $(tail -c 300 "$OBJFS_LOG")"
+	fi
+	check_unmount "https with ca_file" "$MNT"
+else
+	fail "https with ca_file: expected $URL to mount"
+fi
+
+# ---------------------------------------------------------------- refused
+
+# refused DESC URL OPTS: the mount fails, and says it is the certificate
+refused() {
+	local desc=$1 url=$2 o=$3
+	if timeout 60 "$OBJFS" -f -o "$o" "$url" "$MNT" >"$TEST_TMP/ref.out" 2>&1; then
+		fail "$desc: expected the mount to be refused, objfs exited 0"
+		unmount_objfs "$MNT" >/dev/null 2>&1
+	elif grep -qE "TLS|certificate" "$TEST_TMP/ref.out"; then
+		pass "$desc: refused ($(grep -m1 -E 'TLS|certificate' "$TEST_TMP/ref.out" | cut -c1-140))"
+	else
+		fail "$desc: expected a TLS or certificate message, got: $(head -c 300 "$TEST_TMP/ref.out")"
+	fi
+	is_mounted "$MNT" && unmount_objfs "$MNT" >/dev/null 2>&1
+}
+refused "untrusted certificate (no ca_file)" "$URL" "retries=0"
+refused "certificate for another host name (localhost only, asked 127.0.0.1)" \
+	"https://127.0.0.1:$NAMEONLY_PORT/data/" "retries=0,ca_file=$TLS/ca.pem"
+
+# ---------------------------------------------------------------- insecure
+
+if mount_objfs "$URL" "$MNT" "insecure,max_connections=2"; then
+	if timeout "$SHORT_TO" cmp -s "$MNT/mid.bin" "$SRC/mid.bin"; then
+		pass "insecure: the untrusted certificate's server reads byte-exact"
+	else
+		fail "insecure: expected mid.bin to read as the source"
+	fi
+	direct=$(stat_of requests_direct)
+	check "insecure: data GETs on the direct path (requests_direct=$direct)" [ "${direct:-0}" -gt 0 ]
+	check_unmount "insecure" "$MNT"
+else
+	fail "insecure: expected $URL to mount"
+fi
+
+summary
