@@ -141,8 +141,10 @@ run_curl() {
 with_mount() {
 	mount_objfs "$URL" "$MNT" "$OPTS" >/dev/null || return 1
 	"$@"
-	local rc=$?
+	local rc=$? log=${_MOUNT_LOG[$MNT]:-}
 	unmount_objfs "$MNT" >/dev/null
+	# where the daemon saw each ring placed (side.c logs it on a machine of several nodes)
+	[ -z "$log" ] || grep -o 'side: session .*NUMA node.*' "$log" | sed 's/^/# /' >>"$res.txt"
 	return $rc
 }
 
