@@ -496,9 +496,9 @@ void objfs_opts_machine(struct objfs_opts *o, const struct objfs_machine *m)
 	if (!o->threads)
 		o->threads = clampu(8 * ncpu, 64, 512);
 	if (!o->engine_threads)
-		o->engine_threads = clampu(ncpu, 2, 16);
+		o->engine_threads = clampu(ncpu, 2, 64);
 	if (!o->max_connections)
-		o->max_connections = clampu(4 * ncpu, 16, 64);
+		o->max_connections = clampu(4 * ncpu, 16, 256);
 	if (!o->cache_size) {
 		uint64_t c = m->mem / 16;
 

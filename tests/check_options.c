@@ -235,8 +235,8 @@ START_TEST(test_machine_defaults)
 	objfs_opts_init(&o);
 	objfs_opts_machine(&o, &big);
 	ck_assert_uint_eq(o.threads, 512);
-	ck_assert_uint_eq(o.engine_threads, 16);
-	ck_assert_uint_eq(o.max_connections, 64);
+	ck_assert_uint_eq(o.engine_threads, 64);
+	ck_assert_uint_eq(o.max_connections, 256);
 	ck_assert_uint_eq(o.cache_size, 16ull << 30);
 	objfs_opts_init(&o);
 	objfs_opts_machine(&o, &tiny); /* memory unknown: 1 GiB */
