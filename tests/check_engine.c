@@ -815,6 +815,11 @@ static const struct text_case {
 	{ "http://h/a", "X-Empty;", NULL, NULL, 1024, NULL, NULL },
 	{ "http://h/a", "Range: bytes=0-1", NULL, NULL, 1024, NULL, NULL },
 	{ "http://h/a", "X-Evil: a\r\nX-More: b", NULL, NULL, 1024, NULL, NULL },
+	/* no name, or a fold into the header before */
+	{ "http://h/a", ": v", NULL, NULL, 1024, NULL, NULL },
+	{ "http://h/a", "Host: a", "host: b", NULL, 1024, NULL, NULL },
+	{ "http://h/a", "X-A: 1", " X-B: 2", NULL, 1024, NULL, NULL },
+	{ "https://h/a", "X-A: 1", "\tX-B: 2", NULL, 1024, NULL, NULL },
 };
 
 START_TEST(test_request_text)

@@ -242,12 +242,18 @@ int objfs_direct_request_text(const struct objfs_req *r, char *out, size_t cap, 
 	for (const struct curl_slist *s = r->headers; s; s = s->next) {
 		size_t sl = strlen(s->data), nl = strcspn(s->data, ":;");
 
-		/* curl's "Name:" (remove) and "Name;" (empty) forms, and text
-		 * a header cannot carry: leave those to curl */
-		if (nl == sl || s->data[nl] == ';' || nl + 1 == sl || bad_text(s->data, sl))
+		/* curl's "Name:" (remove) and "Name;" (empty) forms, a line
+		 * without a name or starting with white space (it would fold
+		 * into the previous header), and text a header cannot carry:
+		 * leave those to curl */
+		if (nl == sl || !nl || s->data[0] == ' ' || s->data[0] == '\t' ||
+		    s->data[nl] == ';' || nl + 1 == sl || bad_text(s->data, sl))
 			return -EAGAIN;
-		if (nl == 4 && strncasecmp(s->data, "host", 4) == 0)
+		if (nl == 4 && strncasecmp(s->data, "host", 4) == 0) {
+			if (host)
+				return -EAGAIN; /* two Hosts: a server must refuse it */
 			host = s->data;
+		}
 		if (nl == 5 && strncasecmp(s->data, "range", 5) == 0)
 			return -EAGAIN;
 	}

@@ -11,7 +11,7 @@
 # tests/deps.sh has installed them and their absence is a failure.
 #
 # Environment:
-#   FUZZ_TIME=SECS       seconds per target (default 12: 10 targets and the build
+#   FUZZ_TIME=SECS       seconds per target (default 12: 13 targets and the build
 #                        stay under 3 minutes on a 2-core machine)
 #   FUZZ_TARGETS="a b"   only these targets (names as in tests/fuzz/fuzz_<name>.c)
 #   FUZZ_ARGS="..."      more libFuzzer flags, e.g. -max_len=65536
