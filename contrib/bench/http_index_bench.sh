@@ -11,6 +11,9 @@
 #            after)
 #   objfs    a fresh mount of the same URL, `ls -l | wc -l`: seconds, and
 #            the daemon's CPU seconds (user + system) for it
+#   local    `ls -l` of the same files on the local disk: what ls itself
+#            costs for this many entries (statx, getxattr, sort, format),
+#            which objfs pays after the fetch; fetch + local is the floor
 #
 # and prints the pair's ratio; the last line is the median of the ratios.
 #
@@ -51,10 +54,10 @@ bytes=$(curl -s -o /dev/null -w '%{size_download}' "$URL")
 say "# $(date -u +%FT%TZ) $(uname -n) $(nproc) cores; objfs=$OBJFS $(git -C "$here" rev-parse --short HEAD 2>/dev/null)"
 say "# $N entries, index $bytes bytes at $URL; reps $REPS; objfs options: ${BENCH_OPTS:-none}"
 
-run_curl() {
+run_curl() { # T_CURL, and T_TTFB: how much of it nginx spent building the index
 	local t0
 	t0=$(now)
-	curl -s -o /dev/null "$URL"
+	T_TTFB=$(curl -s -o /dev/null -w '%{time_starttransfer}' "$URL")
 	T_CURL=$(dt "$t0" "$(now)")
 }
 run_objfs() {
@@ -70,14 +73,24 @@ run_objfs() {
 	unmount_objfs "$MNT" >/dev/null
 }
 
+run_local() {
+	local t0
+	t0=$(now)
+	ls -l "$data" | grep -c '^-' >/dev/null
+	T_LOCAL=$(dt "$t0" "$(now)")
+}
+
 run_curl # warm nginx's cache of the directory
 for ((rep = 1; rep <= REPS; rep++)); do
 	if ((rep % 2)); then run_curl; run_objfs; else run_objfs; run_curl; fi
+	run_local
 	[ "$T_LS" = fail ] && { say "rep $rep: mount failed"; continue; }
 	ratio=$(awk -v a="$T_LS" -v b="$T_CURL" 'BEGIN { printf "%.2f", a / b }')
-	say "rep $rep: curl ${T_CURL}s | objfs ls -l $N_LS entries ${T_LS}s (daemon CPU ${CPU_LS}s) | ${ratio}x"
-	echo "$rep $T_CURL $T_LS $CPU_LS $N_LS $ratio" >>"$res.runs"
+	say "rep $rep: curl ${T_CURL}s (first byte ${T_TTFB}s) | objfs ls -l $N_LS entries ${T_LS}s (daemon CPU ${CPU_LS}s) | ${ratio}x" \
+		"| local ls -l ${T_LOCAL}s | load $(cut -d' ' -f1 /proc/loadavg)"
+	echo "$rep $T_CURL $T_LS $CPU_LS $N_LS $ratio $T_LOCAL" >>"$res.runs"
 done
 median() { awk -v c="$1" '{ print $c }' "$res.runs" | sort -n | awk '{ a[NR] = $1 } END { print NR ? a[int((NR + 1) / 2)] : "none" }'; }
-say "median ratio: $(median 6)x (curl median $(median 2)s, objfs median $(median 3)s)"
-say "# runs: $res.runs (rep curl_s ls_s daemon_cpu_s entries ratio)"
+say "median ratio: $(median 6)x (curl median $(median 2)s, objfs median $(median 3)s," \
+	"daemon CPU median $(median 4)s, local ls -l median $(median 7)s)"
+say "# runs: $res.runs (rep curl_s ls_s daemon_cpu_s entries ratio local_ls_s)"

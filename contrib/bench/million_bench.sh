@@ -10,6 +10,9 @@
 #   ls       `ls -l | wc -l` on a fresh mount: seconds, against the bare
 #            listing (every page fetched in sequence by a plain client, the
 #            floor for any tool that lists the prefix)
+#   cpu      the daemon's CPU seconds (user + system) for that `ls -l`:
+#            unlike the wall-clock ratio, hardly moved by other load on the
+#            machine
 #   rss      objfs's RSS idle, after `ls -l`, and after
 #            `echo 2 > /proc/sys/vm/drop_caches` (the kernel forgets the
 #            inodes)
@@ -49,7 +52,7 @@ MNT=$TEST_TMP/mnt
 mkdir -p "$MNT"
 
 say "# $(date -u +%FT%TZ) $(uname -n) $(nproc) cores; objfs=$OBJFS; s3fs=${S3FS:-none}; rclone=${RCLONE:-none}"
-say "# $KEYS keys flat, ${LAT} ms per request, reps $REPS"
+say "# $KEYS keys flat, ${LAT} ms per request, reps $REPS; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # The floor: every page in sequence, as any lister must fetch them.
 t0=$(now)
@@ -89,6 +92,7 @@ umount_tool() {
 	sleep 0.5
 }
 rss_kb() { awk '/^VmRSS/ { print $2 }' "/proc/$1/status"; }
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 
 tools="objfs"
 [ -n "$S3FS" ] && tools="$tools s3fs"
@@ -113,9 +117,11 @@ for ((rep = 1; rep <= REPS; rep++)); do
 		# ls -l of everything, fresh mount; RSS around it
 		mount_tool "$tool" || continue
 		idle=$(rss_kb "$PID")
+		c0=$(cpu_ticks "$PID")
 		t0=$(now)
 		n=$(timeout 1800 ls -l "$MNT" | grep -c '^-')
 		t_ls=$(dt "$t0" "$(now)")
+		cpu=$(awk -v a="$c0" -v b="$(cpu_ticks "$PID")" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')
 		after=$(rss_kb "$PID")
 		sync
 		echo 2 >/proc/sys/vm/drop_caches
@@ -123,9 +129,9 @@ for ((rep = 1; rep <= REPS; rep++)); do
 		dropped=$(rss_kb "$PID")
 		umount_tool "$tool"
 		say "$tool rep $rep: stat ${t_stat}s $n_stat requests (size $sz; $(awk -v a="$t_stat" -v b="$one_req" 'BEGIN { printf "%.1f", a / b }')x one request)" \
-			"| ls -f first name '${first}' ${t_head}s | ls -l $n entries ${t_ls}s ($(awk -v a="$t_ls" -v b="$t_pages" 'BEGIN { printf "%.2f", a / b }')x the bare listing)" \
+			"| ls -f first name '${first}' ${t_head}s | ls -l $n entries ${t_ls}s ($(awk -v a="$t_ls" -v b="$t_pages" 'BEGIN { printf "%.2f", a / b }')x the bare listing, daemon CPU ${cpu}s)" \
 			"| RSS idle $((idle / 1024)) MiB, after ls -l $((after / 1024)) MiB (+$(((after - idle) / 1024))), after drop_caches $((dropped / 1024)) MiB"
-		echo "$tool $rep $t_stat $n_stat $t_head $t_ls $n $idle $after $dropped" >>"$res.runs"
+		echo "$tool $rep $t_stat $n_stat $t_head $t_ls $n $idle $after $dropped $cpu $(cut -d' ' -f1 /proc/loadavg)" >>"$res.runs"
 	done
 done
-say "# runs: $res.runs (tool rep stat_s stat_requests head_s ls_s entries rss_idle_kb rss_ls_kb rss_dropped_kb)"
+say "# runs: $res.runs (tool rep stat_s stat_requests head_s ls_s entries rss_idle_kb rss_ls_kb rss_dropped_kb ls_cpu_s load1)"
