@@ -7,6 +7,8 @@
 # device buffer (tests/gpu/gpu_batch bench):
 #
 #   readv    one objfs_gpu_readv of every sample (libobjfs batch)
+#   readv1   the same, each sample its own cudaMemcpyAsync
+#            (OBJFS_GPU_NO_BATCHCOPY=1: libobjfs before cudaMemcpyBatchAsync)
 #   loop     a loop of objfs_gpu_read, one sample each
 #   pread16  16 threads: pread through the mount into pinned memory, then
 #            cudaMemcpyAsync (8 staging buffers a thread)
@@ -50,13 +52,21 @@ URL=http://127.0.0.1:$NGINX_PORT
 MNT=$TEST_TMP/mnt
 say "== bench_batch: $NS samples of $LEN bytes across $NF files of $FSIZE bytes; mount -o $OPTS; $(nproc) cores"
 say "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
-modes=(readv loop pread16)
+modes=(readv readv1 loop pread16)
+nm=${#modes[@]}
+# one_pass MODE: one gpu_batch pass, its line labelled MODE
+one_pass() {
+	local m=$1 env=()
+	[ "$m" = readv1 ] && m=readv env=(OBJFS_GPU_NO_BATCHCOPY=1)
+	env "${env[@]}" "$GPU_BATCH" bench "$MNT/shards" "$NF" "$NS" "$LEN" "$m" $((rep + 1)) 2>&1 |
+		grep '^bench' | sed "s/^bench $m /bench $1 /"
+}
 for ((rep = 0; rep < REPS; rep++)); do
-	for ((k = 0; k < 3; k++)); do
-		m=${modes[$(((k + rep) % 3))]}
+	for ((k = 0; k < nm; k++)); do
+		m=${modes[$(((k + rep) % nm))]}
 		mount_objfs "$URL/data/" "$MNT" "$OPTS" || exit 99
-		c=$("$GPU_BATCH" bench "$MNT/shards" "$NF" "$NS" "$LEN" "$m" $((rep + 1)) 2>&1 | grep '^bench')
-		w=$("$GPU_BATCH" bench "$MNT/shards" "$NF" "$NS" "$LEN" "$m" $((rep + 1)) 2>&1 | grep '^bench')
+		c=$(one_pass "$m")
+		w=$(one_pass "$m")
 		say "rep $rep cold: $c"
 		say "rep $rep warm: $w"
 		unmount_objfs "$MNT" >/dev/null 2>&1

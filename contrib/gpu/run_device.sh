@@ -33,6 +33,10 @@ pack() {
 		$(sed -n 's/^CUDA_CPPFLAGS = //p' Makefile) ../lib/client.c ../lib/client_cuda.c \
 		$(sed -n 's/^CUDA_LDFLAGS = //p' Makefile) $(sed -n 's/^CUDA_LIBS = //p' Makefile) \
 		-Wl,-soname,libobjfs.so.0 -o "$dev/libobjfs.so.0"
+	# The copy microbenchmark (contrib/gpu/bench_copies.c).
+	gcc -O2 $(sed -n 's/^CUDA_CPPFLAGS = //p' Makefile) ../contrib/gpu/bench_copies.c \
+		$(sed -n 's/^CUDA_LDFLAGS = //p' Makefile) $(sed -n 's/^CUDA_LIBS = //p' Makefile) \
+		-o "$dev/bench_copies"
 	for l in $(ldd src/objfs tests/gpu/gpu_fill | awk '$3 ~ /^\// { print $3 }' | sort -u |
 		grep -v 'libc\.so\|libm\.so\|libresolv\|ld-linux\|libstdc\|libgcc_s'); do
 		cp -L "$l" "$dev/fallback/"
