@@ -292,6 +292,22 @@ static void make_room(struct objfs_cache *c)
 	evict(c, c->bsize);
 }
 
+/*
+ * A reference to @b for a reader or a fill (c->lock held): off the LRU
+ * while anyone holds it, marked used, counted as a hit or a wait on its
+ * fetch. unref lets go.
+ */
+static void ref(struct objfs_cache *c, struct objfs_block *b)
+{
+	if (b->refs == 0)
+		TAILQ_REMOVE(&c->lru, b, lru);
+	b->refs++;
+	b->touched = 1;
+	if (b->state == B_LOADING)
+		c->st.waits++;
+	else
+		c->st.hits++;
+}
 
 static void unref(struct objfs_cache *c, struct objfs_block *b)
 {
@@ -469,13 +485,7 @@ static int pin_once(struct objfs_cache *c, const struct objfs_cache_obj *o, int6
 		struct objfs_block *b = find(c, o->id, idx, h);
 
 		if (b) {
-			if (b->refs == 0)
-				TAILQ_REMOVE(&c->lru, b, lru);
-			b->refs++;
-			if (b->state == B_LOADING)
-				c->st.waits++;
-			else
-				c->st.hits++;
+			ref(c, b);
 		} else {
 			make_room(c);
 			b = block_new(c, o, idx, h);
@@ -819,20 +829,12 @@ static int fill_from_block(struct fill *f, uint64_t idx, int64_t off, size_t len
 		}
 		*w = (struct blk_waiter){ b->waiters, f, off, len, dst };
 		b->waiters = w;
-		if (b->refs == 0)
-			TAILQ_REMOVE(&c->lru, b, lru);
-		b->refs++;
-		b->touched = 1;
+		ref(c, b);
 		f->pending++;
-		c->st.waits++;
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
-	if (b->refs == 0)
-		TAILQ_REMOVE(&c->lru, b, lru);
-	b->refs++;
-	b->touched = 1;
-	c->st.hits++;
+	ref(c, b);
 	pthread_mutex_unlock(&c->lock);
 	/* READY blocks never change: copied without the lock */
 	memcpy(dst, b->data + (off - (int64_t)(idx * c->bsize)), len);
