@@ -369,6 +369,7 @@ static void ranged(struct objfs_req *r, char *url, size_t cap, int port, const c
 struct run {
 	int direct;       /* in: engine with the direct receive path */
 	unsigned conns;   /* in: connections */
+	int no_redirect;  /* in: requests as the S3 store makes them (a 3xx is not followed) */
 	double el;        /* seconds the requests took */
 	int served;       /* requests the server saw (not counting the warm-up) */
 	int accepted;     /* connections the server accepted (warm-up included) */
@@ -404,6 +405,7 @@ static int fetch(const char *const *paths, size_t n, struct run *run, struct obj
 	}
 	for (size_t i = 0; i < n; i++) {
 		ranged(&r[i], url[i], sizeof(url[i]), s.port, paths[i], dst + i * BODY);
+		r[i].no_redirect = run->no_redirect;
 		rp[i] = &r[i];
 	}
 	objfs_stats_reset();
@@ -718,6 +720,38 @@ START_TEST(test_direct_cases)
 	if (c->accepted >= 0)
 		ck_assert_msg(run.accepted == c->accepted, "%s: %d connections, expected %d",
 			      c->path, run.accepted, c->accepted);
+}
+END_TEST
+
+/*
+ * Ranged GETs that must not follow a redirect (every S3 request: its
+ * signature names one host) take the direct path too, and end as they do
+ * with libcurl alone: the bytes, or the same error for a redirect (not
+ * followed) and an error status.
+ */
+static const char *const no_redirect_paths[] = { "/ok", "/redir", "/gone" };
+
+START_TEST(test_direct_no_redirect)
+{
+	const char *path = no_redirect_paths[_i];
+	const char *paths[4] = { path, path, path, path };
+	struct run curl = { .direct = 0, .conns = 1, .no_redirect = 1 };
+	struct run direct = { .direct = 1, .conns = 1, .no_redirect = 1 };
+	struct objfs_req rc[4], rd[4];
+	char dc[4 * BODY], dd[4 * BODY], bad[BODY];
+	int ec = fetch(paths, 4, &curl, rc, dc), ed = fetch(paths, 4, &direct, rd, dd);
+
+	memset(bad, 0xAA, sizeof(bad));
+	ck_assert_msg(ec == ed, "%s: libcurl %d, direct %d", path, ec, ed);
+	for (int i = 0; i < 4; i++) {
+		ck_assert_msg(rc[i].err == rd[i].err, "%s #%d: libcurl %d, direct %d", path, i,
+			      rc[i].err, rd[i].err);
+		ck_assert_mem_eq(dd + i * BODY, ec ? bad : dc + i * BODY, BODY);
+	}
+	if (!ec) /* every one direct */
+		ck_assert_uint_eq(direct.st.direct, 4);
+	else
+		ck_assert_uint_eq(direct.st.direct, 0);
 }
 END_TEST
 
@@ -1732,6 +1766,8 @@ static Suite *engine_suite(void)
 	tcase_add_loop_test(tc, test_conns_below_threads, 0, 2);
 	suite_add_tcase(s, tc);
 	tcase_set_timeout(td, 60);
+	tcase_add_loop_test(td, test_direct_no_redirect, 0,
+			    (int)(sizeof(no_redirect_paths) / sizeof(no_redirect_paths[0])));
 	tcase_add_loop_test(td, test_direct_cases, 0,
 			    sizeof(direct_cases) / sizeof(direct_cases[0]));
 	tcase_add_test(td, test_direct_needs_an_address);

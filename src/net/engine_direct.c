@@ -1000,8 +1000,10 @@ int objfs_direct_start(struct engine_thread *th, struct objfs_req *r)
 	struct objfs_dconn *dc;
 	int n, failed;
 
+	/* no_redirect (every S3 request) needs nothing more: a 3xx goes to
+	 * libcurl, which then does not follow it either */
 	if ((!e->direct && !e->direct_tls) || r->no_direct || r->method != OBJFS_GET || !r->len ||
-	    !r->dst || r->no_redirect)
+	    !r->dst)
 		return -EAGAIN;
 	n = objfs_direct_request_text(r, text, sizeof(text), auth, sizeof(auth));
 	if (n < 0 || !(key_tls(auth) ? e->direct_tls : e->direct) || !origin_on(e, auth))
