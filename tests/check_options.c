@@ -143,7 +143,7 @@ START_TEST(test_side)
 	char err[256];
 
 	objfs_opts_init(&o);
-	ck_assert(o.side == 1 && o.ring_slots == 16 && o.ring_slot_size == 8u << 20);
+	ck_assert(o.side == 1 && o.ring_slots == 64 && o.ring_slot_size == 2u << 20);
 	ck_assert_int_eq(objfs_opts_parse(&o, "side=off,ring_slots=4,ring_slot_size=4M", err,
 					  sizeof(err)), 0);
 	ck_assert(o.side == 0 && o.ring_slots == 4 && o.ring_slot_size == 4u << 20);

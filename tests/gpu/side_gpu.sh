@@ -71,7 +71,9 @@ else
 fi
 
 # Daemon killed mid-fill: throttled mount, so the fill is surely in flight.
-mount_objfs "$URL/slow/" "$MNT_SLOW" "max_connections=2" || exit 99
+# nginx lets each request have its first second's bytes (2 MB) at once:
+# 8 MiB slots make 4 MiB GETs, which it throttles.
+mount_objfs "$URL/slow/" "$MNT_SLOW" "max_connections=2,ring_slot_size=8M" || exit 99
 DAEMON=$OBJFS_PID
 "$FILL" kill "$MNT_SLOW/big.bin" >"$TEST_TMP/kill.out" 2>&1 &
 KPID=$!
