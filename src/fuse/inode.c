@@ -64,6 +64,9 @@
 /* Freed nodes between two malloc_trim calls. */
 #define TRIM_AFTER 65536
 
+/* Entries objfs_dirsnap_read hands out under one hold of the lock. */
+#define DIRSNAP_HOLD_MAX 256
+
 /* What a parked request waits for (see inode.h). */
 enum park_kind {
 	P_LOOKUP,  /* the listing's end, then the lookup of name */
@@ -1261,29 +1264,67 @@ int objfs_inode_opendir(struct objfs_inodes *t, uint64_t ino, struct objfs_dirsn
 	return objfs_inode_opendir_async(t, ino, out, NULL, NULL);
 }
 
-int objfs_dirsnap_entry(struct objfs_dirsnap *s, size_t i, int ref, char *name,
-			struct objfs_attr *a, objfs_wake_fn wake, void *arg)
+int objfs_dirsnap_read(struct objfs_dirsnap *s, size_t i, int ref, objfs_dirent_fn fill,
+		       void *arg, objfs_wake_fn wake, void *warg)
 {
 	struct objfs_inodes *t = s->t;
 	struct objfs_dirlist *l = s->l;
-	int r;
+	struct objfs_attr a;
+	int taken = 0;
 
 	pthread_mutex_lock(&t->lock);
-	if (i < l->n) {
-		struct objfs_node *n = l->ents[i];
+	for (size_t held = 0; i < l->n; i++) {
+		struct objfs_node *n;
 
-		memcpy(name, n->name, strlen(n->name) + 1);
-		attr_fill(n, a);
+		if (held++ == DIRSNAP_HOLD_MAX) {
+			/* let the lister merge its page, and lookups, through */
+			pthread_mutex_unlock(&t->lock);
+			pthread_mutex_lock(&t->lock);
+			held = 1;
+		}
+		n = l->ents[i]; /* entries only come: i < l->n still */
+		attr_fill(n, &a);
+		if (fill(arg, n->name, &a)) {
+			if (!taken)
+				taken = -ENOSPC;
+			break;
+		}
 		if (ref)
 			n->nlookup++;
-		r = 1;
-	} else if (l->state == L_DONE) {
-		r = 0;
-	} else if (l->state == L_FAILED) {
-		r = l->err;
-	} else {
-		r = wake ? park(l, P_READDIR, NULL, i, NULL, wake, arg) : -EINPROGRESS;
+		taken++;
 	}
+	if (!taken && l->state != L_LISTING)
+		taken = l->state == L_FAILED ? l->err : 0;
+	else if (!taken)
+		taken = wake ? park(l, P_READDIR, NULL, i, NULL, wake, warg) : -EINPROGRESS;
 	pthread_mutex_unlock(&t->lock);
-	return r;
+	return taken;
+}
+
+/* objfs_dirsnap_entry's @fill: one entry copied out, then no more. */
+struct entry_copy {
+	char *name;
+	struct objfs_attr *a;
+	int taken;
+};
+
+static int entry_copy(void *arg, const char *name, const struct objfs_attr *a)
+{
+	struct entry_copy *c = arg;
+
+	if (c->taken)
+		return 1;
+	memcpy(c->name, name, strlen(name) + 1);
+	*c->a = *a;
+	c->taken = 1;
+	return 0;
+}
+
+int objfs_dirsnap_entry(struct objfs_dirsnap *s, size_t i, int ref, char *name,
+			struct objfs_attr *a, objfs_wake_fn wake, void *arg)
+{
+	struct entry_copy c = { name, a, 0 };
+	int r = objfs_dirsnap_read(s, i, ref, entry_copy, &c, wake, arg);
+
+	return r > 0 ? 1 : r;
 }
