@@ -1082,6 +1082,132 @@ START_TEST(test_head_too_large)
 }
 END_TEST
 
+/*
+ * Whole-body GETs (listings) whose Content-Length is right, missing, or a
+ * lie, on one engine in a row, so that later bodies land in buffers an
+ * earlier one gave back (engine.c, "Body buffers"). The server (body_conn)
+ * answers GET /wb/<clen>/<sent>/<how>: status 200, the header
+ * "Content-Length: <clen>" unless clen is "-", then <sent> body bytes
+ * (byte i is i * 7 + <sent>: no two rows alike) and, for how "c", the
+ * connection closed; for how "t", the body goes chunked (with the
+ * Content-Length header still there). @cap: the request's body_max.
+ * Reserving the body at its Content-Length must not change a byte or an
+ * error of what the engine gave before it did, and a huge length
+ * (10^15) is not allocated.
+ */
+static const struct body_case {
+	const char *path;
+	size_t cap;
+	int err;
+	size_t got; /* on success */
+} body_cases[] = {
+	{ "/wb/300000/300000/k", 64u << 20, 0, 300000 },
+	{ "/wb/200000/200000/k", 64u << 20, 0, 200000 }, /* into the spare of 300,000 */
+	{ "/wb/290000/290000/k", 64u << 20, 0, 290000 },
+	{ "/wb/100/100/k", 64u << 20, 0, 100 },
+	{ "/wb/-/250000/c", 64u << 20, 0, 250000 },      /* no length: until close */
+	{ "/wb/0/0/k", 64u << 20, 0, 0 },
+	/* longer than the body: truncated, retried, -EIO */
+	{ "/wb/300000/1000/c", 64u << 20, -EIO, 0 },
+	{ "/wb/1000000000000000/1000/c", 64u << 20, -EIO, 0 },
+	{ "/wb/60000000/1000/c", 64u << 20, -EIO, 0 },
+	/* past the cap, whatever it says */
+	{ "/wb/300000/300000/k", 100000, -EFBIG, 0 },
+	{ "/wb/1000000000000000/300000/c", 100000, -EFBIG, 0 },
+	{ "/wb/-/300000/c", 100000, -EFBIG, 0 },
+	/* shorter than the body (chunked, so the whole body comes): -EIO */
+	{ "/wb/10/300000/t", 64u << 20, -EIO, 0 },
+	/* and a good one after all of them */
+	{ "/wb/270000/270000/k", 64u << 20, 0, 270000 },
+};
+
+static void *body_conn(void *arg)
+{
+	int c = (int)(intptr_t)((void **)arg)[1];
+	char req[4096], head[256], clen[32], how = 'k';
+	size_t got = 0, sent;
+	char *body;
+
+	free(arg);
+	for (;;) {
+		ssize_t n = recv(c, req + got, sizeof(req) - 1 - got, 0);
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		req[got] = '\0';
+		if (!strstr(req, "\r\n\r\n"))
+			continue;
+		got = 0;
+		if (sscanf(req, "GET /wb/%31[^/]/%zu/%c ", clen, &sent, &how) != 3)
+			break;
+		body = malloc(sent + 1);
+		ck_assert_ptr_nonnull(body);
+		for (size_t i = 0; i < sent; i++)
+			body[i] = (char)(i * 7 + sent);
+		if (how == 't') {
+			snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Length: %s\r\n"
+				 "Transfer-Encoding: chunked\r\n\r\n%zx\r\n", clen, sent);
+			put(c, head, strlen(head));
+			put(c, body, sent);
+			put(c, "\r\n0\r\n\r\n", 7);
+		} else {
+			snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\n%s%s%s\r\n",
+				 clen[0] == '-' ? "" : "Content-Length: ",
+				 clen[0] == '-' ? "" : clen, clen[0] == '-' ? "" : "\r\n");
+			put(c, head, strlen(head));
+			put(c, body, sent);
+		}
+		free(body);
+		if (how == 'c')
+			break;
+	}
+	close(c);
+	return NULL;
+}
+
+START_TEST(test_whole_body)
+{
+	const size_t ncases = sizeof(body_cases) / sizeof(body_cases[0]);
+	struct objfs_engine *e;
+	struct srv s;
+
+	ck_assert_int_eq(srv_listen(&s, "127.0.0.1", 0, body_conn), 0);
+	e = engine(2, 0);
+	for (size_t k = 0; k < ncases; k++) {
+		const struct body_case *c = &body_cases[k];
+		struct objfs_req r, *rp = &r;
+		char url[128];
+		int err;
+
+		snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", s.port, c->path);
+		objfs_req_init(&r);
+		r.url = url;
+		r.method = OBJFS_GET;
+		r.body_max = c->cap;
+		err = objfs_engine_run(e, &rp, 1);
+		ck_assert_msg(err == c->err, "%s (cap %zu): err %d (%s), expected %d", c->path,
+			      c->cap, err, strerror(-err), c->err);
+		if (!err && c->got) {
+			ck_assert_uint_eq(r.got, c->got);
+			ck_assert_ptr_nonnull(r.body);
+			ck_assert_int_eq(r.body[r.got], '\0');
+			for (size_t i = 0; i < r.got; i++)
+				ck_assert_msg(r.body[i] == (char)(i * 7 + c->got),
+					      "%s: byte %zu wrong", c->path, i);
+		}
+		/* no buffer of the length a server claims (10^15, 6 * 10^7):
+		 * at most 16 MiB reserved ahead of the bytes */
+		ck_assert_msg(r.body_cap <= (16u << 20), "%s: a body buffer of %zu bytes for %zu",
+			      c->path, r.body_cap, r.got);
+		objfs_req_clear(&r);
+		ck_assert_ptr_null(r.body);
+	}
+	objfs_engine_free(e);
+	srv_stop(&s);
+}
+END_TEST
+
 /* allow_redirects, live: a redirect within the origin, and one to the same
  * server under another host name (another origin). */
 static const struct redir_case {
@@ -1782,6 +1908,7 @@ static Suite *engine_suite(void)
 			    sizeof(proxy_cases) / sizeof(proxy_cases[0]));
 #endif
 	tcase_add_loop_test(tc, test_head_too_large, 0, 2);
+	tcase_add_test(tc, test_whole_body);
 	tcase_add_loop_test(tc, test_redirect_policy, 0,
 			    sizeof(redir_cases) / sizeof(redir_cases[0]));
 #ifndef OBJFS_BEFORE_FIX

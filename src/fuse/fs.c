@@ -516,83 +516,162 @@ struct readdir_wait {
 static void readdir_fill(void *arg);
 
 /*
+ * Readdir reply buffers. The kernel asks for up to max_pages (1 MiB, from
+ * max_write) per READDIRPLUS, and main.c fixes malloc's mmap threshold at
+ * 128 KiB, so a buffer malloc'd per reply was a fresh mapping, its pages
+ * faulted in as entries were added and unmapped after the reply: a tenth
+ * of the daemon's CPU in `ls -l` of 300,000 keys (perf, issue 14). Buffers
+ * of 128 KiB or more go back to RDBUF_SPARES spares (2 MiB at most) and the
+ * next reply that fits takes one; one `ls` reads one directory at a time.
+ */
+#define RDBUF_SPARES 2
+#define RDBUF_KEEP_MIN (128u << 10)
+
+static pthread_mutex_t rdbuf_lock = PTHREAD_MUTEX_INITIALIZER;
+static char *rdbuf_spare[RDBUF_SPARES];  /* guarded by rdbuf_lock */
+static size_t rdbuf_cap[RDBUF_SPARES];   /* guarded by rdbuf_lock */
+static unsigned rdbuf_n;                 /* guarded by rdbuf_lock */
+
+/* A buffer of at least @size bytes, its size in *@cap; NULL when out of
+ * memory. Given back with rdbuf_put. */
+static char *rdbuf_get(size_t size, size_t *cap)
+{
+	char *p = NULL;
+
+	pthread_mutex_lock(&rdbuf_lock);
+	for (unsigned i = 0; i < rdbuf_n; i++) {
+		if (rdbuf_cap[i] >= size) {
+			p = rdbuf_spare[i];
+			*cap = rdbuf_cap[i];
+			rdbuf_n--;
+			rdbuf_spare[i] = rdbuf_spare[rdbuf_n];
+			rdbuf_cap[i] = rdbuf_cap[rdbuf_n];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&rdbuf_lock);
+	if (!p) {
+		p = malloc(size);
+		*cap = size;
+	}
+	return p;
+}
+
+/* Frees @p (@cap bytes, from rdbuf_get) or keeps it as a spare. */
+static void rdbuf_put(char *p, size_t cap)
+{
+	if (p && cap >= RDBUF_KEEP_MIN && cap <= MAX_READ) {
+		pthread_mutex_lock(&rdbuf_lock);
+		if (rdbuf_n < RDBUF_SPARES) {
+			rdbuf_spare[rdbuf_n] = p;
+			rdbuf_cap[rdbuf_n++] = cap;
+			p = NULL;
+		}
+		pthread_mutex_unlock(&rdbuf_lock);
+	}
+	free(p);
+}
+
+/* The spares, at the end of the session. */
+static void rdbuf_drop(void)
+{
+	pthread_mutex_lock(&rdbuf_lock);
+	while (rdbuf_n)
+		free(rdbuf_spare[--rdbuf_n]);
+	pthread_mutex_unlock(&rdbuf_lock);
+}
+
+/* One readdir reply being built (objfs_dirent_fn's arg). */
+struct dirbuf {
+	fuse_req_t req;
+	const struct objfs_fs *fs;
+	char *buf;
+	size_t size, used;
+	off_t off;  /* offset of the next entry: 0 ".", 1 "..", 2 + i */
+	int plus;
+};
+
+/* Adds entry @name, @a at b->off: 0, or 1 when it does not fit (nothing
+ * added). "." and ".." (b->off < 2) are never looked up: ino 0. */
+static int dirbuf_add(void *arg, const char *name, const struct objfs_attr *a)
+{
+	struct dirbuf *b = arg;
+	size_t left = b->size - b->used, used;
+	struct fuse_entry_param e;
+
+	fill_entry(b->fs, a, &e);
+	if (b->plus) {
+		if (b->off < 2) {
+			memset(&e, 0, sizeof(e));
+			e.attr.st_ino = a->ino;
+			e.attr.st_mode = S_IFDIR;
+		} else if (!a->is_dir && a->size < 0) {
+			/* Size unknown yet: make the kernel ask getattr. */
+			e.attr_timeout = 0;
+		}
+		used = fuse_add_direntry_plus(b->req, b->buf + b->used, left, name, &e,
+					      b->off + 1);
+	} else {
+		used = fuse_add_direntry(b->req, b->buf + b->used, left, name, &e.attr,
+					 b->off + 1);
+	}
+	if (used > left)
+		return 1;
+	b->used += used;
+	b->off++;
+	return 0;
+}
+
+/*
  * Replies to readdir @arg (a struct readdir_wait, freed here) with the
  * entries from its offset on that are listed now. Offsets: 1 is ".", 2 is
  * "..", 3 + i is listing entry i; entry i never moves, so a readdir
  * continued at an offset resumes where it was. When not even the first
  * entry asked for is listed yet, the request is parked on the listing and
  * answered when it is: an empty reply would mean the end of the directory.
+ * The listing's entries come in one objfs_dirsnap_read, straight into the
+ * reply (a lock per entry before).
  */
 static void readdir_fill(void *arg)
 {
 	struct readdir_wait *w = arg;
 	fuse_req_t req = w->req;
-	struct objfs_fs *fs = fs_of(req);
-	size_t size = w->size, left = size;
-	char *buf = malloc(size), *p = buf;
-	int plus = w->plus, err = 0;
+	struct dirbuf b = { req, fs_of(req), NULL, 0, 0, w->off, w->plus };
+	size_t cap;
+	int err = 0, r;
 
-	if (!buf) {
+	b.buf = rdbuf_get(w->size, &cap);
+	if (!b.buf) {
 		fuse_reply_err(req, ENOMEM);
 		hnd_put(w->ref);
 		free(w);
 		return;
 	}
-	for (off_t o = w->off;; o++) {
-		struct fuse_entry_param e;
-		struct objfs_attr a = { 0 };
-		char name[NAME_MAX + 1];
-		size_t used;
-		int r;
+	b.size = w->size;
+	for (; b.off < 2; ) {
+		struct objfs_attr a = { .ino = b.off == 0 ? w->d->self : w->d->parent,
+					.is_dir = 1, .mtime = -1 };
 
-		if (o < 2) {
-			snprintf(name, sizeof(name), "%s", o == 0 ? "." : "..");
-			a.ino = o == 0 ? w->d->self : w->d->parent;
-			a.is_dir = 1;
-			a.mtime = -1;
-		} else {
-			/* parks only when nothing was added yet; then w is the
-			 * waker's from here on */
-			r = objfs_dirsnap_entry(w->d, (size_t)o - 2, plus, name, &a,
-						p == buf ? readdir_fill : NULL, w);
-			if (r == -EINPROGRESS && p == buf) {
-				free(buf);
-				return;
-			}
-			if (r <= 0) {
-				if (r < 0 && r != -EINPROGRESS && p == buf)
-					err = r; /* failed here: said once nothing else is */
-				break;
-			}
-		}
-		fill_entry(fs, &a, &e);
-		if (plus) {
-			if (o < 2) {
-				/* "." and ".." must not be looked up: ino 0 says so. */
-				memset(&e, 0, sizeof(e));
-				e.attr.st_ino = a.ino;
-				e.attr.st_mode = S_IFDIR;
-			} else if (!a.is_dir && a.size < 0) {
-				/* Size unknown yet: make the kernel ask getattr. */
-				e.attr_timeout = 0;
-			}
-			used = fuse_add_direntry_plus(req, p, left, name, &e, o + 1);
-		} else {
-			used = fuse_add_direntry(req, p, left, name, &e.attr, o + 1);
-		}
-		if (used > left) {
-			if (plus && o >= 2) /* not sent: its lookup reference back */
-				objfs_inode_forget(fs->inodes, a.ino, 1);
+		if (dirbuf_add(&b, b.off == 0 ? "." : "..", &a))
 			break;
+	}
+	if (b.off >= 2) {
+		/* parks only when nothing was added yet; then w is the waker's
+		 * from here on */
+		r = objfs_dirsnap_read(w->d, (size_t)b.off - 2, b.plus, dirbuf_add, &b,
+				       b.used ? NULL : readdir_fill, w);
+		if (r == -EINPROGRESS && !b.used) {
+			rdbuf_put(b.buf, cap);
+			return;
 		}
-		p += used;
-		left -= used;
+		if (r < 0 && r != -EINPROGRESS && r != -ENOSPC && !b.used)
+			err = r; /* failed here: said once nothing else is */
 	}
 	if (err)
 		fuse_reply_err(req, -err);
 	else
-		fuse_reply_buf(req, buf, size - left);
-	free(buf);
+		fuse_reply_buf(req, b.buf, b.used);
+	rdbuf_put(b.buf, cap);
 	hnd_put(w->ref);
 	free(w);
 }
@@ -915,6 +994,7 @@ int objfs_fs_run(struct objfs_fs *fs, int fuse_argc, char **fuse_argv, const cha
 	fuse_loop_cfg_set_max_threads(cfg, fs->threads);
 	ret = fuse_session_loop_mt(se, cfg) ? -EIO : 0;
 	fuse_loop_cfg_destroy(cfg);
+	rdbuf_drop();
 out_unmount:
 	fuse_session_unmount(se);
 out_signals:

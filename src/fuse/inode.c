@@ -64,6 +64,9 @@
 /* Freed nodes between two malloc_trim calls. */
 #define TRIM_AFTER 65536
 
+/* Entries objfs_dirsnap_read hands out under one hold of the lock. */
+#define DIRSNAP_HOLD_MAX 256
+
 /* What a parked request waits for (see inode.h). */
 enum park_kind {
 	P_LOOKUP,  /* the listing's end, then the lookup of name */
@@ -106,6 +109,11 @@ struct objfs_dirlist {
 
 struct objfs_node {
 	struct objfs_node *hnext;  /* (parent, name) chain; only while hashed */
+	uint32_t hash;             /* name_hash(parent's ino, name): immutable;
+				      next to hnext, so that walking a chain
+				      and growing the table read one cache
+				      line of a node, not its name */
+	uint32_t list_gen;         /* gen of the last listing that gave it out */
 	struct objfs_node *inext;  /* inode number chain */
 	struct objfs_node *parent; /* held; NULL for the root */
 	union {
@@ -125,7 +133,6 @@ struct objfs_node {
 	double found_at;           /* monotonic time a lookup of its own (no
 				      listing) found it, 0 never: direct_lookup */
 	uint32_t refs;             /* holds from inside (see above) */
-	uint32_t list_gen;         /* gen of the last listing that gave it out */
 	uint8_t is_dir;            /* immutable: a type change makes a new node */
 	uint8_t hashed;            /* findable by (parent, name): a newer node of
 				      the same name unhashes an old one */
@@ -153,22 +160,29 @@ struct objfs_inodes {
 	struct objfs_dirlist *lists;
 };
 
-static size_t name_hash(uint64_t parent, const char *name)
+static uint32_t name_hash(uint64_t parent, const char *name)
 {
-	return objfs_hash_fold(objfs_fnv1a(OBJFS_FNV_OFFSET ^ parent, name), 29);
+	return (uint32_t)objfs_hash_fold(objfs_fnv1a(OBJFS_FNV_OFFSET ^ parent, name), 29);
 }
 
-static struct objfs_node *hash_find(struct objfs_inodes *t, uint64_t parent, const char *name)
+/* The node of (@parent, @name), whose name_hash is @h, or NULL. Lock held. */
+static struct objfs_node *hash_find_h(struct objfs_inodes *t, uint64_t parent, const char *name,
+				      uint32_t h)
 {
-	struct objfs_node *n = t->hash[name_hash(parent, name) & (t->nbuckets - 1)];
+	struct objfs_node *n = t->hash[h & (t->nbuckets - 1)];
 
 	for (; n; n = n->hnext)
-		if (n->parent->ino == parent && strcmp(n->name, name) == 0)
+		if (n->hash == h && n->parent->ino == parent && strcmp(n->name, name) == 0)
 			return n;
 	return NULL;
 }
 
-#define NODE_HASH(n) name_hash((n)->parent->ino, (n)->name)
+static struct objfs_node *hash_find(struct objfs_inodes *t, uint64_t parent, const char *name)
+{
+	return hash_find_h(t, parent, name, name_hash(parent, name));
+}
+
+#define NODE_HASH(n) ((size_t)(n)->hash)
 #define NODE_IHASH(n) ((size_t)(n)->ino)
 
 static void hash_remove(struct objfs_inodes *t, struct objfs_node *n)
@@ -198,12 +212,12 @@ static struct objfs_node *node_get(struct objfs_inodes *t, uint64_t ino)
 }
 
 /*
- * Creates a node under @parent (NULL for the root), hashed, with no
- * reference: the caller gives it one, or node_release()s it. Lock held.
- * NULL when out of memory.
+ * Creates a node under @parent (NULL for the root), hashed (@h: its
+ * name_hash), with no reference: the caller gives it one, or
+ * node_release()s it. Lock held. NULL when out of memory.
  */
-static struct objfs_node *node_new(struct objfs_inodes *t, struct objfs_node *parent,
-				   const char *name, int is_dir)
+static struct objfs_node *node_new_h(struct objfs_inodes *t, struct objfs_node *parent,
+				     const char *name, int is_dir, uint32_t h)
 {
 	size_t len = strlen(name);
 	struct objfs_node *n;
@@ -218,6 +232,7 @@ static struct objfs_node *node_new(struct objfs_inodes *t, struct objfs_node *pa
 		return NULL;
 	memcpy(n->name, name, len + 1);
 	n->parent = parent;
+	n->hash = h;
 	n->is_dir = is_dir ? 1 : 0;
 	n->size = -1;
 	n->mtime = -1;
@@ -235,6 +250,12 @@ static struct objfs_node *node_new(struct objfs_inodes *t, struct objfs_node *pa
 		t->nhash++;
 	}
 	return n;
+}
+
+static struct objfs_node *node_new(struct objfs_inodes *t, struct objfs_node *parent,
+				   const char *name, int is_dir)
+{
+	return node_new_h(t, parent, name, is_dir, parent ? name_hash(parent->ino, name) : 0);
 }
 
 /* Unlinks and frees @n (no references left, no listing). Lock held. */
@@ -470,7 +491,8 @@ static void attr_fill(const struct objfs_node *n, struct objfs_attr *a)
 static int list_add(struct objfs_inodes *t, struct objfs_dirlist *l,
 		    const struct objfs_listent *e, double now)
 {
-	struct objfs_node *d = l->dir, *n = hash_find(t, d->ino, e->name), *m;
+	uint32_t h = name_hash(l->dir->ino, e->name); /* once for the find and the new node */
+	struct objfs_node *d = l->dir, *n = hash_find_h(t, d->ino, e->name, h), *m;
 	size_t i;
 
 	if (n && n->list_gen == l->gen) {
@@ -484,7 +506,7 @@ static int list_add(struct objfs_inodes *t, struct objfs_dirlist *l,
 			;
 		if (!i)
 			return -EIO; /* cannot be: list_gen is set when appended */
-		m = node_new(t, d, e->name, 1);
+		m = node_new_h(t, d, e->name, 1, h);
 		if (!m)
 			return -ENOMEM;
 		hash_remove(t, n);
@@ -511,7 +533,7 @@ static int list_add(struct objfs_inodes *t, struct objfs_dirlist *l,
 		node_release(t, n);
 		n = NULL;
 	}
-	if (!n && !(n = node_new(t, d, e->name, e->is_dir)))
+	if (!n && !(n = node_new_h(t, d, e->name, e->is_dir, h)))
 		return -ENOMEM;
 	n->refs++;
 	n->list_gen = l->gen;
@@ -1261,29 +1283,67 @@ int objfs_inode_opendir(struct objfs_inodes *t, uint64_t ino, struct objfs_dirsn
 	return objfs_inode_opendir_async(t, ino, out, NULL, NULL);
 }
 
-int objfs_dirsnap_entry(struct objfs_dirsnap *s, size_t i, int ref, char *name,
-			struct objfs_attr *a, objfs_wake_fn wake, void *arg)
+int objfs_dirsnap_read(struct objfs_dirsnap *s, size_t i, int ref, objfs_dirent_fn fill,
+		       void *arg, objfs_wake_fn wake, void *warg)
 {
 	struct objfs_inodes *t = s->t;
 	struct objfs_dirlist *l = s->l;
-	int r;
+	struct objfs_attr a;
+	int taken = 0;
 
 	pthread_mutex_lock(&t->lock);
-	if (i < l->n) {
-		struct objfs_node *n = l->ents[i];
+	for (size_t held = 0; i < l->n; i++) {
+		struct objfs_node *n;
 
-		memcpy(name, n->name, strlen(n->name) + 1);
-		attr_fill(n, a);
+		if (held++ == DIRSNAP_HOLD_MAX) {
+			/* let the lister merge its page, and lookups, through */
+			pthread_mutex_unlock(&t->lock);
+			pthread_mutex_lock(&t->lock);
+			held = 1;
+		}
+		n = l->ents[i]; /* entries only come: i < l->n still */
+		attr_fill(n, &a);
+		if (fill(arg, n->name, &a)) {
+			if (!taken)
+				taken = -ENOSPC;
+			break;
+		}
 		if (ref)
 			n->nlookup++;
-		r = 1;
-	} else if (l->state == L_DONE) {
-		r = 0;
-	} else if (l->state == L_FAILED) {
-		r = l->err;
-	} else {
-		r = wake ? park(l, P_READDIR, NULL, i, NULL, wake, arg) : -EINPROGRESS;
+		taken++;
 	}
+	if (!taken && l->state != L_LISTING)
+		taken = l->state == L_FAILED ? l->err : 0;
+	else if (!taken)
+		taken = wake ? park(l, P_READDIR, NULL, i, NULL, wake, warg) : -EINPROGRESS;
 	pthread_mutex_unlock(&t->lock);
-	return r;
+	return taken;
+}
+
+/* objfs_dirsnap_entry's @fill: one entry copied out, then no more. */
+struct entry_copy {
+	char *name;
+	struct objfs_attr *a;
+	int taken;
+};
+
+static int entry_copy(void *arg, const char *name, const struct objfs_attr *a)
+{
+	struct entry_copy *c = arg;
+
+	if (c->taken)
+		return 1;
+	memcpy(c->name, name, strlen(name) + 1);
+	*c->a = *a;
+	c->taken = 1;
+	return 0;
+}
+
+int objfs_dirsnap_entry(struct objfs_dirsnap *s, size_t i, int ref, char *name,
+			struct objfs_attr *a, objfs_wake_fn wake, void *arg)
+{
+	struct entry_copy c = { name, a, 0 };
+	int r = objfs_dirsnap_read(s, i, ref, entry_copy, &c, wake, arg);
+
+	return r > 0 ? 1 : r;
 }

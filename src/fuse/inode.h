@@ -165,6 +165,24 @@ typedef void (*objfs_wake_fn)(void *arg);
 int objfs_dirsnap_entry(struct objfs_dirsnap *d, size_t i, int ref, char *name,
 			struct objfs_attr *a, objfs_wake_fn wake, void *arg);
 
+/* objfs_dirsnap_read's consumer of one entry: 0 took it, non-zero did not
+ * (no room) and wants no more. Called with the table's lock held: it must
+ * not call into the table. */
+typedef int (*objfs_dirent_fn)(void *arg, const char *name, const struct objfs_attr *a);
+
+/*
+ * Entries @i, @i+1, ... of handle @d, in order, to @fill until it refuses
+ * one or no further entry is listed yet: a readdir's whole reply in one
+ * call (the lock is taken once per DIRSNAP_HOLD_MAX entries, not once an
+ * entry). With @ref, each entry @fill took gets one lookup reference
+ * (readdirplus); a refused one gets none. Returns how many @fill took
+ * (> 0); -ENOSPC when it refused entry @i itself; otherwise, with none
+ * taken, as objfs_dirsnap_entry: 0 at the end, -errno, or -EINPROGRESS
+ * (parked with @wake(@warg) when @wake is set).
+ */
+int objfs_dirsnap_read(struct objfs_dirsnap *d, size_t i, int ref, objfs_dirent_fn fill,
+		       void *arg, objfs_wake_fn wake, void *warg);
+
 /* Nodes alive now (the root included): for tests and the counters. */
 size_t objfs_inodes_live(struct objfs_inodes *t);
 

@@ -42,6 +42,25 @@
  * a deadline (listings do: list_timeout): the watchdog cuts an attempt
  * still in flight past it and the request is not retried, so a body
  * trickling one byte a second, never silent, still ends.
+ *
+ * Body buffers. A whole-body GET (a listing page, an index) receives into
+ * r->body. It grew from 16 KiB by doubling, and main.c fixes malloc's mmap
+ * threshold at 128 KiB, so every S3 page (~190 KiB from tests/s3_synth.py,
+ * more from S3) was a fresh mapping, moved by mremap on each doubling,
+ * its pages faulted in and unmapped again with TLB shootdowns: with
+ * libcurl's 512 KiB receive buffer, mapped and unmapped per transfer too,
+ * ~30% of the daemon's CPU in `ls -l` of 300,000 keys (perf, issue 14).
+ * Now: a 2xx body whose Content-Length is within the request's cap is
+ * reserved at that size with its first bytes (body_first); one without
+ * starts at 16 KiB; whatever does not fit still grows by doubling, so a
+ * length that lies changes the first allocation only, never the bytes or
+ * the errors, and that allocation is at most RESERVE_MAX (16 MiB; a
+ * length past the cap, say 10^15, reserves nothing). Buffers of listing size (SPARE_MIN..SPARE_MAX)
+ * go back to their engine at objfs_req_clear and the next body that fits
+ * takes one: at most BODY_SPARES of them (4 MiB) stay allocated, so a
+ * listing's pages, two in flight at a time, reuse the same pages of
+ * memory. Whole-body GETs use a 64 KiB libcurl receive buffer (served from
+ * malloc's arenas), ranged GETs keep 512 KiB.
  */
 #include "config.h"
 
@@ -66,6 +85,12 @@
 
 #define ERR_BODY_MAX (16u << 10)
 #define RECV_BUFFER (512L << 10)
+#define BODY_RECV_BUFFER (64L << 10) /* whole-body GETs: see the file header */
+#define BODY_FIRST (16u << 10)        /* a body of unknown length starts here */
+#define SPARE_MIN (128u << 10)        /* main.c's mmap threshold */
+#define SPARE_MAX (1u << 20)          /* larger bodies are not kept */
+#define RESERVE_MAX (16u << 20)       /* a longer Content-Length is reserved
+					 this far, then doubled as it comes */
 #define WATCH_NS (100 * 1000000LL) /* stall watchdog period */
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -119,12 +144,13 @@ void objfs_req_init(struct objfs_req *r)
 	r->mtime = -1;
 }
 
+static void body_release(struct objfs_req *r);
+
 void objfs_req_clear(struct objfs_req *r)
 {
 	if (!r)
 		return;
-	free(r->body);
-	r->body = NULL;
+	body_release(r);
 	curl_slist_free_all(r->own_headers);
 	r->own_headers = NULL;
 }
@@ -132,9 +158,7 @@ void objfs_req_clear(struct objfs_req *r)
 /* Resets the per-attempt results so a retry starts from nothing. */
 static void req_reset_attempt(struct objfs_req *r)
 {
-	free(r->body);
-	r->body = NULL;
-	r->body_cap = 0;
+	body_release(r);
 	r->err = 0;
 	r->status = 0;
 	r->got = 0;
@@ -184,11 +208,87 @@ refuse:
 	return 0;
 }
 
+/*
+ * Body buffers (see the file header): a spare of r->eng's of at least
+ * @need bytes (0: any), the smallest that fits, becomes r->body (unused:
+ * body_cap 0 before). Nothing when none fits.
+ */
+static void spare_take(struct objfs_req *r, size_t need)
+{
+	struct objfs_engine *e = r->eng;
+	unsigned best = BODY_SPARES;
+
+	if (!e || need > SPARE_MAX)
+		return;
+	pthread_mutex_lock(&e->spare_lock);
+	for (unsigned i = 0; i < e->nspare; i++)
+		if (e->spare_cap[i] >= need &&
+		    (best == BODY_SPARES || e->spare_cap[i] < e->spare_cap[best]))
+			best = i;
+	if (best < BODY_SPARES) {
+		r->body = e->spare[best];
+		r->body_cap = e->spare_cap[best];
+		e->nspare--;
+		e->spare[best] = e->spare[e->nspare];
+		e->spare_cap[best] = e->spare_cap[e->nspare];
+	}
+	pthread_mutex_unlock(&e->spare_lock);
+}
+
+/* Frees r->body, or gives it back to r->eng's spares when it is of
+ * listing size and there is room; r->body is NULL afterwards. */
+static void body_release(struct objfs_req *r)
+{
+	struct objfs_engine *e = r->eng;
+
+	if (r->body && e && r->body_cap >= SPARE_MIN && r->body_cap <= SPARE_MAX) {
+		pthread_mutex_lock(&e->spare_lock);
+		if (e->nspare < BODY_SPARES) {
+			e->spare[e->nspare] = r->body;
+			e->spare_cap[e->nspare++] = r->body_cap;
+			r->body = NULL;
+		}
+		pthread_mutex_unlock(&e->spare_lock);
+	}
+	free(r->body);
+	r->body = NULL;
+	r->body_cap = 0;
+}
+
+/*
+ * Before the first byte of a whole 2xx body: room for all of it when the
+ * response says its length and that is within the request's cap (a spare,
+ * or one allocation), else a spare of any size when the length is not
+ * said. What does not fit later grows by doubling, so a Content-Length
+ * that lies changes nothing but this first size: the cap, the bytes kept
+ * and the errors are those of body_append and completed().
+ */
+static void body_first(struct objfs_req *r)
+{
+	if (r->clen > 0 && (uint64_t)r->clen <= r->body_max) {
+		size_t want = (size_t)r->clen < RESERVE_MAX ? (size_t)r->clen + 1 : RESERVE_MAX,
+		       size = want;
+
+		/* listing size: a power of two, so that pages of a listing,
+		 * each a little longer or shorter, fit each other's spares */
+		while (want > BODY_FIRST && want <= SPARE_MAX && size & (size - 1))
+			size &= size - 1;
+		if (size != want)
+			size <<= 1;
+		if (want > BODY_FIRST)
+			spare_take(r, want);
+		if (!r->body_cap)
+			(void)objfs_buf_reserve(&r->body, &r->body_cap, want, size);
+	} else if (r->clen < 0) {
+		spare_take(r, 0);
+	}
+}
+
 static int body_append(struct objfs_req *r, const char *p, size_t n, size_t cap)
 {
 	if (r->got + n > cap)
 		return -EFBIG;
-	if (objfs_buf_reserve(&r->body, &r->body_cap, r->got + n + 1, 16384))
+	if (objfs_buf_reserve(&r->body, &r->body_cap, r->got + n + 1, BODY_FIRST))
 		return -ENOMEM;
 	memcpy(r->body + r->got, p, n);
 	r->got += n;
@@ -219,6 +319,8 @@ static size_t on_body(char *p, size_t sz, size_t nmemb, void *ud)
 		return n;
 	}
 	if (!r->len) {
+		if (!r->body_cap)
+			body_first(r);
 		r->err = body_append(r, p, n, r->body_max);
 		return r->err ? 0 : n;
 	}
@@ -338,7 +440,7 @@ static int start(struct engine_thread *th, struct objfs_req *r)
 	curl_easy_setopt(h, CURLOPT_PRIVATE, r);
 	curl_easy_setopt(h, CURLOPT_SHARE, e->share);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, RECV_BUFFER);
+	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, r->len ? RECV_BUFFER : BODY_RECV_BUFFER);
 	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
 	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, tmo < 10 ? tmo : 10L);
@@ -674,6 +776,7 @@ int objfs_engine_new(const struct objfs_engine_cfg *cfg, struct objfs_engine **o
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
+	pthread_mutex_init(&e->spare_lock, NULL);
 	e->cfg = *cfg;
 	e->nthreads = cfg->threads ? cfg->threads : 1;
 	/* each thread holds at least one connection per host: more threads
@@ -793,6 +896,9 @@ void objfs_engine_free(struct objfs_engine *e)
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_destroy(&e->share_locks[i]);
 	objfs_direct_engine_free(e);
+	while (e->nspare)
+		free(e->spare[--e->nspare]);
+	pthread_mutex_destroy(&e->spare_lock);
 	free(e->ca_file);
 	free(e);
 }
@@ -821,6 +927,7 @@ void objfs_engine_submit(struct objfs_engine *e, struct objfs_req *r)
 	atomic_fetch_add(&th->load, 1);
 
 	r->attempts = 0;
+	r->eng = e;
 	pthread_mutex_lock(&th->lock);
 	TAILQ_INSERT_TAIL(&th->q, r, link);
 	pthread_mutex_unlock(&th->lock);

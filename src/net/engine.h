@@ -127,6 +127,7 @@ struct objfs_req {
 	int refused;            /* the head was refused (too large, a redirect
 				   the policy forbids): -EIO, not retried */
 	int redirects;          /* enum objfs_redirects, from the engine's cfg */
+	struct objfs_engine *eng; /* submitted to: r->body's spare goes back there */
 	/* On one engine list at a time (engine_i.h): the submit queue, the
 	 * retry list, the direct path's wait queue or the in-flight list. */
 	TAILQ_ENTRY(objfs_req) link;
@@ -139,7 +140,12 @@ void objfs_engine_free(struct objfs_engine *e);
 
 /* Prepares @r for (re)use: zeroes results, keeps nothing. */
 void objfs_req_init(struct objfs_req *r);
-/* Frees what the engine allocated in @r (body). Accepts NULL. */
+/*
+ * Frees what the engine allocated in @r (body; a listing-size body goes
+ * back to the engine that received it, for its next one). r->body is
+ * invalid afterwards. A request that was submitted is cleared before its
+ * engine is freed. Accepts NULL.
+ */
 void objfs_req_clear(struct objfs_req *r);
 
 /* Queues @r; r->done is called exactly once, on an engine thread. */

@@ -123,8 +123,15 @@ struct direct_origin {
 #define RESOLVE_GAP_NS (1000000000LL) /* all addresses resting: resolve again,
 					 but not more often than this */
 
+/* Spare whole-body buffers kept for reuse (engine.c, "Body buffers"). */
+#define BODY_SPARES 4
+
 struct objfs_engine {
 	struct objfs_engine_cfg cfg;
+	pthread_mutex_t spare_lock;
+	char *spare[BODY_SPARES];        /* guarded by spare_lock */
+	size_t spare_cap[BODY_SPARES];   /* guarded by spare_lock */
+	unsigned nspare;                 /* guarded by spare_lock */
 	char *ca_file;
 	CURLSH *share;
 	pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
