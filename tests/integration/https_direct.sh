@@ -49,8 +49,8 @@ HTTPS_PORT=$(free_port)
 NAMEONLY_PORT=$(free_port)
 # shellcheck disable=SC2034 # read by nginx_start (lib.sh)
 NGINX_EXTRA_CONF="
-    log_format tls '\$ssl_session_reused \$request';
-$(nginx_tls_server -c live "$HTTPS_PORT" "$SRC" "access_log $TEST_TMP/tls.log tls; keepalive_requests 4;")
+$(nginx_tls_server -c live -a "$TEST_TMP/tls.log" -f '$ssl_session_reused $request' \
+	"$HTTPS_PORT" "$SRC" "keepalive_requests 4;")
 $(nginx_tls_server -c nameonly "$NAMEONLY_PORT" "$SRC")"
 nginx_start "$SRC" || { fail "expected nginx to start"; summary; exit 1; }
 URL=https://127.0.0.1:$HTTPS_PORT/data/

@@ -334,6 +334,16 @@ check_rss_cap() {
 	fi
 }
 
+# missing_dep WHAT: a part of a test cannot run for want of WHAT: a failure
+# under CI=true (tests/deps.sh installs everything), a note elsewhere.
+missing_dep() {
+	if [ "${CI:-}" = true ]; then
+		fail "$* (CI=true: tests/deps.sh installs it)"
+	else
+		note "$*: not tested"
+	fi
+}
+
 # remember_mountpoint DIR: cleanup() will unmount DIR if something (e.g. a
 # daemonising objfs run by a test directly) left it mounted.
 remember_mountpoint() {
@@ -538,9 +548,11 @@ nginx_restart_same_port() {
 #   tls_leaf NAME SAN [CA]       $TLS_DIR/NAME.pem + .key: a server
 #                                certificate for SAN ("IP:127.0.0.1,DNS:x")
 #                                signed by CA (default ca, made if missing)
-#   nginx_tls_server [-c CERT] [-l LISTEN] PORT TARGET [DIRECTIVES]
+#   nginx_tls_server [-c CERT] [-l LISTEN] [-a LOG -f FORMAT] PORT TARGET
+#                    [DIRECTIVES]
 #       prints an nginx server block for NGINX_EXTRA_CONF: TLS on
-#       127.0.0.1:PORT (LISTEN: more listen parameters, e.g. http2) with
+#       127.0.0.1:PORT (LISTEN: more listen parameters, e.g. http2;
+#       LOG: its access log, one line a request in FORMAT, no ') with
 #       the certificate CERT (a name in $TLS_DIR or a path without .pem;
 #       default server, for 127.0.0.1 and localhost, made with the CA if
 #       missing). TARGET: a directory, served at /data/ with nginx's JSON
@@ -579,11 +591,13 @@ tls_leaf() {
 }
 
 nginx_tls_server() {
-	local OPTIND o cert=server listen= port target more body
-	while getopts c:l: o; do
+	local OPTIND o cert=server listen= alog= afmt= port target more body
+	while getopts c:l:a:f: o; do
 		case $o in
 		c) cert=$OPTARG ;;
 		l) listen=" $OPTARG" ;;
+		a) alog=$OPTARG ;;
+		f) afmt=$OPTARG ;;
 		*) return 1 ;;
 		esac
 	done
@@ -609,6 +623,11 @@ nginx_tls_server() {
         }" ;;
 	*) body="location /data/ { alias $target/; autoindex on; autoindex_format json; }" ;;
 	esac
+	if [ -n "$alog" ]; then
+		printf "    log_format tls_%s '%s';\n" "$port" "$afmt"
+		more="access_log $alog tls_$port;
+        $more"
+	fi
 	cat <<EOF
     server {
         listen 127.0.0.1:$port ssl$listen;

@@ -126,8 +126,7 @@ S3_PORT=$(free_port)
 S3TLS_PORT=$(free_port)
 H2_PORT=$(free_port)
 NGINX_EXTRA_CONF="
-    log_format proto '\$server_protocol \$request';
-$(nginx_tls_server -l http2 "$H2_PORT" "$SRC" "access_log $TEST_TMP/h2.log proto;")
+$(nginx_tls_server -l http2 -a "$TEST_TMP/h2.log" -f '$server_protocol $request' "$H2_PORT" "$SRC")
 $(nginx_tls_server "$HTTPS_PORT" "$SRC")
 $(nginx_tls_server -c nameonly "$NAMEONLY_PORT" "$SRC")
 $(s3stub_server "$S3_PORT" bkt "$STUB")
