@@ -591,7 +591,7 @@ tls_leaf() {
 }
 
 nginx_tls_server() {
-	local OPTIND o cert=server listen= alog= afmt= port target more body
+	local OPTIND o cert=server listen='' alog='' afmt='' port target more body
 	while getopts c:l:a:f: o; do
 		case $o in
 		c) cert=$OPTARG ;;
