@@ -824,14 +824,10 @@ t_https() {
 	t_sha_all "$MNT2" "https"
 	direct=$(sed -n 's/^requests_direct //p' "$MNT2/.objfs-stats")
 	fb=$(sed -n 's/^direct_fallbacks //p' "$MNT2/.objfs-stats")
-	# S3's data GETs are made with no_redirect (a redirect is an answer to
-	# read, not to follow), and objfs_direct_start leaves every such request
-	# to libcurl: over http as over https, S3 mounts do not use the direct
-	# receive path yet. Noted, not failed, until they do.
+	# S3's data GETs follow no redirect; until 3e86e6d that kept every one
+	# of them off the direct path, over http as over https
 	if [ "${direct:-0}" -gt 0 ] && [ "${fb:-1}" = 0 ]; then
-		pass "https: $direct data GETs on the direct path (SSL_read), none handed to libcurl"
-	elif [ "${direct:-0}" = 0 ] && [ "${fb:-1}" = 0 ]; then
-		note "https: no data GET on the direct path (requests_direct=0): S3 GETs carry no_redirect, which keeps them with libcurl"
+		pass "https: $direct data GETs on the direct path (SSL_read, signed), none handed to libcurl"
 	else
 		fail "https: expected data GETs on the direct path and no fallbacks, got requests_direct=$direct direct_fallbacks=$fb"
 	fi
