@@ -21,7 +21,7 @@
 # Without kTLS: a worker per core, 16 KiB TLS records (the most a record
 # holds) and large output buffers. Either way a worker per core, TLS 1.3
 # with AES-GCM (AES-128 first), an ECDSA P-256 certificate signed by a test
-# CA the script makes with openssl (or takes from $HB_TLS_DIR: ca.pem,
+# CA lib.sh makes with openssl (or taken from $HB_TLS_DIR: ca.pem,
 # server.pem, server.key for IP 127.0.0.1).
 #
 # Each figure moves the whole object ($HB_SIZE bytes, default 4 GiB, random
@@ -86,29 +86,14 @@ say() { printf '%s\n' "$*" | tee -a "$res.txt"; }
 
 # ---------------------------------------------------------------- TLS
 
-TLS=${HB_TLS_DIR:-$TEST_TMP/tls}
-if [ -z "${HB_TLS_DIR:-}" ]; then
-	command -v openssl >/dev/null || {
-		echo "https_bench: no openssl to make the test CA; set HB_TLS_DIR" >&2
-		exit 99
-	}
-	mkdir -p "$TLS"
-	(
-		set -e
-		cd "$TLS"
-		openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-			-subj "/CN=objfs https_bench test CA" -keyout ca.key -out ca.pem
-		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes \
-			-subj "/CN=127.0.0.1" -keyout server.key -out server.csr
-		printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\n' >ext.cnf
-		openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
-			-extfile ext.cnf -out server.pem
-	) >"$TEST_TMP/openssl.log" 2>&1 || {
-		echo "https_bench: openssl could not make the test CA:" >&2
-		cat "$TEST_TMP/openssl.log" >&2
-		exit 99
-	}
+# lib.sh's test CA and its certificate for 127.0.0.1, or those in $HB_TLS_DIR
+TLS_DIR=${HB_TLS_DIR:-$TLS_DIR}
+TLS=$TLS_DIR
+if [ ! -s "$TLS/server.pem" ] && ! command -v openssl >/dev/null; then
+	echo "https_bench: no openssl to make the test CA; set HB_TLS_DIR" >&2
+	exit 99
 fi
+tls_leaf server "IP:127.0.0.1,DNS:localhost" || exit 99
 CA=$TLS/ca.pem
 
 # kTLS: the module loaded (or built in), and its counters readable
@@ -132,20 +117,13 @@ https_nginx() {
 	local tls_conf="ssl_buffer_size 16k; output_buffers 4 1m;"
 	[ "$KTLS" = 0 ] || tls_conf="ssl_conf_command Options KTLS;"
 	HTTPS_PORT=$(free_port)
-	NGINX_EXTRA_CONF="
-    server {
-        listen 127.0.0.1:$HTTPS_PORT ssl;
-        ssl_certificate $TLS/server.pem;
-        ssl_certificate_key $TLS/server.key;
-        ssl_protocols TLSv1.3;
+	NGINX_EXTRA_CONF=$(nginx_tls_server "$HTTPS_PORT" "$DATA" "ssl_protocols TLSv1.3;
         ssl_prefer_server_ciphers on;
         ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384;
         ssl_session_cache shared:bench:10m;
         $tls_conf
         sendfile on;
-        keepalive_requests 100000;
-        location /data/ { alias $DATA/; autoindex on; autoindex_format json; }
-    }"
+        keepalive_requests 100000;")
 	export NGINX_EXTRA_CONF
 	bench_nginx "$DATA"
 }

@@ -308,7 +308,8 @@ class Handler(socketserver.BaseRequestHandler):
 
     def control(self, target):
         u = urllib.parse.urlsplit(target)
-        q = urllib.parse.parse_qs(u.query)
+        # keep_blank_values: "kinds=" (all kinds again) must not be dropped
+        q = urllib.parse.parse_qs(u.query, keep_blank_values=True)
         what = u.path[len(CONTROL):]
         code, out = 200, None
         if what == "config":

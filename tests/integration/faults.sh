@@ -31,6 +31,11 @@
 #   7. The daemon is alive at the end and unmounts cleanly (fusermount3 -u,
 #      exit status 0); lib.sh's trap unmounts on every other exit path; no
 #      sanitizer report in any objfs log.
+#   8. Over HTTPS (issue 20): nginx with a test CA in front of the proxy,
+#      mounts with direct_recv=on (OpenSSL's SSL_read on objfs's own
+#      receive path) and =off (libcurl): random reads at 5%, then each
+#      kind alone as in 3; what nginx sent and what objfs logged per kind
+#      (the fault must reach objfs through nginx, a 200 as a 200).
 #
 # The bound for one read: (retries + 1) x timeout + the retry backoffs
 # (100 ms doubling, capped at 5 s) + slack (4 s, 8 s for sanitizer builds);
@@ -44,7 +49,9 @@
 #
 # Environment: OBJFS, OBJFS_TEST_KEEP (lib.sh); FAULTS_READS ("RATE:N ..."
 # for part 2, default "0:1000 0.01:3000 0.05:3500 0.2:2500"), FAULTS_THREADS
-# (8), FAULTS_SEED (1), FAULTS_RGW (1; 0 leaves RGW out), RGW_* (rgw.sh).
+# (8), FAULTS_SEED (1), FAULTS_RGW (1; 0 leaves RGW out), FAULTS_TLS (1; 0
+# leaves HTTPS out), FAULTS_TLS_READS (part 8's random reads per mount,
+# 800), RGW_* (rgw.sh).
 
 set -u
 
@@ -94,6 +101,7 @@ MNT=$TEST_TMP/mnt
 MNT_META=$TEST_TMP/mnt-meta
 MNT_DNS=$TEST_TMP/mnt-dns
 MNT_S3=$TEST_TMP/mnt-s3
+MNT_TLS=$TEST_TMP/mnt-tls
 WORK=$TEST_TMP/work
 mkdir -p "$SRC" "$WORK" "$MNT_DNS"
 
@@ -125,12 +133,14 @@ print(json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v)
 EOF
 }
 
-# fp_start UPSTREAM NAME: start faultproxy.py in front of UPSTREAM (host:port);
-# sets FP_PORT. A background job of this shell: lib.sh's cleanup ends it.
+# fp_start UPSTREAM NAME [PORT]: start faultproxy.py in front of UPSTREAM
+# (host:port) on 127.0.0.1:PORT (default: a free one); sets FP_PORT. A
+# background job of this shell: lib.sh's cleanup ends it.
 fp_start() {
 	local up=$1 name=$2 i pf=$WORK/fp-$2.port
 	"$PY" "$HERE/faultproxy.py" --upstream "$up" --port-file "$pf" --seed "$SEED" \
-		--timeout "$TIMEOUT" --log "$WORK/fp-$name.log" >"$WORK/fp-$name.out" 2>&1 &
+		--timeout "$TIMEOUT" --log "$WORK/fp-$name.log" --listen "127.0.0.1:${3:-0}" \
+		>"$WORK/fp-$name.out" 2>&1 &
 	for ((i = 0; i < 100; i++)); do
 		if [ -s "$pf" ]; then
 			FP_PORT=$(cat "$pf")
@@ -488,7 +498,7 @@ t_rate() {
 	local server=$1 mnt=$2 port=$3 rate=$4 n=$5 out label pct ok=1 eio maxeio faults
 	pct=$("$PY" -c "print('%g%%' % (float('$rate') * 100))")
 	label="$server, faults at $pct"
-	out="$WORK/rate-${server%% *}-$rate.json"
+	out="$WORK/rate-${server//[^a-zA-Z0-9]/_}-$rate.json"
 	phase "$label" "$mnt" "$port" "rate=$rate&kinds=&scope=all" "$out" --reads "$n" \
 		--files "$RANDOM_FILES" || return
 	eio=$(jget "$out" eio)
@@ -538,14 +548,16 @@ t_rate() {
 
 # ---------------------------------------------------------------- 3. each kind
 
-# t_kind KIND N FILE OUTCOME: every ranged GET broken with KIND; N reads of
-# FILE (O_DIRECT, random offsets). OUTCOME: eio (every read fails, every
+# t_kind KIND N FILE OUTCOME [MNT TAG]: every ranged GET broken with KIND;
+# N reads of FILE (O_DIRECT, random offsets) through MNT (default $MNT;
+# TAG names it in the results). OUTCOME: eio (every read fails, every
 # failed request after exactly RETRIES retries; none for etag: a changed
 # object is not retried), ok (every read right), mixed (some right, some
 # requests retried).
 t_kind() {
-	local kind=$1 n=$2 file=$3 want=$4 out=$WORK/kind-$1.json ok=1 eio good faults retries errs
-	phase "$kind at 100%" "$MNT" "$FP_PORT" "rate=1&kinds=$kind&scope=range" "$out" \
+	local kind=$1 n=$2 file=$3 want=$4 mnt=${5:-$MNT} tag=${6:+ ($6)} ok=1 eio good faults retries errs
+	local out=$WORK/kind-$1${6:+-${6//[^a-z0-9]/_}}.json
+	phase "$kind at 100%$tag" "$mnt" "$FP_PORT" "rate=1&kinds=$kind&scope=range" "$out" \
 		--reads "$n" --files "$file" --direct --no-seq --in-bounds || return
 	retries=$P_RETRIES
 	errs=$P_ERRS
@@ -555,7 +567,7 @@ t_kind() {
 	if [ "$(jget "$out" wrong_bytes)" -ne 0 ] || [ "$(jget "$out" other_errors)" -ne 0 ] ||
 		[ "$(jget "$out" over_bound)" -ne 0 ] || [ "$(jget "$out" reads)" -ne "$n" ]; then
 		ok=0
-		fail "$kind at 100%: expected $n reads, each right or EIO within $BOUND s; got $(jget "$out" reads) reads, $(jget "$out" wrong_bytes) wrong bytes, $(jget "$out" other_errors) other errors, $(jget "$out" over_bound) over the bound:"
+		fail "$kind at 100%$tag: expected $n reads, each right or EIO within $BOUND s; got $(jget "$out" reads) reads, $(jget "$out" wrong_bytes) wrong bytes, $(jget "$out" other_errors) other errors, $(jget "$out" over_bound) over the bound:"
 		details "$out"
 	fi
 	case $want in
@@ -564,26 +576,26 @@ t_kind() {
 		[ "$kind" = etag ] && want_retries=0
 		if [ "$eio" -ne "$n" ] || [ "$errs" -lt 1 ] || [ "$retries" -ne "$want_retries" ]; then
 			ok=0
-			fail "$kind at 100%: expected all $n reads to fail with EIO and each of the failed requests retried $([ "$kind" = etag ] && echo 0 || echo "$RETRIES") times ($want_retries retries), got $eio EIO, $good right, $errs failed requests, $retries retries, $faults faults"
+			fail "$kind at 100%$tag: expected all $n reads to fail with EIO and each of the failed requests retried $([ "$kind" = etag ] && echo 0 || echo "$RETRIES") times ($want_retries retries), got $eio EIO, $good right, $errs failed requests, $retries retries, $faults faults"
 		fi
 		;;
 	ok)
 		if [ "$good" -ne "$n" ] || [ "$faults" -lt 1 ] || [ "$errs" -ne 0 ]; then
 			ok=0
-			fail "$kind at 100%: expected all $n reads right (this fault is legal HTTP), got $good right, $eio EIO, $errs failed requests, $faults faults"
+			fail "$kind at 100%$tag: expected all $n reads right (this fault is legal HTTP), got $good right, $eio EIO, $errs failed requests, $faults faults"
 		fi
 		;;
 	mixed)
 		if [ "$good" -lt 1 ] || [ "$retries" -lt 1 ]; then
 			ok=0
-			fail "$kind at 100%: expected short delays waited for (some reads right) and long ones retried, got $good right, $eio EIO, $retries retries"
+			fail "$kind at 100%$tag: expected short delays waited for (some reads right) and long ones retried, got $good right, $eio EIO, $retries retries"
 		fi
 		;;
 	esac
 	if [ "$ok" = 1 ]; then
-		pass "$kind at 100%: $n reads, $good right, $eio EIO, $faults faults ($(jget "$out.proxy" variants)), $errs failed requests, $retries retries, max latency $(jget "$out" max_latency_s) s, wrong bytes 0"
+		pass "$kind at 100%$tag: $n reads, $good right, $eio EIO, $faults faults ($(jget "$out.proxy" variants)), $errs failed requests, $retries retries, max latency $(jget "$out" max_latency_s) s, wrong bytes 0"
 	fi
-	figure kinds "| $kind | $n | $faults | $errs | $retries | $good | $eio | $(jget "$out" max_latency_s) | $(jget "$out" wrong_bytes) |"
+	figure kinds "| $kind$tag | $n | $faults | $errs | $retries | $good | $eio | $(jget "$out" max_latency_s) | $(jget "$out" wrong_bytes) |"
 }
 
 # One read, one thread, every body stalled: EIO after the retries, each a
@@ -765,23 +777,140 @@ t_rgw() {
 	FP_PORT=$fp_nginx
 }
 
+# ---------------------------------------------------------------- 8. HTTPS
+
+# The faults over TLS (issue 20): nginx with lib.sh's test CA in front of
+# the same proxy (nginx_tls_server: proxy_pass, nothing buffered), mounted
+# with -o ca_file=, once with direct_recv=on (the data GETs read by
+# OpenSSL's SSL_read into the cache: the direct path meets the body faults
+# and hands error statuses and odd heads to libcurl) and once with
+# direct_recv=off (libcurl alone): each kind alone on every ranged GET,
+# judged as in part 3, then random reads with every kind at 5%. nginx
+# stands between, so a fault could reach objfs changed or not at all (a
+# cut upstream body must become a cut TLS stream, a 200 must stay a 200):
+# for each kind the figures say what nginx sent (its log: status, body
+# bytes of the length announced, request complete) and what objfs made of
+# it (its log at log_level=info), and full200 must reach objfs as 200s.
+TLS_OK=0
+TLS_PORT=
+t_tls_kinds() { # MNT TAG
+	local mnt=$1 tag=$2 kind n l0 o0 d0 f0 d1 f1 sent saw
+	for kind in slowdown error500 reset truncate badrange stall etag slowfirst full200; do
+		n=16
+		[ "$kind" = stall ] && n=$THREADS
+		l0=$(wc -l <"$WORK/tls.log")
+		o0=$(wc -l <"$OBJFS_LOG")
+		d0=$(ostat "$mnt" requests_direct) f0=$(ostat "$mnt" direct_fallbacks)
+		case $kind in
+		full200) t_kind "$kind" "$n" fresh-ok.bin ok "$mnt" "$tag" ;;
+		slowfirst) t_kind "$kind" "$n" fresh-ok.bin mixed "$mnt" "$tag" ;;
+		*) t_kind "$kind" "$n" fresh-fail.bin eio "$mnt" "$tag" ;;
+		esac
+		d1=$(ostat "$mnt" requests_direct) f1=$(ostat "$mnt" direct_fallbacks)
+		sleep 0.3 # nginx logs a request after its end
+		# what nginx sent objfs: statuses of ranged GETs, and how many it
+		# did not finish (the upstream cut them, or objfs closed first)
+		sent=$(tail -n +"$((l0 + 1))" "$WORK/tls.log" | awk '$2 != "\"-\"" {
+			st[$1]++; if ($5 != "\"OK\"" || ($4 != "-" && $3 < $4)) cut++ }
+			END { for (k in st) printf "%s x%s, ", k, st[k]; printf "%d unfinished", cut }')
+		# what objfs said, the two most frequent messages without URL and numbers
+		tail -n +"$((o0 + 1))" "$OBJFS_LOG" | grep '^objfs: ' >"$WORK/tls-phase.log"
+		saw=$(sed -E 's/^objfs: ([a-z]+: )?([a-z]+:[^ ]+: )?//; s/ \(attempt [0-9]+\)//; s/[0-9]+/N/g' \
+			"$WORK/tls-phase.log" | sort | uniq -c | sort -rn | head -n 2 |
+			sed -E 's/^ *([0-9]+) (.*)/\1x `\2`/' | paste -sd ';' -)
+		figure tls "| $kind | $tag | $sent | ${saw:-nothing} | $((d1 - d0)) / $((f1 - f0)) |"
+		# a cut TLS stream met by the direct path itself (engine_direct.c's words)
+		case $kind/$tag in
+		reset/*direct_recv=on | truncate/*direct_recv=on)
+			n=$(grep -c -E 'connection closed in the body|receive failed' "$WORK/tls-phase.log")
+			if [ "$n" -gt 0 ] && [ "$f1" = "$f0" ]; then
+				pass "$kind at 100% ($tag): the direct path (SSL_read) met the cut TLS stream itself, $n attempts, none handed to libcurl"
+			else
+				fail "$kind at 100% ($tag): expected the direct path to meet the cut TLS stream, got $n of its messages and $((f1 - f0)) handed to libcurl"
+			fi
+			;;
+		esac
+		if [ "$kind" = full200 ]; then
+			if [[ $sent == *"200 "* ]]; then
+				pass "full200 at 100% ($tag): nginx passed the 200s on as they were (not made 206 again): $sent"
+			else
+				fail "full200 at 100% ($tag): expected nginx to send objfs the 200s, it sent: $sent"
+			fi
+		fi
+	done
+}
+
+t_tls() {
+	local direct tag
+	if [ "${FAULTS_TLS:-1}" = 0 ]; then
+		note "HTTPS part left out (FAULTS_TLS=0)"
+		return
+	fi
+	if [ "$TLS_OK" != 1 ]; then
+		missing_dep "HTTPS part: openssl could not make the test CA"
+		return
+	fi
+	for direct in on off; do
+		tag="https, direct_recv=$direct"
+		if ! mount_objfs "https://127.0.0.1:$TLS_PORT/data/" "$MNT_TLS" \
+			"$MOUNT_OPTS,ca_file=$TLS_DIR/ca.pem,direct_recv=$direct,log_level=info"; then
+			fail "$tag: expected https://127.0.0.1:$TLS_PORT/data/ to mount at $MNT_TLS"
+			continue
+		fi
+		settle "$FP_PORT"
+		fp "$FP_PORT" config "rate=0"
+		"$PY" - "$MNT_TLS" <<'EOF' || fail "$tag: expected to open the fresh objects"
+import os, sys
+for n in ("fresh-fail.bin", "fresh-ok.bin"):
+    os.close(os.open(os.path.join(sys.argv[1], n), os.O_RDONLY))
+EOF
+		# the kinds first, full200 last: a 200 for a range turns the origin
+		# over to libcurl for a while (the direct path's rule), and every
+		# kind before it is to meet the direct path
+		t_tls_kinds "$MNT_TLS" "$tag"
+		t_rate "$tag" "$MNT_TLS" "$FP_PORT" 0.05 "${FAULTS_TLS_READS:-800}"
+		if [ "$direct" = on ] && [ "$(ostat "$MNT_TLS" requests_direct)" -lt 1 ]; then
+			fail "$tag: expected data GETs on the direct path, requests_direct is $(ostat "$MNT_TLS" requests_direct)"
+		elif [ "$direct" = off ] && [ "$(ostat "$MNT_TLS" requests_direct)" -ne 0 ]; then
+			fail "$tag: expected no GET on the direct path, requests_direct is $(ostat "$MNT_TLS" requests_direct)"
+		fi
+		fp "$FP_PORT" config "rate=0"
+		if _pid_alive "$OBJFS_PID"; then
+			check_unmount "$tag" "$MNT_TLS"
+		else
+			fail "$tag: expected objfs (pid $OBJFS_PID) alive after the fault phases"
+		fi
+	done
+}
+
 # ---------------------------------------------------------------- main
 
 log "objfs: $OBJFS"
 log "temp:  $TEST_TMP"
 log "mount: -o $MOUNT_OPTS; read bound $BOUND s"
 t_checker
+# the proxy's port is chosen first: nginx's TLS server (part 8) forwards to it
+FP_LISTEN=$(free_port)
+if command -v openssl >/dev/null 2>&1 && tls_leaf server "IP:127.0.0.1,DNS:localhost"; then
+	TLS_OK=1
+	TLS_PORT=$(free_port)
+	: >"$WORK/tls.log"
+	fmt='$status "$http_range" $body_bytes_sent $sent_http_content_length'
+	fmt+=' "$request_completion" $upstream_status'
+	NGINX_EXTRA_CONF=$(nginx_tls_server -a "$WORK/tls.log" -f "$fmt" "$TLS_PORT" \
+		"http://127.0.0.1:$FP_LISTEN")
+fi
 if ! nginx_start "$SRC"; then
 	fail "expected nginx to start serving $SRC"
 	summary
 	exit 1
 fi
-if ! fp_start "127.0.0.1:$NGINX_PORT" nginx; then
+if ! fp_start "127.0.0.1:$NGINX_PORT" nginx "$FP_LISTEN"; then
 	fail "expected faultproxy.py to start in front of nginx"
 	summary
 	exit 1
 fi
-log "nginx: 127.0.0.1:$NGINX_PORT, proxy: 127.0.0.1:$FP_PORT"
+log "nginx: 127.0.0.1:$NGINX_PORT, proxy: 127.0.0.1:$FP_PORT${TLS_PORT:+, nginx TLS in front of the proxy: 127.0.0.1:$TLS_PORT}"
 if ! mount_objfs "http://127.0.0.1:$FP_PORT/data/" "$MNT" "$MOUNT_OPTS"; then
 	fail "expected http://127.0.0.1:$FP_PORT/data/ to mount at $MNT"
 	summary
@@ -822,6 +951,9 @@ t_meta
 t_dns
 note "metadata and DNS: $((SECONDS - t1)) s"
 t1=$SECONDS
+t_tls
+note "HTTPS: $((SECONDS - t1)) s"
+t1=$SECONDS
 t_rgw
 note "RGW: $((SECONDS - t1)) s"
 t_sanitizer_logs
@@ -841,5 +973,13 @@ echo
 echo "| check | result |"
 echo "|---|---|"
 cat "$WORK/fig-other" 2>/dev/null
+if [ -s "$WORK/fig-tls" ]; then
+	echo
+	echo "Over TLS (nginx in front of the proxy): what reached objfs, per kind on every ranged GET"
+	echo
+	echo "| kind | mount | nginx sent objfs (ranged GETs: status xcount, unfinished) | objfs logged (most frequent, numbers as N) | direct GETs done / handed to libcurl |"
+	echo "|---|---|---|---|---|"
+	cat "$WORK/fig-tls"
+fi
 echo
 summary

@@ -1,6 +1,6 @@
 #!/bin/bash
 # https_direct.sh: the direct receive path over HTTPS (issue 20) against a
-# real server: nginx with a certificate from a test CA made here.
+# real server: nginx with a certificate from lib.sh's test CA.
 #
 #   - a mount with ca_file= reads large and small objects byte-exact, the
 #     data GETs on the direct path (requests_direct in .objfs-stats, no
@@ -28,53 +28,30 @@ nginx_check || skip "nginx is not usable"
 SHORT_TO=60
 SRC=$TEST_TMP/src
 MNT=$TEST_TMP/mnt
-TLS=$TEST_TMP/tls
-mkdir -p "$SRC" "$TLS"
+TLS=$TLS_DIR
+mkdir -p "$SRC"
 head -c $((48 << 20)) /dev/urandom >"$SRC/big.bin"
 head -c $((6 << 20)) /dev/urandom >"$SRC/mid.bin"
 head -c $((6 << 20)) /dev/urandom >"$SRC/late.bin"
 echo "small file over https" >"$SRC/f.txt"
 
-# ca NAME: a test CA; leaf NAME CA SAN: a certificate of CA for SAN
-ca() {
-	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
-		-subj "/CN=objfs test CA $1" -keyout "$TLS/$1.key" -out "$TLS/$1.pem"
-}
-leaf() {
-	openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$1" \
-		-keyout "$TLS/$1.key" -out "$TLS/$1.csr" &&
-		printf 'subjectAltName=%s\n' "$3" >"$TLS/$1.ext" &&
-		openssl x509 -req -in "$TLS/$1.csr" -CA "$TLS/$2.pem" -CAkey "$TLS/$2.key" \
-			-CAcreateserial -days 2 -extfile "$TLS/$1.ext" -out "$TLS/$1.pem"
-}
-if ! { ca ca && ca rogue && leaf ip ca "IP:127.0.0.1,DNS:localhost" &&
-	leaf nameonly ca "DNS:localhost" && leaf untrusted rogue "IP:127.0.0.1"; } \
-	>"$TLS/openssl.log" 2>&1; then
-	echo "ERROR: openssl could not make the test certificates: $(tail -5 "$TLS/openssl.log")" >&2
+# the test CA (lib.sh) and a rogue one; "server" of the test CA is served
+# first, then, under the running mount, "untrusted" of the rogue CA
+if ! { tls_leaf server "IP:127.0.0.1,DNS:localhost" && tls_leaf nameonly "DNS:localhost" &&
+	tls_leaf untrusted "IP:127.0.0.1" rogue; }; then
+	echo "ERROR: openssl could not make the test certificates" >&2
 	exit 99
 fi
-cp "$TLS/ip.pem" "$TLS/live.pem"
-cp "$TLS/ip.key" "$TLS/live.key"
+cp "$TLS/server.pem" "$TLS/live.pem"
+cp "$TLS/server.key" "$TLS/live.key"
 
 HTTPS_PORT=$(free_port)
 NAMEONLY_PORT=$(free_port)
 # shellcheck disable=SC2034 # read by nginx_start (lib.sh)
 NGINX_EXTRA_CONF="
-    log_format tls '\$ssl_session_reused \$request';
-    server {
-        listen 127.0.0.1:$HTTPS_PORT ssl;
-        ssl_certificate $TLS/live.pem;
-        ssl_certificate_key $TLS/live.key;
-        access_log $TEST_TMP/tls.log tls;
-        keepalive_requests 4;
-        location /data/ { alias $SRC/; autoindex on; autoindex_format json; }
-    }
-    server {
-        listen 127.0.0.1:$NAMEONLY_PORT ssl;
-        ssl_certificate $TLS/nameonly.pem;
-        ssl_certificate_key $TLS/nameonly.key;
-        location /data/ { alias $SRC/; autoindex on; autoindex_format json; }
-    }"
+$(nginx_tls_server -c live -a "$TEST_TMP/tls.log" -f '$ssl_session_reused $request' \
+	"$HTTPS_PORT" "$SRC" "keepalive_requests 4;")
+$(nginx_tls_server -c nameonly "$NAMEONLY_PORT" "$SRC")"
 nginx_start "$SRC" || { fail "expected nginx to start"; summary; exit 1; }
 URL=https://127.0.0.1:$HTTPS_PORT/data/
 log "objfs: $OBJFS; nginx https on $HTTPS_PORT (another name only: $NAMEONLY_PORT)"

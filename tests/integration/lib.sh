@@ -24,7 +24,8 @@
 #   OBJFS_TEST_KEEP  1 = keep $TEST_TMP (logs, nginx conf) after the run
 #   NGINX            the nginx binary (default: nginx from PATH, or /usr/sbin/nginx)
 #   NGINX_EXTRA_CONF more nginx.conf text for the http block (another server
-#                    block: HTTPS, crafted listings), set before nginx_start
+#                    block: HTTPS (nginx_tls_server), crafted listings), set
+#                    before nginx_start
 
 set -u
 
@@ -333,6 +334,16 @@ check_rss_cap() {
 	fi
 }
 
+# missing_dep WHAT: a part of a test cannot run for want of WHAT: a failure
+# under CI=true (tests/deps.sh installs everything), a note elsewhere.
+missing_dep() {
+	if [ "${CI:-}" = true ]; then
+		fail "$* (CI=true: tests/deps.sh installs it)"
+	else
+		note "$*: not tested"
+	fi
+}
+
 # remember_mountpoint DIR: cleanup() will unmount DIR if something (e.g. a
 # daemonising objfs run by a test directly) left it mounted.
 remember_mountpoint() {
@@ -523,6 +534,109 @@ nginx_restart_same_port() {
 		sed 's/^/    | /' "$NGINX_PREFIX/error.log" 2>/dev/null | tail -n 20
 	} >&2
 	return 1
+}
+
+# ---------------------------------------------------------------- TLS
+
+# The HTTPS tests' certificates live in $TLS_DIR (a test may point it at
+# a directory of its own before the first call): a test CA "ca" and a
+# server certificate "server" of it for 127.0.0.1 and localhost, made on
+# first use and shared by every server block of the test; files already
+# there are kept. EC P-256 keys (openssl takes milliseconds for them).
+#
+#   tls_ca NAME                  $TLS_DIR/NAME.pem + .key: a self-signed CA
+#   tls_leaf NAME SAN [CA]       $TLS_DIR/NAME.pem + .key: a server
+#                                certificate for SAN ("IP:127.0.0.1,DNS:x")
+#                                signed by CA (default ca, made if missing)
+#   nginx_tls_server [-c CERT] [-l LISTEN] [-a LOG -f FORMAT] PORT TARGET
+#                    [DIRECTIVES]
+#       prints an nginx server block for NGINX_EXTRA_CONF: TLS on
+#       127.0.0.1:PORT (LISTEN: more listen parameters, e.g. http2;
+#       LOG: its access log, one line a request in FORMAT, no ') with
+#       the certificate CERT (a name in $TLS_DIR or a path without .pem;
+#       default server, for 127.0.0.1 and localhost, made with the CA if
+#       missing). TARGET: a directory, served at /data/ with nginx's JSON
+#       index; http://HOST:PORT, every request proxied there as it came
+#       (Host kept, so SigV4 signatures still verify; nothing buffered, so
+#       what goes wrong upstream -- a body cut, reset or stalled --
+#       reaches the client as it happens); or - for none (DIRECTIVES hold
+#       the locations). DIRECTIVES: more text inside the server block.
+#       Clients trust it with $TLS_DIR/ca.pem (objfs: -o ca_file=).
+# Each returns non-zero, with openssl's words on stderr, when it fails; a
+# test calls tls_leaf (or tls_ca) itself first when it must tell that
+# failure apart, since nginx_tls_server usually runs inside $(...).
+TLS_DIR=$TEST_TMP/tls
+
+tls_ca() {
+	[ -s "$TLS_DIR/$1.pem" ] && [ -s "$TLS_DIR/$1.key" ] && return 0
+	mkdir -p "$TLS_DIR" || return 1
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 \
+		-subj "/CN=objfs test CA $1" -keyout "$TLS_DIR/$1.key" -out "$TLS_DIR/$1.pem" \
+		>>"$TLS_DIR/openssl.log" 2>&1 ||
+		{ echo "tls_ca: openssl could not make the CA $1: $(tail -n 3 "$TLS_DIR/openssl.log")" >&2; return 1; }
+}
+
+tls_leaf() {
+	local name=$1 san=$2 ca=${3:-ca} d=$TLS_DIR
+	[ -s "$d/$name.pem" ] && [ -s "$d/$name.key" ] && return 0
+	tls_ca "$ca" || return 1
+	{
+		openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=$name" \
+			-keyout "$d/$name.key" -out "$d/$name.csr" &&
+			printf 'subjectAltName=%s\n' "$san" >"$d/$name.ext" &&
+			openssl x509 -req -in "$d/$name.csr" -CA "$d/$ca.pem" -CAkey "$d/$ca.key" \
+				-CAcreateserial -days 2 -extfile "$d/$name.ext" -out "$d/$name.pem"
+	} >>"$d/openssl.log" 2>&1 ||
+		{ echo "tls_leaf: openssl could not make $name ($san, CA $ca): $(tail -n 3 "$d/openssl.log")" >&2; return 1; }
+}
+
+nginx_tls_server() {
+	local OPTIND o cert=server listen='' alog='' afmt='' port target more body
+	while getopts c:l:a:f: o; do
+		case $o in
+		c) cert=$OPTARG ;;
+		l) listen=" $OPTARG" ;;
+		a) alog=$OPTARG ;;
+		f) afmt=$OPTARG ;;
+		*) return 1 ;;
+		esac
+	done
+	shift $((OPTIND - 1))
+	port=$1 target=$2 more=${3:-}
+	if [ "$cert" = server ]; then
+		tls_leaf server "IP:127.0.0.1,DNS:localhost" || return 1
+	fi
+	case $cert in
+	*/*) ;;
+	*) cert=$TLS_DIR/$cert ;;
+	esac
+	case $target in
+	-) body= ;;
+	http://*)
+		body="location / {
+            proxy_pass $target;
+            proxy_set_header Host \$http_host;
+            proxy_http_version 1.1;
+            proxy_set_header Connection \"\";
+            proxy_buffering off;
+            proxy_request_buffering off;
+        }" ;;
+	*) body="location /data/ { alias $target/; autoindex on; autoindex_format json; }" ;;
+	esac
+	if [ -n "$alog" ]; then
+		printf "    log_format tls_%s '%s';\n" "$port" "$afmt"
+		more="access_log $alog tls_$port;
+        $more"
+	fi
+	cat <<EOF
+    server {
+        listen 127.0.0.1:$port ssl$listen;
+        ssl_certificate $cert.pem;
+        ssl_certificate_key $cert.key;
+        $more
+        $body
+    }
+EOF
 }
 
 # ---------------------------------------------------------------- cleanup

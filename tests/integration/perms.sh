@@ -16,10 +16,11 @@
 #  - the GPU side API: a capability token is refused when presented by
 #    another uid (either way round), accepted from its owner; a user the
 #    modes keep out cannot get one (the open fails first);
-#  - TLS: verification is on by default (self-signed HTTPS nginx: the mount
-#    fails, naming TLS), ca_file= makes it work, a wrong CA or host name
-#    fails, a missing ca_file is named, insecure works and warns even at
-#    log_level=error; the same for S3 over HTTPS (stub.sh);
+#  - TLS: verification is on by default (nginx with a certificate of
+#    lib.sh's test CA, the CA not given: the mount fails, naming TLS),
+#    ca_file= makes it work, a wrong CA or host name fails, a missing
+#    ca_file is named, insecure works and warns even at log_level=error;
+#    the same for S3 over HTTPS (stub.sh);
 #  - secrets: an S3 mount at log_level=debug (stub endpoint recording the
 #    headers objfs sent) lists, reads and misses; its log holds neither the
 #    secret key, nor the session token, nor any request signature;
@@ -107,10 +108,12 @@ modes() { timeout "$SHORT_TO" stat -c '%a %u %g' -- "$MNT" "$MNT/f.txt" "$MNT/su
 
 # ---------------------------------------------------------------- servers
 
-TLS=$TEST_TMP/tls
-if ! tls_cert "$TLS" ip "IP:127.0.0.1,DNS:localhost" || ! tls_cert "$TLS" other "IP:127.0.0.1" ||
-	! tls_cert "$TLS" nameonly "DNS:localhost"; then
-	echo "ERROR: openssl could not make the test certificates: $(cat "$TLS"/*.log)" >&2
+TLS=$TLS_DIR
+# lib.sh's test CA: "server" (127.0.0.1 and localhost), "nameonly"
+# (localhost only); "rogue", a CA that signed neither
+if ! tls_leaf server "IP:127.0.0.1,DNS:localhost" || ! tls_leaf nameonly "DNS:localhost" ||
+	! tls_ca rogue; then
+	echo "ERROR: openssl could not make the test certificates" >&2
 	exit 99
 fi
 STUB=$TEST_TMP/s3stub
@@ -123,28 +126,11 @@ S3_PORT=$(free_port)
 S3TLS_PORT=$(free_port)
 H2_PORT=$(free_port)
 NGINX_EXTRA_CONF="
-    log_format proto '\$server_protocol \$request';
-    server {
-        listen 127.0.0.1:$H2_PORT ssl http2;
-        ssl_certificate $TLS/ip.pem;
-        ssl_certificate_key $TLS/ip.key;
-        access_log $TEST_TMP/h2.log proto;
-        location /data/ { alias $SRC/; autoindex on; autoindex_format json; }
-    }
-    server {
-        listen 127.0.0.1:$HTTPS_PORT ssl;
-        ssl_certificate $TLS/ip.pem;
-        ssl_certificate_key $TLS/ip.key;
-        location /data/ { alias $SRC/; autoindex on; autoindex_format json; }
-    }
-    server {
-        listen 127.0.0.1:$NAMEONLY_PORT ssl;
-        ssl_certificate $TLS/nameonly.pem;
-        ssl_certificate_key $TLS/nameonly.key;
-        location /data/ { alias $SRC/; autoindex on; autoindex_format json; }
-    }
+$(nginx_tls_server -l http2 -a "$TEST_TMP/h2.log" -f '$server_protocol $request' "$H2_PORT" "$SRC")
+$(nginx_tls_server "$HTTPS_PORT" "$SRC")
+$(nginx_tls_server -c nameonly "$NAMEONLY_PORT" "$SRC")
 $(s3stub_server "$S3_PORT" bkt "$STUB")
-$(s3stub_server "$S3TLS_PORT" bkt "$STUB" "$TLS/ip" | sed "s/stub_$S3TLS_PORT/stubtls/")"
+$(s3stub_server "$S3TLS_PORT" bkt "$STUB" server | sed "s/stub_$S3TLS_PORT/stubtls/")"
 nginx_start "$SRC" || { fail "expected nginx to start"; summary; exit 1; }
 URL=http://127.0.0.1:$NGINX_PORT/data/
 log "objfs: $OBJFS; nginx on $NGINX_PORT (https $HTTPS_PORT, S3 stub $S3_PORT, S3 over TLS $S3TLS_PORT)"
@@ -306,7 +292,7 @@ t_http_version() {
 		want="HTTP/1.1"
 		[ "$v" = 2 ] && want="HTTP/2.0"
 		if tls_mounts "http_version=$v against an HTTP/2 server" "$h2" \
-			"ca_file=$TLS/ip.pem$([ "$v" = 2 ] && echo ,http_version=2)" f.txt; then
+			"ca_file=$TLS/ca.pem$([ "$v" = 2 ] && echo ,http_version=2)" f.txt; then
 			check_unmount "http_version=$v" "$MNT"
 			if [ -s "$TEST_TMP/h2.log" ] && ! grep -v -q "^$want " "$TEST_TMP/h2.log"; then
 				pass "http_version=$v: every request of the mount was $want ($(wc -l <"$TEST_TMP/h2.log") in the server's log)"
@@ -319,19 +305,19 @@ t_http_version() {
 
 t_tls() {
 	local https=https://127.0.0.1:$HTTPS_PORT/data/ s3tls=https://127.0.0.1:$S3TLS_PORT
-	tls_refused "https, self-signed, no ca_file" "TLS|certificate" "$https" "retries=0"
-	tls_refused "https, ca_file of another CA" "TLS|certificate" "$https" "retries=0,ca_file=$TLS/other.pem"
+	tls_refused "https, a test CA's certificate, no ca_file" "TLS|certificate" "$https" "retries=0"
+	tls_refused "https, ca_file of another CA" "TLS|certificate" "$https" "retries=0,ca_file=$TLS/rogue.pem"
 	tls_refused "https, ca_file missing" "ca_file.*No such file" "$https" "ca_file=$TLS/missing.pem"
 	tls_refused "https, certificate for another host name (localhost only, asked 127.0.0.1)" \
-		"TLS|certificate" "https://127.0.0.1:$NAMEONLY_PORT/data/" "retries=0,ca_file=$TLS/nameonly.pem"
-	if tls_mounts "https with ca_file" "$https" "ca_file=$TLS/ip.pem" f.txt; then
+		"TLS|certificate" "https://127.0.0.1:$NAMEONLY_PORT/data/" "retries=0,ca_file=$TLS/ca.pem"
+	if tls_mounts "https with ca_file" "$https" "ca_file=$TLS/ca.pem" f.txt; then
 		if grep -q "insecure\|verification is OFF" "$OBJFS_LOG"; then
 			fail "https with ca_file: expected no insecure warning, log: $(head -c 300 "$OBJFS_LOG")"
 		fi
 		check_unmount "https with ca_file" "$MNT"
 	fi
 	if tls_mounts "https by host name with its certificate" "https://localhost:$NAMEONLY_PORT/data/" \
-		"ca_file=$TLS/nameonly.pem" f.txt; then
+		"ca_file=$TLS/ca.pem" f.txt; then
 		check_unmount "https by host name" "$MNT"
 	fi
 	if tls_mounts "https, insecure, log_level=error" "$https" "insecure,log_level=error" f.txt; then
@@ -344,10 +330,10 @@ t_tls() {
 	fi
 	# S3 over TLS (the stub accepts any signature)
 	AWS_ACCESS_KEY_ID=AKIDTLSTEST AWS_SECRET_ACCESS_KEY=tls-test-secret \
-		tls_refused "S3 over https, self-signed, no ca_file" "TLS certificate.*not trusted" \
+		tls_refused "S3 over https, a test CA's certificate, no ca_file" "TLS certificate.*not trusted" \
 		s3://bkt "endpoint=$s3tls,retries=0"
 	if AWS_ACCESS_KEY_ID=AKIDTLSTEST AWS_SECRET_ACCESS_KEY=tls-test-secret \
-		tls_mounts "S3 over https with ca_file" s3://bkt "endpoint=$s3tls,ca_file=$TLS/ip.pem" f.txt; then
+		tls_mounts "S3 over https with ca_file" s3://bkt "endpoint=$s3tls,ca_file=$TLS/ca.pem" f.txt; then
 		check_unmount "S3 over https" "$MNT"
 	fi
 }

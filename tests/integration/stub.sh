@@ -3,8 +3,6 @@
 # stub.sh: nginx stand-ins for the hardening tests (perms.sh, keys.sh).
 # Source it after lib.sh, do not run it.
 #
-#   tls_cert DIR NAME SAN         self-signed certificate DIR/NAME.pem (+ .key)
-#                                 for SAN ("IP:127.0.0.1,DNS:localhost")
 #   s3stub_dir DIR [KEY...]       DIR/lists/: the ListObjectsV2 pages (delimiter
 #                                 /, one per prefix) of a bucket holding every
 #                                 file under DIR/objs (its relative path is the
@@ -15,9 +13,10 @@
 #                                 path-style S3 on 127.0.0.1:PORT: GET /BUCKET
 #                                 is the page of its prefix= argument, GET
 #                                 /BUCKET/KEY is DIR/objs/KEY, with TLS when
-#                                 CERT (tls_cert's DIR/NAME) is given; every
-#                                 request's Authorization and token headers go
-#                                 to DIR/access.log (the secrets check)
+#                                 CERT (nginx_tls_server's -c, lib.sh) is
+#                                 given; every request's Authorization and
+#                                 token headers go to DIR/access.log (the
+#                                 secrets check)
 #   stub_isolate_aws              unset the invoking user's AWS settings (keys,
 #                                 profile, files, instance metadata): a test
 #                                 sees only the credentials it passes
@@ -32,14 +31,6 @@
 # itself). It verifies nothing: never proof of SigV4 (s3_rgw.sh is).
 
 STUB_OUTSIDE_MARK=OBJFS-OUTSIDE-SECRET
-
-tls_cert() {
-	local dir=$1 name=$2 san=$3
-	mkdir -p "$dir" || return 1
-	openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=objfs-test-$name" \
-		-addext "subjectAltName=$san" -keyout "$dir/$name.key" -out "$dir/$name.pem" \
-		>"$dir/$name.openssl.log" 2>&1
-}
 
 s3stub_dir() {
 	local dir=$1
@@ -94,17 +85,8 @@ EOF
 }
 
 s3stub_server() {
-	local port=$1 bucket=$2 dir=$3 cert=${4:-} tls=
-	if [ -n "$cert" ]; then
-		tls="ssl;
-        ssl_certificate $cert.pem;
-        ssl_certificate_key $cert.key"
-	fi
-	cat <<EOF
-    log_format stub_$port '\$request_method \$request_uri auth="\$http_authorization" token="\$http_x_amz_security_token"';
-    server {
-        listen 127.0.0.1:$port $tls;
-        access_log $dir/access.log stub_$port;
+	local port=$1 bucket=$2 dir=$3 cert=${4:-} body
+	body="access_log $dir/access.log stub_$port;
         location = /$bucket {
             default_type application/xml;
             root $dir;
@@ -113,9 +95,13 @@ s3stub_server() {
         location /$bucket/ {
             alias $dir/objs/;
         }
-$(stub_outside_conf "$dir")
-    }
-EOF
+$(stub_outside_conf "$dir")"
+	printf '%s\n' "    log_format stub_$port '\$request_method \$request_uri auth=\"\$http_authorization\" token=\"\$http_x_amz_security_token\"';"
+	if [ -n "$cert" ]; then
+		nginx_tls_server -c "$cert" "$port" - "$body"
+	else
+		printf '    server {\n        listen 127.0.0.1:%s;\n        %s\n    }\n' "$port" "$body"
+	fi
 }
 
 # stub_outside_conf DIR: a location serving /outside/secret.txt from
