@@ -55,7 +55,11 @@
 # ./device-out), HB_SIZE, HB_STREAMS, HB_REPS, HB_BUDGET, HB_OPTS (more mount
 # options; direct_recv=off measures libcurl's receive path instead), HB_MODES
 # (default "curl-https fuse-https gpu-https curl-http
-# fuse-http"), HB_DATA (keep the object here between calls), HB_TLS_DIR.
+# fuse-http"), HB_DATA (keep the object here between calls), HB_TLS_DIR,
+# HB_LISTEN (more parameters of the HTTPS listen; default reuseport: each
+# worker its own socket, the kernel spreading connections over them; with
+# one shared socket 16 curl streams got 2.2-5.7 GB/s on the H200 machine,
+# with reuseport 4.7-9.5; "none" for the shared socket).
 #
 # Output: a table on stdout and in $OUT/https_bench.txt, every run in
 # $OUT/https_bench.runs ("N MODE GB/s CPU_S_PER_GB [NGINX_CPU_S_PER_GB BUSY_CORES]").
@@ -117,7 +121,9 @@ https_nginx() {
 	local tls_conf="ssl_buffer_size 16k; output_buffers 4 1m;"
 	[ "$KTLS" = 0 ] || tls_conf="ssl_conf_command Options KTLS;"
 	HTTPS_PORT=$(free_port)
-	NGINX_EXTRA_CONF=$(nginx_tls_server "$HTTPS_PORT" "$DATA" "ssl_protocols TLSv1.3;
+	local listen=${HB_LISTEN:-reuseport}
+	[ "$listen" != none ] || listen=
+	NGINX_EXTRA_CONF=$(nginx_tls_server ${listen:+-l "$listen"} "$HTTPS_PORT" "$DATA" "ssl_protocols TLSv1.3;
         ssl_prefer_server_ciphers on;
         ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384;
         ssl_session_cache shared:bench:10m;
