@@ -39,6 +39,7 @@
 #include "object.h"
 #include "reader.h"
 #include "side.h"
+#include "spares.h"
 
 #define MAX_READ (1u << 20)
 #define READAHEAD_KB 4096 /* kernel readahead: four MAX_READ requests in flight */
@@ -521,64 +522,22 @@ static void readdir_fill(void *arg);
  * 128 KiB, so a buffer malloc'd per reply was a fresh mapping, its pages
  * faulted in as entries were added and unmapped after the reply: a tenth
  * of the daemon's CPU in `ls -l` of 300,000 keys (perf, issue 14). Buffers
- * of 128 KiB or more go back to RDBUF_SPARES spares (2 MiB at most) and the
+ * of 128 KiB or more go back to two spares (2 MiB at most) and the
  * next reply that fits takes one; one `ls` reads one directory at a time.
  */
-#define RDBUF_SPARES 2
-#define RDBUF_KEEP_MIN (128u << 10)
-
-static pthread_mutex_t rdbuf_lock = PTHREAD_MUTEX_INITIALIZER;
-static char *rdbuf_spare[RDBUF_SPARES];  /* guarded by rdbuf_lock */
-static size_t rdbuf_cap[RDBUF_SPARES];   /* guarded by rdbuf_lock */
-static unsigned rdbuf_n;                 /* guarded by rdbuf_lock */
+static struct objfs_spares rdbufs = OBJFS_SPARES_INIT(2, 128u << 10, MAX_READ);
 
 /* A buffer of at least @size bytes, its size in *@cap; NULL when out of
- * memory. Given back with rdbuf_put. */
+ * memory. Given back with objfs_spares_put(&rdbufs, ...). */
 static char *rdbuf_get(size_t size, size_t *cap)
 {
-	char *p = NULL;
+	char *p = objfs_spares_take(&rdbufs, size, cap);
 
-	pthread_mutex_lock(&rdbuf_lock);
-	for (unsigned i = 0; i < rdbuf_n; i++) {
-		if (rdbuf_cap[i] >= size) {
-			p = rdbuf_spare[i];
-			*cap = rdbuf_cap[i];
-			rdbuf_n--;
-			rdbuf_spare[i] = rdbuf_spare[rdbuf_n];
-			rdbuf_cap[i] = rdbuf_cap[rdbuf_n];
-			break;
-		}
-	}
-	pthread_mutex_unlock(&rdbuf_lock);
 	if (!p) {
 		p = malloc(size);
 		*cap = size;
 	}
 	return p;
-}
-
-/* Frees @p (@cap bytes, from rdbuf_get) or keeps it as a spare. */
-static void rdbuf_put(char *p, size_t cap)
-{
-	if (p && cap >= RDBUF_KEEP_MIN && cap <= MAX_READ) {
-		pthread_mutex_lock(&rdbuf_lock);
-		if (rdbuf_n < RDBUF_SPARES) {
-			rdbuf_spare[rdbuf_n] = p;
-			rdbuf_cap[rdbuf_n++] = cap;
-			p = NULL;
-		}
-		pthread_mutex_unlock(&rdbuf_lock);
-	}
-	free(p);
-}
-
-/* The spares, at the end of the session. */
-static void rdbuf_drop(void)
-{
-	pthread_mutex_lock(&rdbuf_lock);
-	while (rdbuf_n)
-		free(rdbuf_spare[--rdbuf_n]);
-	pthread_mutex_unlock(&rdbuf_lock);
 }
 
 /* One readdir reply being built (objfs_dirent_fn's arg). */
@@ -661,7 +620,7 @@ static void readdir_fill(void *arg)
 		r = objfs_dirsnap_read(w->d, (size_t)b.off - 2, b.plus, dirbuf_add, &b,
 				       b.used ? NULL : readdir_fill, w);
 		if (r == -EINPROGRESS && !b.used) {
-			rdbuf_put(b.buf, cap);
+			objfs_spares_put(&rdbufs, b.buf, cap);
 			return;
 		}
 		if (r < 0 && r != -EINPROGRESS && r != -ENOSPC && !b.used)
@@ -671,7 +630,7 @@ static void readdir_fill(void *arg)
 		fuse_reply_err(req, -err);
 	else
 		fuse_reply_buf(req, b.buf, b.used);
-	rdbuf_put(b.buf, cap);
+	objfs_spares_put(&rdbufs, b.buf, cap);
 	hnd_put(w->ref);
 	free(w);
 }
@@ -994,7 +953,7 @@ int objfs_fs_run(struct objfs_fs *fs, int fuse_argc, char **fuse_argv, const cha
 	fuse_loop_cfg_set_max_threads(cfg, fs->threads);
 	ret = fuse_session_loop_mt(se, cfg) ? -EIO : 0;
 	fuse_loop_cfg_destroy(cfg);
-	rdbuf_drop();
+	objfs_spares_drop(&rdbufs);
 out_unmount:
 	fuse_session_unmount(se);
 out_signals:

@@ -208,49 +208,22 @@ refuse:
 	return 0;
 }
 
-/*
- * Body buffers (see the file header): a spare of r->eng's of at least
- * @need bytes (0: any), the smallest that fits, becomes r->body (unused:
- * body_cap 0 before). Nothing when none fits.
- */
+/* Body buffers (see the file header): r->body, unused (body_cap 0), becomes
+ * a spare of r->eng's of at least @need bytes (0: any) if one fits. */
 static void spare_take(struct objfs_req *r, size_t need)
 {
-	struct objfs_engine *e = r->eng;
-	unsigned best = BODY_SPARES;
-
-	if (!e || need > SPARE_MAX)
-		return;
-	pthread_mutex_lock(&e->spare_lock);
-	for (unsigned i = 0; i < e->nspare; i++)
-		if (e->spare_cap[i] >= need &&
-		    (best == BODY_SPARES || e->spare_cap[i] < e->spare_cap[best]))
-			best = i;
-	if (best < BODY_SPARES) {
-		r->body = e->spare[best];
-		r->body_cap = e->spare_cap[best];
-		e->nspare--;
-		e->spare[best] = e->spare[e->nspare];
-		e->spare_cap[best] = e->spare_cap[e->nspare];
-	}
-	pthread_mutex_unlock(&e->spare_lock);
+	if (r->eng)
+		r->body = objfs_spares_take(&r->eng->spares, need, &r->body_cap);
 }
 
-/* Frees r->body, or gives it back to r->eng's spares when it is of
- * listing size and there is room; r->body is NULL afterwards. */
+/* Frees r->body, or gives it back to r->eng's spares (listing size, room
+ * left); r->body is NULL afterwards. */
 static void body_release(struct objfs_req *r)
 {
-	struct objfs_engine *e = r->eng;
-
-	if (r->body && e && r->body_cap >= SPARE_MIN && r->body_cap <= SPARE_MAX) {
-		pthread_mutex_lock(&e->spare_lock);
-		if (e->nspare < BODY_SPARES) {
-			e->spare[e->nspare] = r->body;
-			e->spare_cap[e->nspare++] = r->body_cap;
-			r->body = NULL;
-		}
-		pthread_mutex_unlock(&e->spare_lock);
-	}
-	free(r->body);
+	if (r->eng)
+		objfs_spares_put(&r->eng->spares, r->body, r->body_cap);
+	else
+		free(r->body);
 	r->body = NULL;
 	r->body_cap = 0;
 }
@@ -776,7 +749,7 @@ int objfs_engine_new(const struct objfs_engine_cfg *cfg, struct objfs_engine **o
 	e = calloc(1, sizeof(*e));
 	if (!e)
 		return -ENOMEM;
-	pthread_mutex_init(&e->spare_lock, NULL);
+	objfs_spares_init(&e->spares, BODY_SPARES, SPARE_MIN, SPARE_MAX);
 	e->cfg = *cfg;
 	e->nthreads = cfg->threads ? cfg->threads : 1;
 	/* each thread holds at least one connection per host: more threads
@@ -896,9 +869,8 @@ void objfs_engine_free(struct objfs_engine *e)
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_destroy(&e->share_locks[i]);
 	objfs_direct_engine_free(e);
-	while (e->nspare)
-		free(e->spare[--e->nspare]);
-	pthread_mutex_destroy(&e->spare_lock);
+	objfs_spares_drop(&e->spares);
+	pthread_mutex_destroy(&e->spares.lock);
 	free(e->ca_file);
 	free(e);
 }

@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 
 #include "engine.h"
+#include "spares.h"
 
 #define EASY_POOL_MAX 64
 #define DIRECT_ORIGINS 8
@@ -128,10 +129,7 @@ struct direct_origin {
 
 struct objfs_engine {
 	struct objfs_engine_cfg cfg;
-	pthread_mutex_t spare_lock;
-	char *spare[BODY_SPARES];        /* guarded by spare_lock */
-	size_t spare_cap[BODY_SPARES];   /* guarded by spare_lock */
-	unsigned nspare;                 /* guarded by spare_lock */
+	struct objfs_spares spares;      /* whole-body buffers kept for reuse */
 	char *ca_file;
 	CURLSH *share;
 	pthread_mutex_t share_locks[CURL_LOCK_DATA_LAST];
