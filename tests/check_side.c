@@ -52,6 +52,7 @@ int objfs_gpu_open_cap(const struct objfs_side_cap *cap, struct objfs_gpu **h);
 static atomic_llong fail_from = -1; /* fetches reaching this offset fail */
 static atomic_int fetch_delay_ms;
 static atomic_int fetches;          /* fake_fetch calls */
+static atomic_int jobs_live;        /* fake_fetch threads not yet returned */
 
 static unsigned char byte_at(int64_t off)
 {
@@ -81,6 +82,7 @@ static void *job_run(void *a)
 			j->dst[i] = (char)byte_at(j->off + (int64_t)i);
 	j->done(j->arg, err);
 	free(j);
+	atomic_fetch_sub(&jobs_live, 1);
 	return NULL;
 }
 
@@ -93,7 +95,9 @@ static void fake_fetch(void *ctx, int64_t off, size_t len, char *dst, objfs_fetc
 	(void)ctx;
 	atomic_fetch_add(&fetches, 1);
 	*j = (struct job){ off, len, dst, done, arg };
+	atomic_fetch_add(&jobs_live, 1);
 	if (pthread_create(&t, NULL, job_run, j)) {
+		atomic_fetch_sub(&jobs_live, 1);
 		free(j);
 		done(arg, -EAGAIN);
 		return;
@@ -1809,6 +1813,16 @@ START_TEST(test_fork_child)
 	h = open_ino(42);
 
 	ck_assert_int_eq(objfs_gpu_read(h, b, sizeof(b), 10, &n), 0);
+	/* no fetch thread may be starting or ending at the fork: GCC 12's
+	 * AddressSanitizer does not take its thread registry lock across
+	 * fork(), so a child forked while another thread is being created or
+	 * torn down hangs in its own first pthread_create (seen in CI; a
+	 * stand-alone reproducer hangs 40 of 300 forks). The 100 ms let the
+	 * last fetch thread finish exiting after its counter drops. */
+	for (int i = 0; i < 500 && atomic_load(&jobs_live); i++)
+		usleep(10000);
+	ck_assert_int_eq(atomic_load(&jobs_live), 0);
+	usleep(100000);
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0) {

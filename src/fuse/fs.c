@@ -951,7 +951,14 @@ int objfs_fs_run(struct objfs_fs *fs, int fuse_argc, char **fuse_argv, const cha
 	/* a /dev/fuse clone per worker: each waits on its own queue, not all on one */
 	fuse_loop_cfg_set_clone_fd(cfg, 1);
 	fuse_loop_cfg_set_max_threads(cfg, fs->threads);
-	ret = fuse_session_loop_mt(se, cfg) ? -EIO : 0;
+	ret = fuse_session_loop_mt(se, cfg);
+	if (ret) {
+		/* libfuse returns the first worker's failed read of /dev/fuse
+		 * (a negative errno) or a positive error of its own */
+		objfs_err("the FUSE session ended with an error: %s",
+			  strerror(ret < 0 ? -ret : ret));
+		ret = -EIO;
+	}
 	fuse_loop_cfg_destroy(cfg);
 	objfs_spares_drop(&rdbufs);
 out_unmount:

@@ -230,7 +230,8 @@ else
 	if [ "$xst" -eq 0 ]; then
 		pass "unmount under load: objfs exited with status 0, $((SECONDS - readers_done)) s after the last reader"
 	else
-		fail "unmount under load: expected objfs to exit with status 0, got $xst"
+		fail "unmount under load: expected objfs to exit with status 0, got $xst; its log:"
+		tail -n 30 "$OBJFS_LOG" | sed 's/^/    | /'
 	fi
 fi
 
