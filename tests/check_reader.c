@@ -287,6 +287,46 @@ START_TEST(test_small_files_reuse)
 }
 END_TEST
 
+/*
+ * objfs_reader_start (fs.c calls it on open when the kernel holds no page
+ * of the file): an object of at most one block is fetched at once, whole,
+ * and the first read then waits for that fetch instead of starting its
+ * own; a larger object, or one cached already, is not fetched at open.
+ */
+START_TEST(test_start_small)
+{
+	struct env e;
+	struct objfs_reader *r2;
+
+	env_open(&e, 100000, NULL);
+	atomic_store(&e.f.hold, 1); /* the fetch stays in flight: the read must join it */
+	objfs_reader_start(e.r);
+	ck_assert_int_eq(atomic_load(&e.f.calls), 1);
+	ck_assert_int_eq(atomic_load(&e.f.bytes), 100000);
+	objfs_reader_start(e.r); /* in flight: not again */
+	ck_assert_int_eq(atomic_load(&e.f.calls), 1);
+	atomic_store(&e.f.hold, 0);
+	ck_assert_int_eq(rd(&e, 0, 131072, 100000), 0);
+	ck_assert_int_eq(atomic_load(&e.f.calls), 1);
+	/* a second open of the cached object fetches nothing */
+	ck_assert_int_eq(objfs_reader_new(e.c, e.obj, &rcfg, &r2), 0);
+	objfs_reader_start(r2);
+	ck_assert_int_eq(atomic_load(&e.f.calls), 1);
+	objfs_reader_free(r2);
+	env_close(&e);
+
+	env_open(&e, (int64_t)BS + 1, NULL); /* two blocks: wait for a read */
+	objfs_reader_start(e.r);
+	ck_assert_int_eq(atomic_load(&e.f.calls), 0);
+	env_close(&e);
+
+	env_open(&e, 0, NULL); /* empty (or of unknown size) */
+	objfs_reader_start(e.r);
+	ck_assert_int_eq(atomic_load(&e.f.calls), 0);
+	env_close(&e);
+}
+END_TEST
+
 /* Blocks in memory serve random reads of a large object without a fetch. */
 START_TEST(test_cached_no_fetch)
 {
@@ -559,6 +599,7 @@ static Suite *reader_suite(void)
 	tcase_add_test(tc, test_random_pass);
 	tcase_add_test(tc, test_small_whole_blocks);
 	tcase_add_test(tc, test_small_files_reuse);
+	tcase_add_test(tc, test_start_small);
 	tcase_add_test(tc, test_cached_no_fetch);
 	tcase_add_test(tc, test_odd_inputs);
 	tcase_add_test(tc, test_failure_then_retry);

@@ -18,8 +18,9 @@
 # files of 100 KiB, default 20000, against W curl processes over keep-alive
 # connections), PROBE_SIZE (bytes per object,
 # default 512 MiB), PROBE_VARIANTS (";"-separated "label|mount options|
-# read_ahead_kb", empty fields keep the defaults), PROBE_REPS (1; the
-# variants alternate within each rep), PROBE_STACKS, OUT.
+# read_ahead_kb|objfs binary", empty fields keep the defaults: a binary per
+# variant compares two builds), PROBE_REPS (1; the variants alternate within
+# each rep), PROBE_STACKS, OUT.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../../tests/integration/lib.sh
@@ -153,9 +154,10 @@ curl_start() {
 	done
 }
 
-# one N LABEL OPTS RA: N readers through objfs, then N curl streams
+# one N LABEL OPTS RA [BINARY]: N readers through objfs, then N curl streams
 one() {
 	local n=$1 label=$2 opts=$3 ra=$4 i pids=() bad=0 spid="" m0 m1 t0 t1 c0 c1 bytes bdi
+	local OBJFS=${5:-$OBJFS} # mount_objfs mounts with this one
 	if [ "${n#s}" != "$n" ]; then bytes=$((NFILES * 102400)); else bytes=$((n * SIZE)); fi
 	mount_objfs "$URL" "$MNT" "$opts" || { say "$label $n mount failed"; return; }
 	if [ -n "$ra" ]; then
@@ -205,8 +207,8 @@ IFS=';' read -r -a vlist <<<"$VARIANTS"
 for ((rep = 0; rep < ${PROBE_REPS:-1}; rep++)); do
 	for n in $READERS; do
 		for v in "${vlist[@]}"; do
-			IFS='|' read -r label opts ra <<<"$v"
-			one "$n" "$label" "$opts" "$ra"
+			IFS='|' read -r label opts ra bin <<<"$v"
+			one "$n" "$label" "$opts" "$ra" "$bin"
 		done
 	done
 done

@@ -49,6 +49,14 @@ int objfs_reader_new(struct objfs_cache *cache, struct objfs_object *obj,
 	return 0;
 }
 
+void objfs_reader_start(struct objfs_reader *r)
+{
+	int64_t size = r->obj->size;
+
+	if (size > 0 && (uint64_t)size <= objfs_cache_block_size(r->cache))
+		objfs_cache_prefetch(r->cache, &r->obj->cobj, 0, (size_t)size);
+}
+
 void objfs_reader_free(struct objfs_reader *r)
 {
 	if (!r)

@@ -83,6 +83,17 @@ struct objfs_reader_buf {
 int objfs_reader_new(struct objfs_cache *cache, struct objfs_object *obj,
 		     const struct objfs_reader_cfg *cfg, struct objfs_reader **out);
 
+/*
+ * The file was just opened and the kernel holds none of its pages: an
+ * object of one block or less (the small-file shape: 100 KiB images) is
+ * fetched now, without waiting, so its GET runs while the open's answer
+ * goes back and the first READ comes in, one FUSE round trip earlier than
+ * from objfs_reader_read(). Larger objects wait for their first read (an
+ * open says nothing of where it will read). Nothing is fetched that is
+ * cached or in flight, or beyond the cache's prefetch room.
+ */
+void objfs_reader_start(struct objfs_reader *r);
+
 /* Frees the reader and drops its object reference. No read may be running. Accepts NULL. */
 void objfs_reader_free(struct objfs_reader *r);
 

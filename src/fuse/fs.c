@@ -396,6 +396,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	fi->keep_cache = keep;
 	fi->direct_io = fs->direct_io;
+	if (!keep || fs->direct_io)
+		objfs_reader_start(h->reader); /* the first READ will come to us */
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		hnd_release(fi->fh); /* the opener was interrupted */
 }
