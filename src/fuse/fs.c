@@ -876,38 +876,51 @@ static void mountinfo_unescape(char *s)
 }
 
 /*
- * The kernel caps a FUSE mount's readahead at the block-device default
- * (128 KiB) whatever INIT asks for, so sequential reads arrive as 128 KiB
- * requests, one FUSE round trip each. Raising the mount's bdi read_ahead_kb
- * (found through /proc/self/mountinfo: stat()ing our own mount before the
- * session loop runs would deadlock) lets the kernel send max_pages-sized
- * requests and keep several in flight. Needs root; otherwise reads still
- * work, in smaller requests.
+ * Looks through /proc/self/mountinfo (stat()ing our own mount before the
+ * session loop runs would deadlock). With @path: the last FUSE mount on it
+ * (ours), its device into *maj:*min. With NULL: whether a mount of device
+ * *maj:*min is still there. 1 found, 0 not (or unreadable).
  */
-static void set_readahead(const char *mountpoint, unsigned kb)
+static int fuse_mount_find(const char *path, unsigned *maj, unsigned *min)
 {
-	char real[PATH_MAX], line[PATH_MAX * 2], path[128];
-	unsigned maj = 0, min = 0;
+	char line[PATH_MAX * 2];
 	int found = 0;
-	FILE *f;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
 
-	if (!realpath(mountpoint, real) || !(f = fopen("/proc/self/mountinfo", "re")))
-		return;
+	if (!f)
+		return 0;
 	while (fgets(line, sizeof(line), f)) {
 		char mnt[PATH_MAX], fstype[64];
 		unsigned a, b;
 
 		if (sscanf(line, "%*s %*s %u:%u %*s %4095s %*[^-]- %63s", &a, &b, mnt,
-			   fstype) != 4)
+			   fstype) != 4 || strncmp(fstype, "fuse", 4) != 0)
 			continue;
 		mountinfo_unescape(mnt);
-		if (strcmp(mnt, real) == 0 && strncmp(fstype, "fuse", 4) == 0) {
-			maj = a, min = b, found = 1; /* the last one is ours */
+		if (path && strcmp(mnt, path) == 0) {
+			*maj = a, *min = b, found = 1; /* the last one is ours */
+		} else if (!path && a == *maj && b == *min) {
+			found = 1;
+			break;
 		}
 	}
 	fclose(f);
-	if (!found)
-		return;
+	return found;
+}
+
+/*
+ * The kernel caps a FUSE mount's readahead at the block-device default
+ * (128 KiB) whatever INIT asks for, so sequential reads arrive as 128 KiB
+ * requests, one FUSE round trip each. Raising the mount's bdi read_ahead_kb
+ * (device @maj:@min) lets the kernel send max_pages-sized requests and keep
+ * several in flight. Needs root; otherwise reads still work, in smaller
+ * requests.
+ */
+static void set_readahead(unsigned maj, unsigned min, unsigned kb)
+{
+	char path[128];
+	FILE *f;
+
 	snprintf(path, sizeof(path), "/sys/class/bdi/%u:%u/read_ahead_kb", maj, min);
 	f = fopen(path, "we");
 	if (f) {
@@ -920,12 +933,41 @@ static void set_readahead(const char *mountpoint, unsigned kb)
 		    strerror(errno));
 }
 
+/*
+ * How the session loop ended, as an exit: 0 or -EIO. A worker that takes
+ * a request off the queue just as the kernel tears the connection down
+ * (the last file of a lazily unmounted mount closed) reads ECONNABORTED,
+ * not ENODEV (fs/fuse/dev.c checks its queue before copying the request
+ * out), and libfuse ends the loop with that error: seen once in load.sh
+ * under CI, 64 readers closing as the mount went. When our mount (device
+ * @maj:@min, 0:0 when it was never found) is gone, that is the normal end;
+ * while it is still mounted the connection was aborted (through
+ * /sys/fs/fuse/connections), and that stays an error, as any other.
+ */
+static int loop_end(int ret, unsigned maj, unsigned min)
+{
+	if (!ret)
+		return 0;
+	if (ret == -ECONNABORTED && !(maj | min ? fuse_mount_find(NULL, &maj, &min) : 0)) {
+		objfs_debug("the FUSE connection ended while a request was being read: unmounted");
+		return 0;
+	}
+	/* libfuse returns a worker's failed read of /dev/fuse (a negative
+	 * errno) or the signal that stopped it (positive) */
+	if (ret > 0)
+		objfs_info("stopped by %s, the mount is gone", strsignal(ret));
+	else
+		objfs_err("the FUSE session ended with an error: %s", strerror(-ret));
+	return -EIO;
+}
+
 int objfs_fs_run(struct objfs_fs *fs, int fuse_argc, char **fuse_argv, const char *mountpoint,
 		 void (*ready)(void *arg), void *arg)
 {
 	struct fuse_args args = FUSE_ARGS_INIT(fuse_argc, fuse_argv);
 	struct fuse_loop_config *cfg;
 	struct fuse_session *se;
+	unsigned maj = 0, min = 0; /* our mount's device, once found */
 	int ret = -EIO;
 
 	se = fuse_session_new(&args, &ops, sizeof(ops), fs);
@@ -942,7 +984,12 @@ int objfs_fs_run(struct objfs_fs *fs, int fuse_argc, char **fuse_argv, const cha
 			  "installed?)", mountpoint);
 		goto out_signals;
 	}
-	set_readahead(mountpoint, READAHEAD_KB);
+	{
+		char real[PATH_MAX];
+
+		if (realpath(mountpoint, real) && fuse_mount_find(real, &maj, &min))
+			set_readahead(maj, min, READAHEAD_KB);
+	}
 	if (ready)
 		ready(arg);
 	cfg = fuse_loop_cfg_create();
@@ -953,14 +1000,7 @@ int objfs_fs_run(struct objfs_fs *fs, int fuse_argc, char **fuse_argv, const cha
 	/* a /dev/fuse clone per worker: each waits on its own queue, not all on one */
 	fuse_loop_cfg_set_clone_fd(cfg, 1);
 	fuse_loop_cfg_set_max_threads(cfg, fs->threads);
-	ret = fuse_session_loop_mt(se, cfg);
-	if (ret) {
-		/* libfuse returns the first worker's failed read of /dev/fuse
-		 * (a negative errno) or a positive error of its own */
-		objfs_err("the FUSE session ended with an error: %s",
-			  strerror(ret < 0 ? -ret : ret));
-		ret = -EIO;
-	}
+	ret = loop_end(fuse_session_loop_mt(se, cfg), maj, min);
 	fuse_loop_cfg_destroy(cfg);
 	objfs_spares_drop(&rdbufs);
 out_unmount:
