@@ -23,6 +23,10 @@
  *                                       objfs_gpu_read and prints "fill
  *                                       BYTES T0 T1 RESULT" (CLOCK_MONOTONIC
  *                                       seconds, comparable across processes)
+ *   side_client samples MNTDIR N P      N random 64 KiB samples over the
+ *                                       files of MNTDIR, P passes of one
+ *                                       readv each, samples/s per pass (for
+ *                                       profiling the fill path; no checks)
  *   side_client hello CAPFILE           HELLO with the capability in CAPFILE
  *                                       (run as another user: perms.sh);
  *                                       prints "accepted" or "refused ERRNO"
@@ -295,6 +299,79 @@ static int do_batch(const char *mntdir, const char *srcdir)
 	free(buf);
 	free(ref);
 	return failures ? 1 : 0;
+}
+
+/*
+ * The issue-17 benchmark's shape in host memory, for profiling the daemon's
+ * fill path where there is no GPU: every file of MNTDIR opened, @n samples
+ * of 64 KiB (whole, inside each file) at random offsets over them, the same
+ * set each pass, @passes readv calls of all @n; prints samples per second
+ * of each pass (the first cold, the others warm). Not a test.
+ */
+static int do_samples(const char *mntdir, int n, int passes)
+{
+	enum { MAXF = 4096, LEN = 65536 };
+	static struct objfs_gpu *h[MAXF];
+	static int64_t size[MAXF];
+	struct objfs_gpu_iov *v;
+	DIR *d = opendir(mntdir);
+	struct dirent *de;
+	int nf = 0;
+	char path[4096], *buf;
+
+	if (!d || n <= 0 || passes <= 0)
+		return 2;
+	while ((de = readdir(d)) && nf < MAXF) {
+		struct stat st;
+		int fd, err;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", mntdir, de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || fstat(fd, &st))
+			return 2;
+		if (st.st_size < LEN) {
+			close(fd);
+			continue;
+		}
+		err = objfs_gpu_open(fd, &h[nf]);
+		close(fd);
+		if (err) {
+			fprintf(stderr, "objfs_gpu_open(%s): %s\n", path, objfs_strerror(err));
+			return 1;
+		}
+		size[nf++] = st.st_size;
+	}
+	closedir(d);
+	if (!nf)
+		return 2;
+	v = calloc((size_t)n, sizeof(*v));
+	buf = malloc((size_t)n * LEN);
+	if (!v || !buf)
+		return 2;
+	for (int i = 0; i < n; i++) {
+		uint64_t r = xrand();
+		int f = (int)(r % (uint64_t)nf);
+
+		v[i] = (struct objfs_gpu_iov){ h[f], buf + (size_t)i * LEN, LEN,
+					       (off_t)((r >> 20) % (uint64_t)(size[f] - LEN + 1)), 0 };
+	}
+	for (int p = 0; p < passes; p++) {
+		double t0 = mono_s();
+		int err = objfs_gpu_readv(v, n), short_ = 0;
+
+		for (int i = 0; i < n; i++)
+			short_ += v[i].nread != LEN;
+		printf("pass %d: %d samples over %d files in %.4f s: %.0f samples/s%s%s\n", p, n, nf,
+		       mono_s() - t0, n / (mono_s() - t0), err ? ", readv failed: " : "",
+		       err ? objfs_strerror(err) : short_ ? ", some short" : "");
+	}
+	for (int i = 0; i < nf; i++)
+		objfs_gpu_close(h[i]);
+	free(v);
+	free(buf);
+	return 0;
 }
 
 static int do_hang(const char *mnt)
@@ -780,6 +857,8 @@ int main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "reads") == 0)
 		return do_reads(argv[2], argv[3]);
+	if (argc == 5 && strcmp(argv[1], "samples") == 0)
+		return do_samples(argv[2], atoi(argv[3]), atoi(argv[4]));
 	if (argc == 4 && strcmp(argv[1], "batch") == 0)
 		return do_batch(argv[2], argv[3]);
 	if (argc == 3 && strcmp(argv[1], "hang") == 0)
