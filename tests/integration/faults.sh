@@ -16,7 +16,9 @@
 #      changed ETags, slow first bytes) injected into all requests at 0%, 1%,
 #      5% and 20%: zero wrong bytes, every failure retried away or EIO (any
 #      other errno fails), EIOs under half the fault rate (retries work), no
-#      read slower than the bound below, faults of every kind injected.
+#      pread slower than the bound below (a buffered one: twice it, the
+#      kernel asks once more for a page whose readahead failed), faults of
+#      every kind injected.
 #   3. Each kind alone on every ranged GET: the reads all fail with EIO after
 #      the retries (or, for 200-instead-of-206 and short first-byte delays,
 #      succeed), never with wrong bytes, within the bound; a stalled read
@@ -212,8 +214,13 @@ succeeds). Such a read counts as EIO (short_then_eio) once the bytes it did
 return are checked, or as one read of the whole range (short_then_rest);
 a short count whose rest cannot be read (EOF before the source's end) is
 wrong. Latencies of
-opens and reads are measured; those over --bound are counted. Figures go to
---out as JSON.
+opens and of each pread are measured; those over --bound are counted, a
+buffered pread against twice it: the kernel reads a page whose readahead
+failed once more itself (read_folio) before it gives up, two requests to
+objfs one after the other, each within the bound (once in CI under ASan:
+a 915,678-byte buffered read, its readahead and then its own retry each
+failing after the stalls, 26 s over the two preads of pread_full). Figures
+go to --out as JSON.
 """
 import argparse, errno, json, mmap, os, random, threading, time
 
@@ -274,13 +281,13 @@ def timed(desc, fn):
         return None, e, time.monotonic() - t
 
 
-def account(desc, dt):
+def account(desc, dt, bound):
     lats.append(dt)
     if dt > res["max_latency_s"]:
         res["max_latency_s"], res["max_latency_op"] = dt, desc
-    if dt > a.bound:
+    if dt > bound:
         res["over_bound"] += 1
-        note("over the %.2f s bound: %s took %.2f s" % (a.bound, desc, dt))
+        note("over the %.2f s bound: %s took %.2f s" % (bound, desc, dt))
 
 
 def failed(desc, e, dt):
@@ -310,13 +317,22 @@ def check(name, off, n, got, kind):
          "difference at +%s" % (name, n, off, kind, len(got), len(want), diff, first))
 
 
-def pread_full(fd, n, off, size, part):
+def pread_timed(fd, n, off, lat):
+    """os.pread; the longest one's seconds in lat[0], also when it fails."""
+    t = time.monotonic()
+    try:
+        return os.pread(fd, n, off)
+    finally:
+        lat[0] = max(lat[0], time.monotonic() - t)
+
+
+def pread_full(fd, n, off, size, part, lat):
     """os.pread, and again for the rest after a short count before EOF (see
     the top). Bytes returned before an error are left in part[0]."""
-    got = os.pread(fd, n, off)
+    got = pread_timed(fd, n, off, lat)
     while len(got) < n and off + len(got) < size:
         part[0] = got
-        more = os.pread(fd, n - len(got), off + len(got))
+        more = pread_timed(fd, n - len(got), off + len(got), lat)
         if not more:
             break
         got += more
@@ -351,7 +367,7 @@ def worker(k):
                 fd, e, dt = timed(desc, lambda: os.open(path, flags))
                 with lock:
                     res["opens"] += 1
-                    account(desc, dt)
+                    account(desc, dt, a.bound)
                     if e:
                         res["open_eio"] += failed(desc, e, dt)
                 if e:
@@ -360,6 +376,7 @@ def worker(k):
                     continue
                 fds[name] = (fd, "direct" if direct else "buffered")
             fd, kind = fds[name]
+            bound = a.bound * (2 if kind == "buffered" else 1)
             if not a.no_seq and rng.random() < 0.05:
                 off, n, steps, kind = rng.randrange(0, size), 128 << 10, 8, "sequential"
             else:
@@ -377,14 +394,14 @@ def worker(k):
                     return
                 o = off + i * n
                 desc = "pread(%s, %d bytes at %d) %s" % (name, n, o, kind)
-                part = [b""]
-                got, e, dt = timed(desc, lambda: pread_full(fd, n, o, size, part))
+                part, lat = [b""], [0.0]
+                got, e, dt = timed(desc, lambda: pread_full(fd, n, o, size, part, lat))
                 with lock:
                     res["reads"] += 1
                     res[kind + "_reads"] += 1
                     if o >= size:
                         res["past_eof_reads"] += 1
-                    account(desc, dt)
+                    account(desc, lat[0], bound)
                     if e and part[0]:
                         # the bytes before the error must be right too
                         res["short_then_eio"] += 1
@@ -531,7 +548,7 @@ t_rate() {
 	fi
 	if [ "$(jget "$out" over_bound)" -ne 0 ]; then
 		ok=0
-		fail "$label: expected no read or open over $BOUND s, got $(jget "$out" over_bound) (max $(jget "$out" max_latency_s) s):"
+		fail "$label: expected no open or pread over $BOUND s (a buffered pread: twice that, see reader.py), got $(jget "$out" over_bound) (max $(jget "$out" max_latency_s) s):"
 		details "$out"
 	fi
 	if [ "$rate" = 0 ]; then
