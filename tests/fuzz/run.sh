@@ -11,8 +11,9 @@
 # tests/deps.sh has installed them and their absence is a failure.
 #
 # Environment:
-#   FUZZ_TIME=SECS       seconds per target (default 12: 13 targets and the build
-#                        stay under 3 minutes on a 2-core machine)
+#   FUZZ_TIME=SECS       seconds per target (default 12: 13 targets, two at a
+#                        time, and the build take ~2 minutes on a 2-core machine)
+#   FUZZ_JOBS=N          targets fuzzed at once (default: one per core)
 #   FUZZ_TARGETS="a b"   only these targets (names as in tests/fuzz/fuzz_<name>.c)
 #   FUZZ_ARGS="..."      more libFuzzer flags, e.g. -max_len=65536
 #   FUZZ_WORK=DIR        objects, binaries, grown corpora, crash artifacts
@@ -120,19 +121,18 @@ for src in lib/client.c lib/client_cuda.c; do
 done
 
 targets=${FUZZ_TARGETS:-$(cd "$here" && ls fuzz_*.c | sed 's/^fuzz_//; s/\.c$//')}
-failed=0
-for t in $targets; do
-	bin=$work/bin/fuzz_$t
-	extra=()
+
+# fuzz_one T: builds and runs target T; its report into $work/T.res, 0 or 1
+fuzz_one() {
+	local t=$1 bin=$work/bin/fuzz_$1 seeds=$here/$1 rc extra=()
 	[ "$t" = side_client ] && extra=("${client_objs[@]}" $cuda_libs)
+	exec >"$work/$t.res" 2>&1
 	if ! "$CLANG" $cflags -fsanitize=fuzzer $cppflags "$here/fuzz_$t.c" \
 		"${objs[@]}" "${extra[@]}" $pc_libs -lm -o "$bin"; then
 		echo "fuzz: FAIL: building fuzz_$t"
-		failed=$((failed + 1))
-		continue
+		return 1
 	fi
-	seeds=$here/$t
-	[ -d "$seeds" ] || { echo "fuzz: FAIL: no seed corpus $seeds"; failed=$((failed + 1)); continue; }
+	[ -d "$seeds" ] || { echo "fuzz: FAIL: no seed corpus $seeds"; return 1; }
 	mkdir -p "$work/corpus/$t"
 	echo "fuzz: $t for ${fuzz_time}s ($(ls "$seeds" | wc -l) seeds)"
 	# New inputs go to the first (scratch) directory, never into the source tree.
@@ -145,10 +145,36 @@ for t in $targets; do
 	if [ "$rc" -ne 0 ]; then
 		echo "fuzz: FAIL: $t (exit $rc); last lines of $work/$t.log:"
 		tail -n 60 "$work/$t.log"
-		failed=$((failed + 1))
+		return 1
+	fi
+	grep -E '^stat::number_of_executed_units|^Done ' "$work/$t.log" | tr '\n' ' '
+	echo
+}
+
+# The targets run side by side, one per core (FUZZ_JOBS to choose): each is
+# one process fuzzing for its own fuzz_time, so the fuzzing done is the
+# same and the wall time is halved on the two-core CI machine.
+jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
+[ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
+running=0
+for t in $targets; do
+	rm -f "$work/$t.res"
+	if [ "$running" -ge "$jobs" ]; then
+		wait -n
+		running=$((running - 1))
+	fi
+	fuzz_one "$t" &
+	running=$((running + 1))
+done
+wait
+failed=0
+for t in $targets; do
+	if [ -f "$work/$t.res" ]; then
+		cat "$work/$t.res"
+		grep -q '^fuzz: FAIL' "$work/$t.res" && failed=$((failed + 1))
 	else
-		grep -E '^stat::number_of_executed_units|^Done ' "$work/$t.log" | tr '\n' ' '
-		echo
+		echo "fuzz: FAIL: $t left no report"
+		failed=$((failed + 1))
 	fi
 done
 if [ "$failed" -ne 0 ]; then
