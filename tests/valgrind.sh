@@ -88,21 +88,11 @@ run_one() {
 }
 
 # Valgrind runs a program's threads one at a time, so the tests run side by
-# side, one per core (VALGRIND_JOBS to choose): about half the wall time on
-# the 2-core CI machine. The tests share nothing (free ports, their own
-# temporary directories and socket names).
-jobs=${VALGRIND_JOBS:-$(nproc 2>/dev/null || echo 2)}
-[ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
-running=0
-for t in "${tests[@]}"; do
-	if [ "$running" -ge "$jobs" ]; then
-		wait -n
-		running=$((running - 1))
-	fi
-	run_one "$t" &
-	running=$((running + 1))
-done
-wait
+# side, one per core (VALGRIND_JOBS to choose). They share nothing (free
+# ports, their own temporary directories and socket names).
+# shellcheck source=side_by_side.sh
+. "$(dirname "$0")/side_by_side.sh"
+side_by_side "${VALGRIND_JOBS:-}" run_one "${tests[@]}"
 failed=0
 for t in "${tests[@]}"; do
 	res=$logs/${t##*/}.log.res

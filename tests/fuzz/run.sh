@@ -152,21 +152,12 @@ fuzz_one() {
 }
 
 # The targets run side by side, one per core (FUZZ_JOBS to choose): each is
-# one process fuzzing for its own fuzz_time, so the fuzzing done is the
-# same and the wall time is halved on the two-core CI machine.
-jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 2)}
-[ "$jobs" -ge 1 ] 2>/dev/null || jobs=1
-running=0
-for t in $targets; do
-	rm -f "$work/$t.res"
-	if [ "$running" -ge "$jobs" ]; then
-		wait -n
-		running=$((running - 1))
-	fi
-	fuzz_one "$t" &
-	running=$((running + 1))
-done
-wait
+# one process fuzzing for its own fuzz_time, so the fuzzing done is the same.
+# shellcheck source=../side_by_side.sh
+. "$here/../side_by_side.sh"
+for t in $targets; do rm -f "$work/$t.res"; done
+# shellcheck disable=SC2086 # one target per word
+side_by_side "${FUZZ_JOBS:-}" fuzz_one $targets
 failed=0
 for t in $targets; do
 	if [ -f "$work/$t.res" ]; then
