@@ -14,6 +14,10 @@
 #
 #   contrib/gpu/run_device.sh exec contrib/bench/fuse_probe.sh
 #
+# PROBE_LOCAL=1 also runs the same readers on the server's own files after
+# each pair (page cache, no network): what the readers alone cost, the
+# floor of any file system under them.
+#
 # Environment: PROBE_READERS ("1 16 64"; "sW": W workers cat-ing PROBE_FILES
 # files of 100 KiB, default 20000, against W curl processes over keep-alive
 # connections), PROBE_SIZE (bytes per object,
@@ -201,6 +205,13 @@ one() {
 	t1=$(now)
 	m1=$(machine_cpu)
 	say "curl  $label N=$n $(gbps "$bytes" "$t0" "$t1") GB/s, $(busy_cores "$m0" "$m1") cores busy"
+	[ -n "${PROBE_LOCAL:-}" ] || return 0
+	pids=()
+	t0=$(now)
+	readers_start "$n" "$DATA"
+	for p in "${pids[@]}"; do wait "$p"; done
+	t1=$(now)
+	say "local $label N=$n $(gbps "$bytes" "$t0" "$t1") GB/s (the same readers on the server's files)"
 }
 
 IFS=';' read -r -a vlist <<<"$VARIANTS"
