@@ -11,9 +11,12 @@
 #            after)
 #   objfs    a fresh mount of the same URL, `ls -l | wc -l`: seconds, and
 #            the daemon's CPU seconds (user + system) for it
+#   warm     `ls -l` once more on the same mount (its listing and the
+#            kernel's attributes still fresh: nothing fetched): what ls
+#            costs on the mount itself, after the fetch; fetch + warm is
+#            the floor of the cold `ls -l`
 #   local    `ls -l` of the same files on the local disk: what ls itself
-#            costs for this many entries (statx, getxattr, sort, format),
-#            which objfs pays after the fetch; fetch + local is the floor
+#            costs for this many entries (statx, getxattr, sort, format)
 #
 # and prints the pair's ratio; the last line is the median of the ratios.
 #
@@ -70,6 +73,9 @@ run_objfs() {
 	T_LS=$(dt "$t0" "$(now)")
 	c1=$(cpu_ticks "$OBJFS_PID")
 	CPU_LS=$(awk -v a="$c0" -v b="$c1" -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz }')
+	t0=$(now)
+	ls -l "$MNT" | grep -c '^-' >/dev/null
+	T_WARM=$(dt "$t0" "$(now)")
 	unmount_objfs "$MNT" >/dev/null
 }
 
@@ -87,10 +93,11 @@ for ((rep = 1; rep <= REPS; rep++)); do
 	[ "$T_LS" = fail ] && { say "rep $rep: mount failed"; continue; }
 	ratio=$(awk -v a="$T_LS" -v b="$T_CURL" 'BEGIN { printf "%.2f", a / b }')
 	say "rep $rep: curl ${T_CURL}s (first byte ${T_TTFB}s) | objfs ls -l $N_LS entries ${T_LS}s (daemon CPU ${CPU_LS}s) | ${ratio}x" \
+		"| warm ls -l ${T_WARM}s (cold / (curl + warm) $(awk -v a="$T_LS" -v b="$T_CURL" -v c="$T_WARM" 'BEGIN { printf "%.2f", a / (b + c) }')x)" \
 		"| local ls -l ${T_LOCAL}s | load $(cut -d' ' -f1 /proc/loadavg)"
-	echo "$rep $T_CURL $T_LS $CPU_LS $N_LS $ratio $T_LOCAL" >>"$res.runs"
+	echo "$rep $T_CURL $T_LS $CPU_LS $N_LS $ratio $T_LOCAL $T_WARM" >>"$res.runs"
 done
 median() { awk -v c="$1" '{ print $c }' "$res.runs" | sort -n | awk '{ a[NR] = $1 } END { print NR ? a[int((NR + 1) / 2)] : "none" }'; }
 say "median ratio: $(median 6)x (curl median $(median 2)s, objfs median $(median 3)s," \
-	"daemon CPU median $(median 4)s, local ls -l median $(median 7)s)"
-say "# runs: $res.runs (rep curl_s ls_s daemon_cpu_s entries ratio local_ls_s)"
+	"daemon CPU median $(median 4)s, warm ls -l median $(median 8)s, local ls -l median $(median 7)s)"
+say "# runs: $res.runs (rep curl_s ls_s daemon_cpu_s entries ratio local_ls_s warm_ls_s)"

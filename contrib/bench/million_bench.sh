@@ -7,6 +7,10 @@
 #   stat     stat of one key on a fresh mount: requests the server counted
 #            and seconds (target: <= 3 requests, <= 3 x the latency)
 #   head     `ls -f | head -1` on a fresh mount: seconds to the first name
+#            (when the line reaches the reader: the target), and to the end
+#            of the pipeline (ls ends only at its next write after the
+#            reader went, which can be a page later), against one page
+#            (the first page fetched alone by curl, median of 3)
 #   ls       `ls -l | wc -l` on a fresh mount: seconds, against the bare
 #            listing (every page fetched in sequence by a plain client, the
 #            floor for any tool that lists the prefix)
@@ -74,6 +78,12 @@ EOF
 )
 t_pages=$(dt "$t0" "$(now)")
 say "bare listing: $pages pages in ${t_pages}s"
+# One page: the first, alone, as `ls -f` waits for it (median of 3).
+t_page=$(for i in 1 2 3; do
+	curl -sf -o /dev/null -w '%{time_total}\n' \
+		"$EP/bkt?list-type=2&max-keys=1000&delimiter=%2F&encoding-type=url"
+done | sort -n | sed -n 2p)
+say "one page (the first, curl, median of 3): ${t_page}s"
 one_req=$(python3 -c "print($LAT / 1000)")
 
 mount_tool() { # TOOL: mounts the bucket at $MNT; sets PID
@@ -111,8 +121,11 @@ for ((rep = 1; rep <= REPS; rep++)); do
 		# first name of ls -f, fresh mount
 		mount_tool "$tool" || continue
 		t0=$(now)
-		first=$(timeout 900 ls -f "$MNT" | head -n 1)
+		rm -f "$TEST_TMP/first_at"
+		first=$(timeout 900 ls -f "$MNT" |
+			{ IFS= read -r l && now >"$TEST_TMP/first_at"; printf '%s\n' "${l:-}"; })
 		t_head=$(dt "$t0" "$(now)")
+		t_first=$(dt "$t0" "$(cat "$TEST_TMP/first_at" 2>/dev/null || now)")
 		umount_tool "$tool"
 		# ls -l of everything, fresh mount; RSS around it
 		mount_tool "$tool" || continue
@@ -129,9 +142,9 @@ for ((rep = 1; rep <= REPS; rep++)); do
 		dropped=$(rss_kb "$PID")
 		umount_tool "$tool"
 		say "$tool rep $rep: stat ${t_stat}s $n_stat requests (size $sz; $(awk -v a="$t_stat" -v b="$one_req" 'BEGIN { printf "%.1f", a / b }')x one request)" \
-			"| ls -f first name '${first}' ${t_head}s | ls -l $n entries ${t_ls}s ($(awk -v a="$t_ls" -v b="$t_pages" 'BEGIN { printf "%.2f", a / b }')x the bare listing, daemon CPU ${cpu}s)" \
+			"| ls -f first name '${first}' after ${t_first}s ($(awk -v a="$t_first" -v b="$t_page" 'BEGIN { printf "%.1f", a / b }') pages), pipeline ${t_head}s | ls -l $n entries ${t_ls}s ($(awk -v a="$t_ls" -v b="$t_pages" 'BEGIN { printf "%.2f", a / b }')x the bare listing, daemon CPU ${cpu}s)" \
 			"| RSS idle $((idle / 1024)) MiB, after ls -l $((after / 1024)) MiB (+$(((after - idle) / 1024))), after drop_caches $((dropped / 1024)) MiB"
-		echo "$tool $rep $t_stat $n_stat $t_head $t_ls $n $idle $after $dropped $cpu $(cut -d' ' -f1 /proc/loadavg)" >>"$res.runs"
+		echo "$tool $rep $t_stat $n_stat $t_head $t_ls $n $idle $after $dropped $cpu $(cut -d' ' -f1 /proc/loadavg) $t_first $t_page" >>"$res.runs"
 	done
 done
-say "# runs: $res.runs (tool rep stat_s stat_requests head_s ls_s entries rss_idle_kb rss_ls_kb rss_dropped_kb ls_cpu_s load1)"
+say "# runs: $res.runs (tool rep stat_s stat_requests head_s ls_s entries rss_idle_kb rss_ls_kb rss_dropped_kb ls_cpu_s load1 first_s page_s)"
