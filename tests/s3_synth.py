@@ -19,8 +19,10 @@ Prints its port on the first line of stdout, then serves on 127.0.0.1:
     bytes=A-B);
   - every request waits L ms first (20 ms models S3), on its own thread;
   - GET /__stats: {"list": n, "head": n, "get": n, "other": n} so far;
+    GET /__inflight: {"now": n, "max": m}, requests in their latency wait
+    now and at most at once (with --latency-ms: how parallel a client is);
     POST /__put?key=K&size=S adds or replaces a key (key= may repeat), POST /__delete?key=K
-    removes one (churn tests); POST /__reset zeroes the counters.
+    removes one (churn tests); POST /__reset zeroes the counters (and max).
 
 The key set is a sorted list searched with bisect: a million keys take
 ~100 MB and a listing page costs O(page x log N), common prefixes skipped
@@ -169,7 +171,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def wait(self):
         if self.server.latency:
+            with self.server.stats_lock:
+                self.server.inflight += 1
+                self.server.inflight_max = max(self.server.inflight_max, self.server.inflight)
             time.sleep(self.server.latency)
+            with self.server.stats_lock:
+                self.server.inflight -= 1
 
     def do_POST(self):
         u = urllib.parse.urlsplit(self.path)
@@ -185,6 +192,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with self.server.stats_lock:
                 for k in self.server.stats:
                     self.server.stats[k] = 0
+                self.server.inflight_max = self.server.inflight
             self.send(200, b"ok\n", "text/plain")
         else:
             self.send(404, b"", "text/plain")
@@ -196,6 +204,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if self.path == "/__stats":
             with self.server.stats_lock:
                 body = json.dumps(self.server.stats).encode()
+            self.send(200, body, "application/json")
+            return
+        if self.path == "/__inflight":
+            with self.server.stats_lock:
+                body = json.dumps({"now": self.server.inflight,
+                                   "max": self.server.inflight_max}).encode()
             self.send(200, body, "application/json")
             return
         self.get_or_head(False)
@@ -318,6 +332,7 @@ def main():
     srv.bucket = a.bucket
     srv.stats = {"list": 0, "head": 0, "get": 0, "other": 0}
     srv.stats_lock = threading.Lock()
+    srv.inflight = srv.inflight_max = 0
     print(srv.server_address[1], flush=True)
     srv.serve_forever()
 

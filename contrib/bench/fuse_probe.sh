@@ -80,10 +80,10 @@ sampler() {
 	python3 -c '
 import os, sys, time
 pids, d = sys.argv[1], sys.argv[2]
-def top(path):
+def top(path, n=4):
     try:
         with open(path) as f:
-            return "<".join(l.split()[1].split("+")[0] for l in f.readlines()[:4])
+            return "<".join(l.split()[1].split("+")[0] for l in f.readlines()[:n])
     except (OSError, IndexError):
         return None
 out = []
@@ -92,8 +92,16 @@ while os.path.exists(pids):
         readers = open(pids).read().split()
     except OSError:
         break
+    # the small-file workers are shells: sample their cat processes
+    for p in os.listdir("/proc"):
+        if p.isdigit() and p not in readers:
+            try:
+                if open("/proc/%s/comm" % p).read().strip() in ("cat", "dd"):
+                    readers.append(p)
+            except OSError:
+                pass
     for p in readers:
-        s = top("/proc/%s/stack" % p)
+        s = top("/proc/%s/stack" % p, 7)
         if s is not None:
             out.append("reader " + s)
     for t in os.listdir("/proc/%s/task" % d):

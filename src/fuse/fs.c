@@ -26,14 +26,18 @@
 
 #include <errno.h>
 #include <fuse_lowlevel.h>
+#include <linux/fuse.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "fs.h"
 #include "log.h"
@@ -816,6 +820,68 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 }
 
 /*
+ * FUSE_PARALLEL_DIROPS. libfuse before 3.17.1 turns the capability on in
+ * conn->want by default but never puts it in its INIT reply (fixed there
+ * by commit c9905341, "Pass FUSE_PARALLEL_DIROPS to kernel"), so the
+ * kernel serialised every LOOKUP and READDIR of one directory on that
+ * directory's inode mutex: on the H200 machine, 16 workers each opening
+ * files of one directory (issue 13's small files) were found in
+ * fuse_lock_inode under fuse_lookup in ~40% of their stack samples. With
+ * such a libfuse the session's device I/O goes through the two hooks
+ * below (fuse_session_custom_io on the fd fuse_session_mount opened):
+ * reads pass through and note the INIT request's unique when the kernel
+ * offers the flag; writes pass through, and the INIT reply gets the flag.
+ * Nothing else is changed. The inode layer already serves lookups and
+ * listings of one directory concurrently (one lock; lookups parked on a
+ * listing under way), as it does for different directories.
+ */
+static _Atomic uint64_t init_unique; /* the INIT request's, until answered */
+
+static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	ssize_t n = read(fd, buf, len);
+	const struct fuse_in_header *in = buf;
+
+	(void)userdata;
+	if (n >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags2)) &&
+	    in->opcode == FUSE_INIT &&
+	    (((const struct fuse_init_in *)(in + 1))->flags & FUSE_PARALLEL_DIROPS))
+		atomic_store(&init_unique, in->unique);
+	return n;
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	const struct fuse_out_header *out = iov[0].iov_base;
+	struct fuse_init_out init;
+	uint64_t u = atomic_load_explicit(&init_unique, memory_order_relaxed);
+
+	(void)userdata;
+	if (u && count >= 2 && iov[0].iov_len >= sizeof(*out) && out->unique == u &&
+	    out->error == 0 && iov[1].iov_len >= offsetof(struct fuse_init_out, max_background) &&
+	    iov[1].iov_len <= sizeof(init)) {
+		memcpy(&init, iov[1].iov_base, iov[1].iov_len);
+		init.flags |= FUSE_PARALLEL_DIROPS;
+		iov[1].iov_base = &init; /* libfuse's array, on its stack: ours until we return */
+		atomic_store(&init_unique, 0);
+		objfs_debug("INIT: parallel lookups and readdirs asked for (libfuse %d)",
+			    fuse_version());
+	}
+	return writev(fd, iov, count);
+}
+
+/* Routes the session's I/O through the hooks above where libfuse needs them. */
+static void parallel_dirops(struct fuse_session *se)
+{
+	static const struct fuse_custom_io io = { .writev = io_writev, .read = io_read };
+
+	if (fuse_version() >= 317)
+		return;
+	if (fuse_session_custom_io(se, &io, fuse_session_fd(se)))
+		objfs_info("cannot hook the FUSE device: lookups in one directory stay serialised");
+}
+
+/*
  * OBJFS_IOC_GPU_CAP: grants the caller (its uid, this inode, the version
  * pinned by this handle) a GPU side API capability. A restricted ioctl:
  * the kernel copies out exactly _IOC_SIZE bytes, so the reply is the fixed
@@ -1033,6 +1099,7 @@ int objfs_fs_run(struct objfs_fs *fs, int fuse_argc, char **fuse_argv, const cha
 			  "installed?)", mountpoint);
 		goto out_signals;
 	}
+	parallel_dirops(se);
 	{
 		char real[PATH_MAX];
 

@@ -17,6 +17,7 @@
 #     ls -f comes before the last page is asked for, and the listing stops
 #     once its reader is gone; two ls at once share one listing, and a
 #     lookup while it streams is answered;
+#     Lookups of one directory run in parallel (FUSE_PARALLEL_DIROPS);
 #  9. an object whose prefix comes a page later (999 keys "K-NNN" between
 #     "K" and "K/") shows once, as the directory;
 # 10. memory: after ls -l and drop_caches the nodes the kernel forgot are
@@ -251,6 +252,35 @@ if mount_objfs s3://bkt "$MNT" "$(s3o "$PORT_slow")"; then
 		pass "two ls -f at once: $KEYS names each from one listing ($((l1 - l0)) requests); $last looked up meanwhile ($sz bytes)"
 	else
 		fail "two ls -f at once: expected $KEYS names each (got $n1, $n2) from at most $((PAGES + 1)) listing requests (got $((l1 - l0))) and $last of $(want_size "$last") bytes (got '$sz')"
+	fi
+	unmount_objfs "$MNT"
+else
+	fail "expected the slow s3_synth.py bucket to mount"
+fi
+
+# ---- 8b: lookups in one directory run in parallel ----
+# libfuse < 3.17.1 never passed FUSE_PARALLEL_DIROPS to the kernel, which
+# then ran one LOOKUP of a directory at a time (fs.c hooks the INIT reply).
+# Each lookup here is a HEAD and a one-key listing at once, so serialised
+# lookups keep at most 2 requests in the server's latency wait.
+if mount_objfs s3://bkt "$MNT" "$(s3o "$PORT_slow")"; then
+	curl -sf -X POST "http://127.0.0.1:$PORT_slow/__reset" >/dev/null
+	pids=()
+	for ((i = 0; i < 16; i++)); do
+		stat -c %s "$MNT/$(printf 'k%07d' $((i * 7 + 3)))" >"$TEST_TMP/pstat.$i" 2>&1 &
+		pids+=($!)
+	done
+	wait "${pids[@]}"
+	maxin=$(curl -sf "http://127.0.0.1:$PORT_slow/__inflight" |
+		python3 -c 'import json,sys; print(json.load(sys.stdin)["max"])')
+	bad=0
+	for ((i = 0; i < 16; i++)); do
+		[ "$(cat "$TEST_TMP/pstat.$i")" = "$(want_size "$(printf 'k%07d' $((i * 7 + 3)))")" ] || bad=1
+	done
+	if [ "$bad" = 0 ] && [ "${maxin:-0}" -gt 2 ]; then
+		pass "16 lookups in one directory at once: right sizes, up to $maxin requests in flight at the server (parallel LOOKUPs)"
+	else
+		fail "16 lookups in one directory at once: expected right sizes and more than 2 requests in flight (got bad=$bad, max in flight '$maxin')"
 	fi
 	unmount_objfs "$MNT"
 else
