@@ -45,6 +45,7 @@
 #include "reader.h"
 #include "side.h"
 #include "spares.h"
+#include "stats.h"
 
 #define MAX_READ (1u << 20)
 #define READAHEAD_KB 4096 /* kernel readahead: four MAX_READ requests in flight */
@@ -354,6 +355,28 @@ static void stats_open(fuse_req_t req, struct objfs_fs *fs, struct fuse_file_inf
 }
 
 /*
+ * Whether the store answers fast enough for an open to wait for a GET: the
+ * median time to first byte of this mount's requests so far at most
+ * OPEN_STORE_TTFB_US (the histogram's bucket bound). open_store makes the
+ * open wait for its GET; against a distant store (S3 over the internet,
+ * 20-50 ms) a program that opens many files before it reads them (a
+ * dataset keeping its shards open, a GPU loader taking capabilities)
+ * would pay that at every first open, so there the open is answered at
+ * once and the READ waits for the GET, as it did before.
+ */
+#define OPEN_STORE_TTFB_US 1024
+
+static int store_is_near(void)
+{
+	struct objfs_stats s;
+	uint64_t p50;
+
+	objfs_stats_get(&s);
+	p50 = objfs_stats_percentile(s.ttfb, 50);
+	return p50 > 0 && p50 <= OPEN_STORE_TTFB_US;
+}
+
+/*
  * Small files at open (issue 13: 16 workers each reading whole 100 KiB
  * objects were held to a third of curl's files per second by round trips,
  * not bytes). An object of one block or less whose node no open has seen
@@ -367,7 +390,8 @@ static void stats_open(fuse_req_t req, struct objfs_fs *fs, struct fuse_file_inf
  * so the kernel marks the last partial page up to date only when its size
  * is this one. Nothing of it is needed for correctness: when the fetch
  * fails or the kernel refuses the store, the open is answered as before
- * and the READ finds the error or fetches again. 1 when stored.
+ * and the READ finds the error or fetches again. Only where the store is
+ * near (store_is_near). 1 when stored.
  */
 static int open_store(struct objfs_fs *fs, fuse_ino_t ino, struct fh *h)
 {
@@ -448,7 +472,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	small = h->obj->size > 0 && (uint64_t)h->obj->size <= objfs_cache_block_size(fs->cache);
 	if (pages != OBJFS_PAGES_KEEP || fs->direct_io)
 		objfs_reader_start(h->reader); /* the first READ will come to us */
-	if (pages == OBJFS_PAGES_NONE && small && !fs->direct_io && open_store(fs, ino, h))
+	if (pages == OBJFS_PAGES_NONE && small && !fs->direct_io && store_is_near() &&
+	    open_store(fs, ino, h))
 		fi->keep_cache = 1;
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		hnd_release(fi->fh); /* the opener was interrupted */
