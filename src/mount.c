@@ -13,7 +13,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,11 +77,6 @@ static size_t stats_text(void *arg, char *buf, size_t cap)
 	/* nodes alive: what the kernel holds and listings keep (issue 14) */
 	if (n < cap)
 		n += (size_t)snprintf(buf + n, cap - n, "inodes %zu\n", objfs_inodes_live(m->inodes));
-	/* small files whose bytes went to the page cache at open (fs.c) */
-	if (n < cap)
-		n += (size_t)snprintf(buf + n, cap - n, "open_stores %llu\n",
-				      (unsigned long long)atomic_load_explicit(
-					      &m->fs.open_stores, memory_order_relaxed));
 	return n;
 }
 

@@ -238,11 +238,9 @@ START_TEST(test_direct_lookup)
 END_TEST
 
 /*
- * What an open says of the kernel's page cache (fs.c stores a small file's
- * bytes at open only when it holds none): NONE at a node's first open,
- * KEEP while the version stays, STALE once it changed, and never NONE
- * again for that node. The version is the one stat gives (attr_ttl 0: every
- * open asks).
+ * keep_cache at open: not at a node's first open, kept while the version
+ * stays (ETag and size), dropped once it changed. The version is the one
+ * stat gives (attr_ttl 0: every open asks).
  */
 static char pv_etag[16] = "\"a\"";
 static int64_t pv_size = 10;
@@ -267,34 +265,34 @@ static int pv_lookup(struct objfs_store *s, const char *path, struct objfs_stat 
 static const struct objfs_store_ops pv_ops = { .name = "pv", .list = lk_list, .stat = pv_stat,
 					       .lookup = pv_lookup };
 
-START_TEST(test_open_pages)
+/* objfs_inode_open's keep_cache for @ino (the path is freed). */
+static int open_keep(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a)
+{
+	char *path = NULL;
+	int keep = -1;
+
+	ck_assert_int_eq(objfs_inode_open(t, ino, a, &keep, &path), 0);
+	free(path);
+	return keep;
+}
+
+START_TEST(test_open_keep_cache)
 {
 	struct objfs_store st = { .ops = &pv_ops };
 	struct objfs_inodes *t;
 	struct objfs_attr a;
-	enum objfs_open_pages pages;
-	char *path;
 
 	ck_assert_int_eq(objfs_inodes_new(&st, 0, 0, &t), 0);
 	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
-	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &pages, &path), 0);
-	free(path);
-	ck_assert_int_eq(pages, OBJFS_PAGES_NONE);
-	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &pages, &path), 0);
-	free(path);
-	ck_assert_int_eq(pages, OBJFS_PAGES_KEEP);
+	ck_assert_int_eq(open_keep(t, a.ino, &a), 0);
+	ck_assert_int_eq(open_keep(t, a.ino, &a), 1);
 	snprintf(pv_etag, sizeof(pv_etag), "\"b\""); /* new bytes, same size */
-	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &pages, &path), 0);
-	free(path);
-	ck_assert_int_eq(pages, OBJFS_PAGES_STALE);
+	ck_assert_int_eq(open_keep(t, a.ino, &a), 0);
 	ck_assert_str_eq(a.etag, "\"b\"");
-	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &pages, &path), 0);
-	free(path);
-	ck_assert_int_eq(pages, OBJFS_PAGES_KEEP);
-	pv_size = 20; /* same ETag, other size: not kept either */
-	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &pages, &path), 0);
-	free(path);
-	ck_assert_int_eq(pages, OBJFS_PAGES_STALE);
+	ck_assert_int_eq(open_keep(t, a.ino, &a), 1);
+	pv_size = 20; /* same ETag, another size: not kept either */
+	ck_assert_int_eq(open_keep(t, a.ino, &a), 0);
+	ck_assert_int_eq(a.size, 20);
 	objfs_inodes_free(t);
 }
 END_TEST
@@ -343,7 +341,7 @@ START_TEST(test_deep_tree_linear)
 	uint64_t ino = OBJFS_ROOT_INO;
 	size_t before, grew;
 	char *path = NULL;
-	enum objfs_open_pages keep;
+	int keep;
 
 	ck_assert_int_eq(objfs_inodes_new(&st, 60, 60, &t), 0);
 	before = mallinfo2().uordblks;
@@ -923,7 +921,7 @@ int main(void)
 	tcase_add_test(tc, test_waiters_share_the_listing);
 	tcase_add_test(tc, test_deep_tree_linear);
 	tcase_add_test(tc, test_direct_lookup);
-	tcase_add_test(tc, test_open_pages);
+	tcase_add_test(tc, test_open_keep_cache);
 	tcase_add_test(tc, test_readdir_streams);
 	tcase_add_test(tc, test_dedupe_across_pages);
 	tcase_add_test(tc, test_offsets_stable);

@@ -45,7 +45,6 @@
 #include "reader.h"
 #include "side.h"
 #include "spares.h"
-#include "stats.h"
 
 #define MAX_READ (1u << 20)
 #define READAHEAD_KB 4096 /* kernel readahead: four MAX_READ requests in flight */
@@ -354,72 +353,6 @@ static void stats_open(fuse_req_t req, struct objfs_fs *fs, struct fuse_file_inf
 		hnd_release(fi->fh);
 }
 
-/*
- * Whether the store answers fast enough for an open to wait for a GET: the
- * median time to first byte of this mount's requests so far at most
- * OPEN_STORE_TTFB_US (the histogram's bucket bound). open_store makes the
- * open wait for its GET; against a distant store (S3 over the internet,
- * 20-50 ms) a program that opens many files before it reads them (a
- * dataset keeping its shards open, a GPU loader taking capabilities)
- * would pay that at every first open, so there the open is answered at
- * once and the READ waits for the GET, as it did before.
- */
-#define OPEN_STORE_TTFB_US 1024
-
-static int store_is_near(void)
-{
-	struct objfs_stats s;
-	uint64_t p50;
-
-	objfs_stats_get(&s);
-	p50 = objfs_stats_percentile(s.ttfb, 50);
-	return p50 > 0 && p50 <= OPEN_STORE_TTFB_US;
-}
-
-/*
- * Small files at open (issue 13: 16 workers each reading whole 100 KiB
- * objects were held to a third of curl's files per second by round trips,
- * not bytes). An object of one block or less whose node no open has seen
- * before (the kernel holds none of its pages) is read whole here, and its
- * bytes are pushed into the kernel's page cache (FUSE_NOTIFY_STORE) before
- * the open is answered, with keep_cache: the reader's read() is then served
- * by the kernel, and the READ request, its worker wake-up and the reader's
- * second sleep are gone. The GET was started at open anyway, and the
- * worker waits for it here instead of in the READ. The bytes are those of
- * the version the handle pins (reader.h), stored over [0, size) exactly,
- * so the kernel marks the last partial page up to date only when its size
- * is this one. Nothing of it is needed for correctness: when the fetch
- * fails or the kernel refuses the store, the open is answered as before
- * and the READ finds the error or fetches again. Only where the store is
- * near (store_is_near). 1 when stored.
- */
-static int open_store(struct objfs_fs *fs, fuse_ino_t ino, struct fh *h)
-{
-	struct objfs_reader_buf b;
-	struct fuse_bufvec one, *bv = &one;
-	size_t size = (size_t)h->obj->size;
-	int ok = 0;
-
-	if (objfs_reader_read(h->reader, 0, size, &b) == 0 && b.len == size && b.niov > 0) {
-		if (b.niov > 1)
-			bv = malloc(sizeof(*bv) + (b.niov - 1) * sizeof(bv->buf[0]));
-		if (bv) {
-			*bv = (struct fuse_bufvec){ .count = b.niov };
-			for (size_t i = 0; i < b.niov; i++)
-				bv->buf[i] = (struct fuse_buf){ .size = b.iov[i].iov_len,
-							       .mem = b.iov[i].iov_base };
-			ok = fuse_lowlevel_notify_store(fs->se, ino, 0, bv, 0) == 0;
-			if (ok)
-				atomic_fetch_add_explicit(&fs->open_stores, 1,
-							  memory_order_relaxed);
-			if (bv != &one)
-				free(bv);
-		}
-	}
-	objfs_reader_release(h->reader, &b);
-	return ok;
-}
-
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct objfs_fs *fs = fs_of(req);
@@ -429,10 +362,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		/* reads arrive out of order over twice the kernel readahead */
 		.drop_lag = 2 * ((size_t)READAHEAD_KB << 10),
 	};
-	enum objfs_open_pages pages;
 	struct objfs_attr a;
 	struct fh *h;
-	int err, small;
+	int keep = 0, err;
 	char *path;
 
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
@@ -443,7 +375,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		stats_open(req, fs, fi);
 		return;
 	}
-	err = objfs_inode_open(fs->inodes, ino, &a, &pages, &path);
+	err = objfs_inode_open(fs->inodes, ino, &a, &keep, &path);
 	if (err) {
 		fuse_reply_err(req, -err);
 		return;
@@ -467,14 +399,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -err);
 		return;
 	}
-	fi->keep_cache = pages == OBJFS_PAGES_KEEP;
+	fi->keep_cache = keep;
 	fi->direct_io = fs->direct_io;
-	small = h->obj->size > 0 && (uint64_t)h->obj->size <= objfs_cache_block_size(fs->cache);
-	if (pages != OBJFS_PAGES_KEEP || fs->direct_io)
+	if (!keep || fs->direct_io)
 		objfs_reader_start(h->reader); /* the first READ will come to us */
-	if (pages == OBJFS_PAGES_NONE && small && !fs->direct_io && store_is_near() &&
-	    open_store(fs, ino, h))
-		fi->keep_cache = 1;
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		hnd_release(fi->fh); /* the opener was interrupted */
 }
@@ -1114,7 +1042,6 @@ int objfs_fs_run(struct objfs_fs *fs, int fuse_argc, char **fuse_argv, const cha
 		objfs_err("cannot create the FUSE session (bad FUSE option?)");
 		goto out_args;
 	}
-	fs->se = se;
 	if (fuse_set_signal_handlers(se)) {
 		objfs_err("cannot install signal handlers");
 		goto out_session;
@@ -1149,7 +1076,6 @@ out_unmount:
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_session:
-	fs->se = NULL;
 	fuse_session_destroy(se);
 out_args:
 	fuse_opt_free_args(&args);

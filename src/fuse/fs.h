@@ -7,15 +7,12 @@
 #ifndef OBJFS_FS_H
 #define OBJFS_FS_H
 
-#include <stdint.h>
 #include <sys/types.h>
 
 #include "cache.h"
 #include "inode.h"
 #include "side.h"
 #include "store.h"
-
-struct fuse_session;
 
 struct objfs_fs {
 	struct objfs_inodes *inodes; /* borrowed */
@@ -37,9 +34,6 @@ struct objfs_fs {
 	gid_t gid;
 	mode_t umask;
 	double mount_time;           /* wall clock, for directory times */
-	struct fuse_session *se;     /* private to fs.c: set by objfs_fs_run */
-	_Atomic uint64_t open_stores; /* small files put in the page cache at
-					 open (fs.c open_store), for the stats */
 };
 
 /*

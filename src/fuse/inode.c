@@ -136,8 +136,6 @@ struct objfs_node {
 	uint8_t is_dir;            /* immutable: a type change makes a new node */
 	uint8_t hashed;            /* findable by (parent, name): a newer node of
 				      the same name unhashes an old one */
-	uint8_t opened;            /* files: an open has pinned a version (the
-				      kernel may hold pages since) */
 	char name[];               /* immutable; the store path is built from
 				      the names up to the root (node_path): a
 				      node holding its full path cost
@@ -1101,7 +1099,7 @@ int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr 
 }
 
 int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
-		     enum objfs_open_pages *pages, char **path)
+		     int *keep_cache, char **path)
 {
 	struct objfs_node *n;
 	int64_t told;
@@ -1154,14 +1152,8 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 			snprintf(ver, sizeof(ver), "@%lld", (long long)n->mtime);
 			v = ver;
 		}
-		if (!n->opened)
-			*pages = OBJFS_PAGES_NONE;
-		else if (v && n->open_etag && strcmp(n->open_etag, v) == 0 &&
-			 n->open_size == n->size)
-			*pages = OBJFS_PAGES_KEEP;
-		else
-			*pages = OBJFS_PAGES_STALE;
-		n->opened = 1;
+		*keep_cache = v && n->open_etag && strcmp(n->open_etag, v) == 0 &&
+			      n->open_size == n->size;
 		set_str(&n->open_etag, v);
 		n->open_size = n->size;
 	}

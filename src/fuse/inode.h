@@ -105,23 +105,15 @@ void objfs_inode_ref(struct objfs_inodes *t, uint64_t ino);
 /* Attributes of @ino, revalidated when older than attr_ttl. 0 or -errno. */
 int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a);
 
-/* What the kernel's page cache may hold of a file at its open. */
-enum objfs_open_pages {
-	OBJFS_PAGES_STALE, /* pages of another version, maybe: drop them */
-	OBJFS_PAGES_KEEP,  /* the previous open saw this ETag and size: keep */
-	OBJFS_PAGES_NONE,  /* none at all: no open of this node came before,
-			      and pages only ever come through an open handle */
-};
-
 /*
  * Opens file @ino: revalidates its attributes when stale and fills @a with
- * the size and ETag the handle pins; *@pages says what the kernel's page
- * cache may hold of the file (so whether it can be kept).
+ * the size and ETag the handle pins. *keep_cache is 1 when the previous open
+ * saw the same ETag and size, so the kernel page cache can be kept.
  * Returns 0, -EISDIR, -ENOENT or -errno. *path receives the store path,
  * allocated: the caller frees it (NULL on error).
  */
 int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
-		     enum objfs_open_pages *pages, char **path);
+		     int *keep_cache, char **path);
 
 /*
  * A directory handle for readdir: the listing it reads, at stable offsets
