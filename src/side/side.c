@@ -1345,6 +1345,24 @@ out:
 		free(ss->q[i].ents);
 		ss->q[i].ents = NULL;
 	}
+	/*
+	 * What was sent (DONEs, the ERR that says why the session ended) must
+	 * reach the client before its EOF. A SEQPACKET socket closed with the
+	 * peer's messages still unread makes the kernel report ECONNRESET to
+	 * the peer ahead of everything queued for it (the datagram receive
+	 * path checks the error first): a client that kept sending FILLs as
+	 * its session ended lost every DONE and the ERR (check_side's
+	 * test_unread_dones, now and then). So nothing more from the client
+	 * (SHUT_RD: its sends fail with EPIPE), what it sent is discarded,
+	 * then the close.
+	 */
+	shutdown(ss->fd, SHUT_RD);
+	for (unsigned i = 0; i < (1u << 16); i++) {
+		char b[64];
+
+		if (recv(ss->fd, b, sizeof(b), MSG_DONTWAIT) <= 0)
+			break;
+	}
 	pthread_mutex_lock(&s->lock);
 	close(ss->fd);
 	ss->fd = -1;
