@@ -257,13 +257,9 @@ static int pv_stat(struct objfs_store *s, const char *path, struct objfs_stat *s
 	return 0;
 }
 
-static int pv_lookup(struct objfs_store *s, const char *path, struct objfs_stat *st)
-{
-	return pv_stat(s, path, st);
-}
-
+/* a lookup of its own answers as stat does */
 static const struct objfs_store_ops pv_ops = { .name = "pv", .list = lk_list, .stat = pv_stat,
-					       .lookup = pv_lookup };
+					       .lookup = pv_stat };
 
 /* objfs_inode_open's keep_cache for @ino (the path is freed). */
 static int open_keep(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a)

@@ -266,8 +266,10 @@ fi
 if mount_objfs s3://bkt "$MNT" "$(s3o "$PORT_slow")"; then
 	curl -sf -X POST "http://127.0.0.1:$PORT_slow/__reset" >/dev/null
 	pids=()
+	pkeys=()
 	for ((i = 0; i < 16; i++)); do
-		stat -c %s "$MNT/$(printf 'k%07d' $((i * 7 + 3)))" >"$TEST_TMP/pstat.$i" 2>&1 &
+		pkeys+=("$(printf 'k%07d' $((i * 7 + 3)))")
+		stat -c %s "$MNT/${pkeys[i]}" >"$TEST_TMP/pstat.$i" 2>&1 &
 		pids+=($!)
 	done
 	wait "${pids[@]}"
@@ -275,7 +277,7 @@ if mount_objfs s3://bkt "$MNT" "$(s3o "$PORT_slow")"; then
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["max"])')
 	bad=0
 	for ((i = 0; i < 16; i++)); do
-		[ "$(cat "$TEST_TMP/pstat.$i")" = "$(want_size "$(printf 'k%07d' $((i * 7 + 3)))")" ] || bad=1
+		[ "$(cat "$TEST_TMP/pstat.$i")" = "$(want_size "${pkeys[i]}")" ] || bad=1
 	done
 	if [ "$bad" = 0 ] && [ "${maxin:-0}" -gt 2 ]; then
 		pass "16 lookups in one directory at once: right sizes, up to $maxin requests in flight at the server (parallel LOOKUPs)"
