@@ -1876,6 +1876,254 @@ START_TEST(test_redirect_judge)
 END_TEST
 #endif
 
+/*
+ * Joined GETs (engine_direct.c): with one connection, adjacent ranges of
+ * one object that wait for it go out as one GET of their union, each part
+ * handed back as soon as its bytes are in. The range server below serves
+ * any "Range: bytes=A-B" of a 64 KiB object per path (byte i of path P is
+ * (i * 7 + i / 251 + P's first letter) & 0xff) and logs each GET's path
+ * and range. A range starting at 0 is answered after 100 ms, so the
+ * requests behind the first wait for the one connection. The path says
+ * how it lies:
+ *   /a, /b    the truth
+ *   /cut      the first GET of more than one part: its head and half its
+ *             body, then the connection closed
+ *   /first    a GET of more than one part answered with Content-Range
+ *             and Content-Length of its first part only (and those bytes)
+ */
+#define JOBJ 65536
+#define JPART 4096
+#define JLOG 64
+
+static struct {
+	pthread_mutex_t lock;
+	int n, cut_done;
+	char path[JLOG][16];
+	long a[JLOG], b[JLOG];
+} jlog = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static char jbyte(const char *path, long i)
+{
+	return (char)((i * 7 + i / 251 + path[1]) & 0xff);
+}
+
+static void *range_conn(void *arg)
+{
+	int c = (int)(intptr_t)((void **)arg)[1];
+	char req[4096];
+	size_t got = 0;
+
+	free(arg);
+	for (;;) {
+		ssize_t n = recv(c, req + got, sizeof(req) - 1 - got, 0);
+		char path[16] = "", head[256], *end, *rg, *body;
+		long a = -1, b = -1, len, send_len;
+		int cut = 0, first = 0;
+
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		req[got] = '\0';
+		end = strstr(req, "\r\n\r\n");
+		if (!end)
+			continue;
+		got = 0;
+		rg = strstr(req, "Range: bytes=");
+		if (sscanf(req, "GET %15s ", path) != 1 || !rg ||
+		    sscanf(rg, "Range: bytes=%ld-%ld", &a, &b) != 2 || a < 0 || b < a || b >= JOBJ)
+			break;
+		len = b - a + 1;
+		pthread_mutex_lock(&jlog.lock);
+		if (jlog.n < JLOG) {
+			snprintf(jlog.path[jlog.n], sizeof(jlog.path[0]), "%s", path);
+			jlog.a[jlog.n] = a;
+			jlog.b[jlog.n] = b;
+			jlog.n++;
+		}
+		if (strcmp(path, "/cut") == 0 && len > JPART && !jlog.cut_done)
+			cut = jlog.cut_done = 1;
+		pthread_mutex_unlock(&jlog.lock);
+		first = strcmp(path, "/first") == 0 && len > JPART;
+		if (a == 0)
+			usleep(100 * 1000);
+		send_len = first ? JPART : cut ? len / 2 : len;
+		snprintf(head, sizeof(head), "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes "
+			 "%ld-%ld/%d\r\nContent-Length: %ld\r\nETag: \"j\"\r\n\r\n", a,
+			 first ? a + JPART - 1 : b, JOBJ, first ? (long)JPART : len);
+		body = malloc((size_t)len);
+		ck_assert_ptr_nonnull(body);
+		for (long i = 0; i < len; i++)
+			body[i] = jbyte(path, a + i);
+		put(c, head, strlen(head));
+		put(c, body, (size_t)send_len);
+		free(body);
+		if (cut)
+			break;
+	}
+	close(c);
+	return NULL;
+}
+
+/* The parts of one joined-GET run: @n ranges of JPART bytes from @first of
+ * @paths[i], submitted in this order to an engine of one thread and one
+ * connection. Returns the number of parts that failed; every byte of a
+ * part that succeeded is the object's, and a failed part's dst is
+ * untouched or the object's (never another's bytes). */
+static int jrun(const char *const *paths, const long *firsts, int n, struct objfs_stats *st)
+{
+	struct objfs_req r[16], w, *rp[16], *wp = &w;
+	char url[16][96], wurl[96], wdst[BODY], *dst;
+	struct objfs_engine *e;
+	struct srv s;
+	int failed = 0;
+
+	ck_assert_int_le(n, 16);
+	ck_assert_int_eq(srv_listen(&s, "127.0.0.1", 0, range_conn), 0);
+	e = engine(1, 1);
+	/* one GET through libcurl first: the origin is known, the rest go direct */
+	snprintf(wurl, sizeof(wurl), "http://127.0.0.1:%d/a", s.port);
+	objfs_req_init(&w);
+	w.url = wurl;
+	w.method = OBJFS_GET;
+	w.off = JOBJ - BODY;
+	w.len = BODY;
+	w.dst = wdst;
+	ck_assert_int_eq(objfs_engine_run(e, &wp, 1), 0);
+	objfs_req_clear(&w);
+	pthread_mutex_lock(&jlog.lock);
+	jlog.n = 0;
+	jlog.cut_done = 0;
+	pthread_mutex_unlock(&jlog.lock);
+	dst = malloc((size_t)n * JPART);
+	ck_assert_ptr_nonnull(dst);
+	memset(dst, 0xAA, (size_t)n * JPART);
+	for (int i = 0; i < n; i++) {
+		snprintf(url[i], sizeof(url[i]), "http://127.0.0.1:%d%s", s.port, paths[i]);
+		objfs_req_init(&r[i]);
+		r[i].url = url[i];
+		r[i].method = OBJFS_GET;
+		r[i].off = firsts[i];
+		r[i].len = JPART;
+		r[i].dst = dst + (size_t)i * JPART;
+		r[i].expect_size = JOBJ;
+		rp[i] = &r[i];
+	}
+	objfs_stats_reset();
+	(void)objfs_engine_run(e, rp, (size_t)n);
+	objfs_stats_get(st);
+	for (int i = 0; i < n; i++) {
+		const char *d = dst + (size_t)i * JPART;
+		int right = 1, untouched = 1;
+
+		for (long k = 0; k < JPART; k++) {
+			right &= d[k] == jbyte(paths[i], firsts[i] + k);
+			untouched &= (unsigned char)d[k] == 0xAA;
+		}
+		if (r[i].err) {
+			failed++;
+			ck_assert_msg(right || untouched, "part %d failed (%d) with foreign bytes", i,
+				      r[i].err);
+		} else {
+			ck_assert_msg(right, "part %d: wrong bytes", i);
+		}
+		objfs_req_clear(&r[i]);
+	}
+	free(dst);
+	objfs_engine_free(e);
+	srv_stop(&s);
+	return failed;
+}
+
+/* jrun of @n adjacent parts of @path from its start. */
+static int jrun_adjacent(const char *path, int n, struct objfs_stats *st)
+{
+	const char *p[16];
+	long f[16];
+
+	for (int i = 0; i < n && i < 16; i++) {
+		p[i] = path;
+		f[i] = (long)i * JPART;
+	}
+	return jrun(p, f, n, st);
+}
+
+/* Eight adjacent parts: the first alone (on the new connection), the
+ * other seven as one GET of 28 KiB. */
+START_TEST(test_join_adjacent)
+{
+	struct objfs_stats st;
+
+	ck_assert_int_eq(jrun_adjacent("/a", 8, &st), 0);
+	pthread_mutex_lock(&jlog.lock);
+	ck_assert_int_eq(jlog.n, 2);
+	ck_assert_int_eq(jlog.a[0], 0);
+	ck_assert_int_eq(jlog.b[0], JPART - 1);
+	ck_assert_int_eq(jlog.a[1], JPART);
+	ck_assert_int_eq(jlog.b[1], 8 * JPART - 1);
+	pthread_mutex_unlock(&jlog.lock);
+	ck_assert_uint_eq(st.requests, 8);
+	ck_assert_uint_eq(st.direct, 8);
+	ck_assert_uint_eq(st.joined, 6);
+	ck_assert_uint_eq(st.errors, 0);
+}
+END_TEST
+
+/* Another object's request waits between two adjacent ones: it is not
+ * overtaken (A0, B0, then A1+A2 as one GET), and nothing is joined across
+ * objects; parts that are not adjacent (A4 after A2) are not joined. */
+START_TEST(test_join_in_order)
+{
+	const char *p[5] = { "/a", "/b", "/a", "/a", "/a" };
+	const long f[5] = { 0, 0, JPART, 2 * JPART, 4 * JPART };
+	struct objfs_stats st;
+
+	ck_assert_int_eq(jrun(p, f, 5, &st), 0);
+	pthread_mutex_lock(&jlog.lock);
+	ck_assert_int_eq(jlog.n, 4);
+	ck_assert_str_eq(jlog.path[1], "/b");
+	ck_assert_str_eq(jlog.path[2], "/a");
+	ck_assert_int_eq(jlog.a[2], JPART);
+	ck_assert_int_eq(jlog.b[2], 3 * JPART - 1);
+	ck_assert_int_eq(jlog.a[3], 4 * JPART);
+	ck_assert_int_eq(jlog.b[3], 5 * JPART - 1);
+	pthread_mutex_unlock(&jlog.lock);
+	ck_assert_uint_eq(st.joined, 1);
+}
+END_TEST
+
+/* The joined GET's connection closes half way: the parts that were in are
+ * done, the rest are retried, every byte right. */
+START_TEST(test_join_cut)
+{
+	struct objfs_stats st;
+
+	ck_assert_int_eq(jrun_adjacent("/cut", 8, &st), 0);
+	ck_assert_uint_eq(st.requests, 8);
+	ck_assert_uint_ge(st.retries, 1);
+	pthread_mutex_lock(&jlog.lock);
+	ck_assert_int_ge(jlog.n, 3);
+	ck_assert_int_eq(jlog.cut_done, 1);
+	pthread_mutex_unlock(&jlog.lock);
+}
+END_TEST
+
+/* A server that answers a joined GET with its first part's range only:
+ * refused as a range it was not asked for, never a byte of it taken for
+ * another part; each refused part is retried, the parts behind it go out
+ * again, and every part ends right. */
+START_TEST(test_join_wrong_range)
+{
+	struct objfs_stats st;
+
+	ck_assert_int_eq(jrun_adjacent("/first", 6, &st), 0);
+	ck_assert_uint_eq(st.requests, 6);
+	ck_assert_uint_ge(st.retries, 1);
+	pthread_mutex_lock(&jlog.lock);
+	ck_assert_int_gt(jlog.b[1] - jlog.a[1] + 1, JPART);
+	pthread_mutex_unlock(&jlog.lock);
+}
+END_TEST
+
 static Suite *engine_suite(void)
 {
 	Suite *s = suite_create("engine");
@@ -1899,6 +2147,10 @@ static Suite *engine_suite(void)
 	tcase_add_test(td, test_direct_needs_an_address);
 	tcase_add_test(td, test_direct_rests);
 #ifndef OBJFS_BEFORE_FIX
+	tcase_add_test(td, test_join_adjacent);
+	tcase_add_test(td, test_join_in_order);
+	tcase_add_test(td, test_join_cut);
+	tcase_add_test(td, test_join_wrong_range);
 	tcase_add_test(td, test_direct_spreads);
 	tcase_add_test(td, test_direct_dead_address);
 	tcase_add_test(td, test_direct_reresolves);

@@ -61,6 +61,10 @@
 # one shared socket 16 curl streams got 2.2-5.7 GB/s on the H200 machine,
 # with reuseport 4.7-9.5; "none" for the shared socket).
 #
+# A/B of two builds: HB_OLD=/path/to/another/objfs adds, for every objfs
+# mode in HB_MODES written MODE@old (e.g. "gpu-https@old"), runs of that
+# binary in the same turns, reported beside the others (per-mode table).
+#
 # Output: a table on stdout and in $OUT/https_bench.txt, every run in
 # $OUT/https_bench.runs ("N MODE GB/s CPU_S_PER_GB [NGINX_CPU_S_PER_GB BUSY_CORES]").
 
@@ -188,6 +192,12 @@ children_ticks() {
 # starts belong to this shell (lib.sh).
 one_run() {
 	local n=$1 mode=$2 mnt=$TEST_TMP/mnt url opts t0 t1 c0 c1 x0 x1 b0 b1 i bad=0 out gb per
+	local tag=$2 OBJFS=$OBJFS # mount_objfs (lib.sh) starts $OBJFS
+	case $mode in *@old)
+		OBJFS=${HB_OLD:?MODE@old needs HB_OLD}
+		mode=${mode%@old}
+		;;
+	esac
 	per=$(((SIZE + n - 1) / n))
 	url=$HTTP_URL
 	opts=max_connections=$n
@@ -219,11 +229,11 @@ one_run() {
 		x1=$(nginx_ticks)
 		b1=$(busy_ticks)
 		[ -n "$c1" ] || bad=1
-		bench_record "$((1 - bad))" "$res.runs" "$n $mode" "$(gbps "$SIZE" "$t0" "$t1")" \
+		bench_record "$((1 - bad))" "$res.runs" "$n $tag" "$(gbps "$SIZE" "$t0" "$t1")" \
 			"$(per_gb "${c1:-0}") $(per_gb $((x1 - x0))) $(busy_cores "$b0" "$b1")"
 		;;
 	fuse-*)
-		mount_objfs "$url" "$mnt" "$opts" || { echo "$n $mode fail" >>"$res.runs"; return; }
+		mount_objfs "$url" "$mnt" "$opts" || { echo "$n $tag fail" >>"$res.runs"; return; }
 		local pids=() mb=$((per >> 20))
 		t0=$(now)
 		for ((i = 0; i < n; i++)); do
@@ -235,22 +245,24 @@ one_run() {
 		t1=$(now)
 		c1=$(pid_ticks "$OBJFS_PID")
 		# which receive path carried the data (objfs's own, or libcurl's)
-		echo "# N=$n $mode: $(grep -E '^(requests|requests_direct|direct_fallbacks) ' \
+		echo "# N=$n $tag: $(grep -E '^(requests|requests_direct|direct_fallbacks|requests_joined) ' \
 			"$mnt/.objfs-stats" | tr '\n' ' ')" >>"$res.txt"
 		unmount_objfs "$mnt" >/dev/null || bad=1
-		bench_record "$((1 - bad))" "$res.runs" "$n $mode" "$(gbps $((mb * n << 20)) "$t0" "$t1")" \
+		bench_record "$((1 - bad))" "$res.runs" "$n $tag" "$(gbps $((mb * n << 20)) "$t0" "$t1")" \
 			"$(per_gb "$c1")"
 		;;
 	gpu-*)
 		mount_objfs "$url" "$mnt" "$opts,engine_threads=$n" ||
-			{ echo "$n $mode fail" >>"$res.runs"; return; }
+			{ echo "$n $tag fail" >>"$res.runs"; return; }
 		c0=$(pid_ticks "$OBJFS_PID")
 		out=$(timeout 300 "$GPU_FILL" bench1 gpu "$mnt/big.bin" 2>&1)
 		c1=$(pid_ticks "$OBJFS_PID")
+		echo "# N=$n $tag: $(grep -E '^(requests|requests_direct|direct_fallbacks|requests_joined) ' \
+			"$mnt/.objfs-stats" | tr '\n' ' ')" >>"$res.txt"
 		unmount_objfs "$mnt" >/dev/null
 		gb=$(printf '%s\n' "$out" | awk '$1 == "bench1" && NF >= 5 { print $3 }')
 		[ -n "$gb" ] || { bad=1; printf '%s\n' "$out" | sed 's/^/    | /' >&2; }
-		bench_record "$((1 - bad))" "$res.runs" "$n $mode" "$gb" "$(per_gb $((c1 - c0)))"
+		bench_record "$((1 - bad))" "$res.runs" "$n $tag" "$gb" "$(per_gb $((c1 - c0)))"
 		;;
 	esac
 }
@@ -312,6 +324,23 @@ for n in dict.fromkeys(r[0] for r in runs):
         cpu.append("| %s | %s | %s | %s | %s |%s" % (n, m, f(c), f(ng) if m.startswith("curl") else "",
                    f(busy, 1) if m.startswith("curl") else "",
                    " %d failed" % fails if fails else ""))
+print("\nEvery mode, medians (MODE@old: the HB_OLD build); ratios: pairs with the same "
+      "repetition's curl run of the same protocol\n")
+print("| N | mode | GB/s | /curl (pairs) | CPU s/GB |")
+print("|---:|---|---:|---:|---:|")
+for n in dict.fromkeys(r[0] for r in runs):
+    seq = [r for r in runs if r[0] == n]
+    by = {}
+    for r in seq:
+        by.setdefault(r[1], []).append(r)
+    for m in by:
+        ok = [r for r in by[m] if r[2] != "fail"]
+        c = "curl-https" if "https" in m else "curl-http"
+        pr = [float(x[2]) / float(y[2]) for x, y in zip(by[m], by.get(c, []))
+              if x[2] != "fail" and y[2] != "fail" and float(y[2]) > 0]
+        print("| %s | %s | %s | %s | %s |" % (n, m, f(med([float(r[2]) for r in ok])),
+              f(med(pr)) if not m.startswith("curl") else "",
+              f(med([float(r[3]) for r in ok if len(r) > 3]))))
 print("\nCPU seconds per GB received: objfs's daemon (fuse, gpu) or the curl processes "
       "(curl); for the curl runs nginx's, and the machine's busy cores (all busy: the "
       "ceiling is CPU, client and server together)\n")

@@ -557,6 +557,8 @@ static void direct_progress(struct engine_thread *th, unsigned nwfds)
 			nagain++; /* at most one per connection: th->per entries */
 			continue;
 		}
+		if (d->next) /* a joined part takes d->r's place on its connection */
+			TAILQ_INSERT_HEAD(&th->inflight, d->next, link);
 		TAILQ_REMOVE(&th->inflight, d->r, link);
 		conclude(th, d->r, d->err, d->retry, d->ttfb);
 	} while (cursor);
@@ -845,15 +847,16 @@ void objfs_engine_free(struct objfs_engine *e)
 		struct engine_thread *th = &e->th[i];
 		struct objfs_req *r;
 
-		/* Fail whatever is still queued, delayed, waiting for a direct
-		 * connection or in flight. */
+		/* Fail whatever is still queued, delayed, in flight or waiting
+		 * for a direct connection (last: an attempt taken off its
+		 * connection puts the parts joined to it back there). */
 		cancel_list(th, &th->q);
 		cancel_list(th, &th->delayed);
-		cancel_list(th, &th->dwait);
 		while ((r = TAILQ_FIRST(&th->inflight))) {
 			inflight_remove(th, r);
 			finish(th, r, -ECANCELED);
 		}
+		cancel_list(th, &th->dwait);
 		objfs_direct_free(th);
 		free(th->wfds);
 		free(th->ends);

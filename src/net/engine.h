@@ -123,6 +123,15 @@ struct objfs_req {
 	void *dconn;            /* in flight on the direct path: its connection */
 	int no_direct;          /* this request goes through libcurl only */
 	int64_t sent_ns;        /* direct path: request written (for ttfb) */
+	struct objfs_req *joined; /* direct path: the next part of this GET (a
+				     waiting request whose range continues
+				     this one's, engine_direct.c "Joined GETs") */
+	int no_join;            /* direct path: a GET this request led with
+				   parts joined to it ended early: it goes
+				   alone from then on */
+	size_t span;            /* direct path, a GET's first part: bytes it
+				   asks for from off, joined parts included
+				   (0: len; objfs_req_span) */
 	size_t head_bytes;      /* bytes of the current response head so far */
 	int refused;            /* the head was refused (too large, a redirect
 				   the policy forbids): -EIO, not retried */
@@ -132,6 +141,13 @@ struct objfs_req {
 	 * retry list, the direct path's wait queue or the in-flight list. */
 	TAILQ_ENTRY(objfs_req) link;
 };
+
+/* Bytes the current attempt of @r asks the server for, from r->off: its
+ * own, or with parts joined to it on the direct path, theirs too. */
+static inline size_t objfs_req_span(const struct objfs_req *r)
+{
+	return r->span ? r->span : r->len;
+}
 
 /* Creates the engine and starts its threads. 0 or -errno. */
 int objfs_engine_new(const struct objfs_engine_cfg *cfg, struct objfs_engine **out);

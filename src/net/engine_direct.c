@@ -67,6 +67,26 @@
  * one, uncounted, like libcurl does. Requests beyond the cap wait in
  * th->dwait (not in flight: waiting is not a stall).
  *
+ * Joined GETs: with few connections, a run of adjacent ranges of one
+ * object (a stream's prefetch, the pieces of a GPU fill) went out one GET
+ * at a time, each paying a turnaround (the request out, the server's
+ * start, the head back) in which the connection moved nothing: over HTTPS
+ * on the H200 machine one connection filled a GPU at 0.87x one curl
+ * stream with 2 MiB GETs. So a request that gets a connection takes along
+ * the requests waiting in th->dwait that continue its range (same URL,
+ * headers and pins), as one GET of their union of at most JOIN_MAX bytes
+ * (join_waiting). The head is checked against the union; each part is
+ * handed back as soon as its last byte is in, and the next part becomes
+ * the connection's request (struct objfs_direct_end.next: engine.c puts it
+ * in flight, so the stall watchdog watches whichever part is receiving).
+ * Only requests that wait are joined, so none that had a connection is
+ * delayed; the scan stops at a waiting request of another object, so no
+ * stream overtakes another's older request. An attempt that ends early
+ * (an error, a hand-over to libcurl, a stall) puts the parts not yet
+ * begun back at the head of th->dwait, in order, as the waiting requests
+ * they were (unjoin): no attempt counted, no byte of theirs used; the
+ * part that led it goes alone from then on.
+ *
  * Threading: everything here runs on the engine thread that owns th, except
  * the origin table, which is shared by the threads and the resolver thread
  * under e->origin_lock.
@@ -100,6 +120,8 @@
 
 #define REQ_MAX 8192   /* request text: S3 headers with a session token fit */
 #define HEAD_MAX 16384 /* response head: larger ones go to libcurl */
+#define JOIN_MAX ((size_t)64 << 20) /* bytes of one joined GET */
+#define JOIN_SCAN 64   /* waiting requests looked at per part joined */
 
 enum dc_state { DC_IDLE, DC_CONNECT, DC_TLS, DC_SEND, DC_HEAD, DC_BODY };
 enum { DC_FAIL_ADDR = 1, DC_FAIL_SHORT = 2 }; /* why no connection was made */
@@ -123,6 +145,8 @@ struct objfs_dconn {
 	size_t req_len, req_off;
 	char head[HEAD_MAX];
 	size_t head_len;
+	size_t hoff;   /* DC_BODY: body bytes that came with the head are
+			  head[hoff, head_len), taken before the socket's */
 	LIST_ENTRY(objfs_dconn) link; /* th->dconns */
 };
 
@@ -277,7 +301,7 @@ int objfs_direct_request_text(const struct objfs_req *r, char *out, size_t cap, 
 	n = snprintf(line, sizeof(line),
 		     "User-Agent: objfs/" PACKAGE_VERSION "\r\nAccept: */*\r\n"
 		     "Range: bytes=%" PRId64 "-%" PRId64 "\r\n",
-		     r->off, r->off + (int64_t)r->len - 1);
+		     r->off, r->off + (int64_t)objfs_req_span(r) - 1);
 	add(out, cap, &len, line, (size_t)n);
 	if (r->etag && r->etag[0] == '"') {
 		size_t el = strlen(r->etag);
@@ -944,6 +968,7 @@ static void dc_begin(struct objfs_dconn *dc, struct objfs_req *r)
 	dc->r = r;
 	dc->req_off = 0;
 	dc->head_len = 0;
+	dc->hoff = 0;
 	dc->keep = 1;
 	dc->chunked = 0;
 	r->dconn = dc;
@@ -993,6 +1018,85 @@ static struct objfs_dconn *dc_get(struct engine_thread *th, const char *auth, in
 	return dc;
 }
 
+/* Whether one GET can serve @a and @b: the same URL, header lines and
+ * pins (ETag, mtime, size), and neither bound by a deadline. */
+static int same_get(const struct objfs_req *a, const struct objfs_req *b)
+{
+	const struct curl_slist *x = a->headers, *y = b->headers;
+
+	if (strcmp(a->url, b->url) != 0 || a->expect_size != b->expect_size ||
+	    a->expect_mtime != b->expect_mtime || a->no_redirect != b->no_redirect ||
+	    a->deadline_ns || b->deadline_ns || !a->etag != !b->etag ||
+	    (a->etag && strcmp(a->etag, b->etag) != 0))
+		return 0;
+	for (; x && y; x = x->next, y = y->next)
+		if (strcmp(x->data, y->data) != 0)
+			return 0;
+	return !x && !y;
+}
+
+/*
+ * Joins to @r, which just got a connection, the waiting requests that
+ * continue its range, in range order (see "Joined GETs" in the file
+ * header); sets r->span. Each pass over th->dwait takes the part that
+ * continues the last one wherever it waits among requests of the same
+ * URL (fill workers submit a GPU fill's pieces nearly, not exactly, in
+ * order) and stops at one of another URL.
+ */
+static void join_waiting(struct engine_thread *th, struct objfs_req *r)
+{
+	struct objfs_req *last = r, *w;
+	size_t span = r->len;
+	int found = r->len < JOIN_MAX && !r->no_join;
+
+	while (found) {
+		unsigned k = 0;
+
+		found = 0;
+		TAILQ_FOREACH(w, &th->dwait, link) {
+			if (k++ == JOIN_SCAN || strcmp(w->url, r->url) != 0)
+				break;
+			if (w->off != last->off + (int64_t)last->len || w->method != OBJFS_GET ||
+			    !w->len || !w->dst || w->no_direct || w->len > JOIN_MAX - span ||
+			    !same_get(r, w))
+				continue;
+			TAILQ_REMOVE(&th->dwait, w, link);
+			last->joined = w;
+			last = w;
+			span += w->len;
+			found = 1;
+			break;
+		}
+	}
+	r->span = span > r->len ? span : 0;
+}
+
+/* Puts the parts joined to @r back at the head of th->dwait, in range
+ * order, as the waiting requests they were; @r asks for its own range
+ * again, alone from now on (a server that mishandles the union, say by
+ * answering a range of its own, costs each part one attempt at most). */
+static void unjoin(struct engine_thread *th, struct objfs_req *r)
+{
+	struct objfs_req *w = r->joined, *prev = NULL;
+
+	if (w)
+		r->no_join = 1;
+	r->joined = NULL;
+	r->span = 0;
+	while (w) {
+		struct objfs_req *next = w->joined;
+
+		w->joined = NULL;
+		w->span = 0;
+		if (prev)
+			TAILQ_INSERT_AFTER(&th->dwait, prev, w, link);
+		else
+			TAILQ_INSERT_HEAD(&th->dwait, w, link);
+		prev = w;
+		w = next;
+	}
+}
+
 int objfs_direct_start(struct engine_thread *th, struct objfs_req *r)
 {
 	struct objfs_engine *e = th->e;
@@ -1014,6 +1118,14 @@ int objfs_direct_start(struct engine_thread *th, struct objfs_req *r)
 	if (!dc) {
 		TAILQ_INSERT_TAIL(&th->dwait, r, link);
 		return 1;
+	}
+	join_waiting(th, r);
+	if (r->joined) {
+		n = objfs_direct_request_text(r, text, sizeof(text), auth, sizeof(auth));
+		if (n < 0) { /* the longer Range did not fit: alone after all */
+			unjoin(th, r);
+			n = objfs_direct_request_text(r, text, sizeof(text), auth, sizeof(auth));
+		}
 	}
 	memcpy(dc->req, text, (size_t)n);
 	dc->req_len = (size_t)n;
@@ -1044,6 +1156,7 @@ static void dc_end(struct engine_thread *th, struct objfs_dconn *dc, int keep)
 	struct objfs_req *r = dc->r;
 
 	if (r) {
+		unjoin(th, r);
 		r->dconn = NULL;
 		dc->r = NULL;
 	}
@@ -1096,14 +1209,44 @@ static void dc_fallback(struct engine_thread *th, struct objfs_dconn *dc, const 
 	again(out, r);
 }
 
-static void body_done(struct engine_thread *th, struct objfs_dconn *dc, struct ends *out)
+/*
+ * dc->r has all its bytes. The last part of a GET ends the attempt (the
+ * connection kept or closed); a part with another joined to it is handed
+ * back with that one as the connection's request (the head, checked for
+ * the union, holds for it). Returns 1 when @dc goes on with the next part.
+ */
+static int part_done(struct engine_thread *th, struct objfs_dconn *dc, struct ends *out)
 {
-	struct objfs_req *r = dc->r;
+	struct objfs_req *r = dc->r, *n = r->joined;
 	int64_t t = dc->ttfb;
 
-	dc_end(th, dc, dc->keep);
 	objfs_stats_direct(0);
-	hand_back(out, r, 0, 0, t);
+	if (!n) {
+		dc_end(th, dc, dc->keep);
+		hand_back(out, r, 0, 0, t);
+		return 0;
+	}
+	r->joined = NULL;
+	r->span = 0;
+	r->dconn = NULL;
+	n->status = r->status;
+	n->total = r->total;
+	n->mtime = r->mtime;
+	memcpy(n->etag_out, r->etag_out, sizeof(n->etag_out));
+	memcpy(n->content_type, r->content_type, sizeof(n->content_type));
+	n->clen = (int64_t)n->len;
+	n->cr_first = n->off;
+	n->cr_last = n->off + (int64_t)n->len - 1;
+	n->cr_total = r->cr_total;
+	n->checked = 1;
+	n->dconn = dc;
+	n->sent_ns = r->sent_ns;
+	n->progress_ns = objfs_now_ns();
+	dc->r = n;
+	dc->ttfb = -1; /* the time to a first byte is the GET's, counted once */
+	objfs_stats_joined();
+	out->v[out->n++] = (struct objfs_direct_end){ .r = r, .ttfb = t, .next = n };
+	return 1;
 }
 
 int objfs_direct_parse_head(struct objfs_req *r, const char *head, size_t end, int *keep,
@@ -1178,7 +1321,7 @@ static int head_done(struct engine_thread *th, struct objfs_dconn *dc, size_t en
 	}
 	r->checked = 1;
 	err = objfs_http_check_range(r);
-	if (!err && extra > r->len) {
+	if (!err && extra > objfs_req_span(r)) {
 		objfs_warn("%s: server sent more bytes than its range", r->url);
 		err = -EIO;
 	}
@@ -1189,13 +1332,8 @@ static int head_done(struct engine_thread *th, struct objfs_dconn *dc, size_t en
 		hand_back(out, r, err, err == -EIO, t);
 		return 1;
 	}
-	memcpy(r->dst, dc->head + end, extra);
-	r->got = extra;
+	dc->hoff = end; /* the body bytes that came with the head go first */
 	dc_state(dc, DC_BODY);
-	if (r->got == r->len) {
-		body_done(th, dc, out);
-		return 1;
-	}
 	return 0;
 }
 
@@ -1236,8 +1374,9 @@ static int tls_step(struct engine_thread *th, struct objfs_dconn *dc, struct end
 }
 
 /* Moves @dc along as far as it goes without blocking; an attempt that
- * ends goes to @out. */
-static void dc_step(struct engine_thread *th, struct objfs_dconn *dc, struct ends *out)
+ * ends goes to @out. Returns 1 when @dc went on with a joined part, which
+ * is to be stepped next (its bytes may be buffered already). */
+static int dc_step(struct engine_thread *th, struct objfs_dconn *dc, struct ends *out)
 {
 	struct objfs_req *r = dc->r;
 
@@ -1247,26 +1386,26 @@ static void dc_step(struct engine_thread *th, struct objfs_dconn *dc, struct end
 		struct pollfd p = { .fd = dc->fd, .events = POLLOUT };
 
 		if (poll(&p, 1, 0) <= 0)
-			return;
+			return 0;
 		if (getsockopt(dc->fd, SOL_SOCKET, SO_ERROR, &soerr, &l) || soerr) {
 			/* libcurl connects again, and reports it if it fails */
 			origin_rest(th->e, dc->auth, &dc->sa, dc->salen);
 			dc_fallback(th, dc, "connect failed", 0, out);
-			return;
+			return 0;
 		}
 		dc_state(dc, dc->ssl ? DC_TLS : DC_SEND);
 	}
 	if (dc->state == DC_TLS && tls_step(th, dc, out))
-		return;
+		return 0;
 	if (dc->state == DC_SEND) {
 		while (dc->req_off < dc->req_len) {
 			ssize_t n = dc_send(dc, dc->req + dc->req_off, dc->req_len - dc->req_off);
 
 			if (n == -EAGAIN)
-				return;
+				return 0;
 			if (n < 0) {
 				wire_error(th, dc, "send failed", out);
-				return;
+				return 0;
 			}
 			dc->req_off += (size_t)n;
 		}
@@ -1281,15 +1420,15 @@ static void dc_step(struct engine_thread *th, struct objfs_dconn *dc, struct end
 
 		if (dc->head_len == sizeof(dc->head) - 1) {
 			dc_fallback(th, dc, "response head too large", 0, out);
-			return;
+			return 0;
 		}
 		n = dc_recv(dc, dc->head + dc->head_len, sizeof(dc->head) - 1 - dc->head_len);
 		if (n == -EAGAIN)
-			return;
+			return 0;
 		if (n <= 0) {
 			wire_error(th, dc, n ? "receive failed" : "connection closed before the "
 				   "response", out);
-			return;
+			return 0;
 		}
 		r->progress_ns = objfs_now_ns();
 		dc->head_len += (size_t)n;
@@ -1298,28 +1437,37 @@ static void dc_step(struct engine_thread *th, struct objfs_dconn *dc, struct end
 		if (lf && (!end || lf < end)) {
 			/* bare LF line ends: libcurl's tolerance, not ours */
 			dc_fallback(th, dc, "response head without CRLF line ends", 1, out);
-			return;
+			return 0;
 		}
 		if (end && head_done(th, dc, (size_t)(end - dc->head) + 4, out))
-			return;
+			return 0;
 	}
 	while (dc->state == DC_BODY) {
-		ssize_t n = dc_recv(dc, r->dst + r->got, r->len - r->got);
+		size_t want = r->len - r->got;
+		ssize_t n;
 
-		if (n == -EAGAIN)
-			return;
-		if (n <= 0) {
-			objfs_info("%s: body ended after %zu of %zu bytes", r->url, r->got, r->len);
-			wire_error(th, dc, n ? "receive failed" : "connection closed in the body", out);
-			return;
+		if (dc->hoff < dc->head_len) { /* came with the head */
+			n = (ssize_t)(dc->head_len - dc->hoff < want ? dc->head_len - dc->hoff : want);
+			memcpy(r->dst + r->got, dc->head + dc->hoff, (size_t)n);
+			dc->hoff += (size_t)n;
+		} else {
+			n = dc_recv(dc, r->dst + r->got, want);
+			if (n == -EAGAIN)
+				return 0;
+			if (n <= 0) {
+				objfs_info("%s: body ended after %zu of %zu bytes", r->url, r->got,
+					   r->len);
+				wire_error(th, dc, n ? "receive failed" : "connection closed in the body",
+					   out);
+				return 0;
+			}
 		}
 		r->progress_ns = objfs_now_ns();
 		r->got += (size_t)n;
-		if (r->got == r->len) {
-			body_done(th, dc, out);
-			return;
-		}
+		if (r->got == r->len)
+			return part_done(th, dc, out);
 	}
+	return 0;
 }
 
 unsigned objfs_direct_waitfds(struct engine_thread *th)
@@ -1359,7 +1507,8 @@ unsigned objfs_direct_progress(struct engine_thread *th, unsigned nwfds,
 				dc_close(th, dc);
 			continue;
 		}
-		dc_step(th, dc, &out); /* ends at most one attempt */
+		if (dc_step(th, dc, &out)) /* ends at most one attempt */
+			next = dc;         /* went on with a joined part: again */
 		if (out.n == out.cap) {
 			*cursor = next;
 			return out.n;
@@ -1383,6 +1532,7 @@ void objfs_direct_abort(struct engine_thread *th, struct objfs_req *r)
 	} else if (dc->state == DC_TLS) {
 		r->no_direct = 1; /* a handshake that stalls: libcurl's to judge */
 	}
+	unjoin(th, r);
 	dc->r = NULL;
 	r->dconn = NULL;
 	dc_close(th, dc);

@@ -174,6 +174,10 @@ struct objfs_direct_end {
 	int err;      /* 0 or -errno */
 	int retry;    /* whether @err may be retried */
 	int64_t ttfb; /* microseconds to the complete head, < 0 if none */
+	struct objfs_req *next; /* @r was a part of a joined GET, done: the
+				   connection goes on with this part, which
+				   waited (not in flight) until now: the
+				   caller puts it in flight */
 };
 
 /* Sets the direct path's part of a new engine (origin table, resolver

@@ -261,7 +261,7 @@ int objfs_http_redirect_check(const char *first, const char *cur, const char *lo
 
 int objfs_http_check_range(struct objfs_req *r)
 {
-	int64_t end = r->off + (int64_t)r->len - 1;
+	int64_t end = r->off + (int64_t)objfs_req_span(r) - 1;
 
 	if (r->etag && r->etag_out[0] && strcmp(r->etag, r->etag_out) != 0) {
 		objfs_info("%s: object changed (ETag %s, pinned %s)", r->url,
@@ -289,7 +289,7 @@ int objfs_http_check_range(struct objfs_req *r)
 				   r->cr_last);
 			return -EIO;
 		}
-		if (r->clen >= 0 && r->clen != (int64_t)r->len) {
+		if (r->clen >= 0 && r->clen != (int64_t)objfs_req_span(r)) {
 			objfs_warn("%s: Content-Length %" PRId64 " disagrees with range",
 				   r->url, r->clen);
 			return -EIO;

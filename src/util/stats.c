@@ -11,7 +11,7 @@
 #include "stats.h"
 
 static struct {
-	atomic_uint_fast64_t requests, errors, retries, bytes, direct, direct_fallbacks;
+	atomic_uint_fast64_t requests, errors, retries, bytes, direct, direct_fallbacks, joined;
 	atomic_uint_fast64_t ttfb[OBJFS_STATS_BUCKETS], ttfb_sum_us;
 } g;
 
@@ -47,6 +47,11 @@ void objfs_stats_direct(int fallback)
 				  memory_order_relaxed);
 }
 
+void objfs_stats_joined(void)
+{
+	atomic_fetch_add_explicit(&g.joined, 1, memory_order_relaxed);
+}
+
 void objfs_stats_get(struct objfs_stats *out)
 {
 	out->requests = atomic_load_explicit(&g.requests, memory_order_relaxed);
@@ -55,6 +60,7 @@ void objfs_stats_get(struct objfs_stats *out)
 	out->bytes = atomic_load_explicit(&g.bytes, memory_order_relaxed);
 	out->direct = atomic_load_explicit(&g.direct, memory_order_relaxed);
 	out->direct_fallbacks = atomic_load_explicit(&g.direct_fallbacks, memory_order_relaxed);
+	out->joined = atomic_load_explicit(&g.joined, memory_order_relaxed);
 	for (unsigned i = 0; i < OBJFS_STATS_BUCKETS; i++)
 		out->ttfb[i] = atomic_load_explicit(&g.ttfb[i], memory_order_relaxed);
 	out->ttfb_sum_us = atomic_load_explicit(&g.ttfb_sum_us, memory_order_relaxed);
@@ -68,6 +74,7 @@ void objfs_stats_reset(void)
 	atomic_store(&g.bytes, 0);
 	atomic_store(&g.direct, 0);
 	atomic_store(&g.direct_fallbacks, 0);
+	atomic_store(&g.joined, 0);
 	for (unsigned i = 0; i < OBJFS_STATS_BUCKETS; i++)
 		atomic_store(&g.ttfb[i], 0);
 	atomic_store(&g.ttfb_sum_us, 0);

@@ -31,6 +31,8 @@ struct objfs_stats {
 	uint64_t direct;        /* ranged GETs received by the engine's direct
 				   path (engine_direct.c), not through libcurl */
 	uint64_t direct_fallbacks; /* direct attempts handed over to libcurl */
+	uint64_t joined;        /* of the direct ones, ranges received on the GET
+				   of the range before them (joined GETs) */
 	uint64_t ttfb[OBJFS_STATS_BUCKETS]; /* bucket i: [2^i, 2^(i+1)) us (0 and 1 in 0) */
 	uint64_t ttfb_sum_us;   /* of every time counted in ttfb */
 };
@@ -42,6 +44,9 @@ void objfs_stats_request(unsigned attempts, size_t bytes, int err, int64_t ttfb_
 /* Records a ranged GET finished on the direct path (@fallback 0) or one
  * of its attempts handed over to libcurl (@fallback 1). */
 void objfs_stats_direct(int fallback);
+
+/* Records a ranged GET that rode on the GET of the range before it. */
+void objfs_stats_joined(void);
 
 /* Copies the current counters into @out. */
 void objfs_stats_get(struct objfs_stats *out);

@@ -57,18 +57,38 @@ URL=https://127.0.0.1:$HTTPS_PORT/data/
 log "objfs: $OBJFS; nginx https on $HTTPS_PORT (another name only: $NAMEONLY_PORT)"
 
 stat_of() { awk -v k="$1" '$1 == k { print $2 }' "$MNT/.objfs-stats"; }
+# reads_exact DESC FILE: FILE reads through the mount as it is in the source
+reads_exact() {
+	if timeout "$SHORT_TO" cmp -s "$MNT/$2" "$SRC/$2"; then
+		pass "$1: $2 reads byte-exact"
+	else
+		fail "$1: expected $2 to read as the source, it differs or failed"
+	fi
+}
 
 # ---------------------------------------------------------------- direct
+
+# one connection: a sequential read's prefetched blocks wait for it, and
+# go out as fewer, longer GETs (joined GETs, engine_direct.c), byte-exact
+if mount_objfs "$URL" "$MNT" "ca_file=$TLS/ca.pem,max_connections=1"; then
+	reads_exact "https, one connection" big.bin
+	joined=$(stat_of requests_joined)
+	reqs=$(stat_of requests)
+	if [ "${joined:-0}" -gt 0 ] && [ "$(stat_of direct_fallbacks)" = 0 ]; then
+		pass "https, one connection: $joined of $reqs ranges received on the GET before them"
+	else
+		fail "https, one connection: expected joined GETs and no fallback, got requests_joined=$joined of $reqs"
+	fi
+	check_unmount "https, one connection" "$MNT"
+else
+	fail "https, one connection: expected $URL to mount"
+fi
 
 # keepalive_requests 4: nginx closes every fourth request's connection, so
 # the mount keeps making new ones, which resume the session
 if mount_objfs "$URL" "$MNT" "ca_file=$TLS/ca.pem,max_connections=4"; then
 	for f in big.bin f.txt mid.bin; do
-		if timeout "$SHORT_TO" cmp -s "$MNT/$f" "$SRC/$f"; then
-			pass "https with ca_file: $f reads byte-exact"
-		else
-			fail "https with ca_file: expected $f to read as the source, it differs or failed"
-		fi
+		reads_exact "https with ca_file" "$f"
 	done
 	want=$(dd if="$SRC/big.bin" bs=4096 skip=3001 count=77 status=none | sha256sum)
 	got=$(timeout "$SHORT_TO" dd if="$MNT/big.bin" bs=4096 skip=3001 count=77 status=none | sha256sum)
@@ -144,11 +164,7 @@ refused "certificate for another host name (localhost only, asked 127.0.0.1)" \
 # ---------------------------------------------------------------- insecure
 
 if mount_objfs "$URL" "$MNT" "insecure,max_connections=2"; then
-	if timeout "$SHORT_TO" cmp -s "$MNT/mid.bin" "$SRC/mid.bin"; then
-		pass "insecure: the untrusted certificate's server reads byte-exact"
-	else
-		fail "insecure: expected mid.bin to read as the source"
-	fi
+	reads_exact "insecure (the untrusted certificate's server)" mid.bin
 	direct=$(stat_of requests_direct)
 	check "insecure: data GETs on the direct path (requests_direct=$direct)" [ "${direct:-0}" -gt 0 ]
 	check_unmount "insecure" "$MNT"
