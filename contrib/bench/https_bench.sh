@@ -51,7 +51,7 @@
 # start past HB_BUDGET seconds (default 420) is not started, so one call
 # stays under the device's limit; the report says how many ran.
 #
-# Environment: OBJFS, NGINX, GPU_FILL (optional), OUT (results; default
+# Environment: OBJFS, NGINX, GPU_FILL (optional), HB_PIN (below), OUT (results; default
 # ./device-out), HB_SIZE, HB_STREAMS, HB_REPS, HB_BUDGET, HB_OPTS (more mount
 # options; direct_recv=off measures libcurl's receive path instead), HB_MODES
 # (default "curl-https fuse-https gpu-https curl-http
@@ -61,9 +61,9 @@
 # one shared socket 16 curl streams got 2.2-5.7 GB/s on the H200 machine,
 # with reuseport 4.7-9.5; "none" for the shared socket).
 #
-# A/B of two builds: HB_OLD=/path/to/another/objfs adds, for every objfs
-# mode in HB_MODES written MODE@old (e.g. "gpu-https@old"), runs of that
-# binary in the same turns, reported beside the others (per-mode table).
+# A/B of builds: a mode written MODE@NAME (e.g. "gpu-https@old") runs the
+# objfs binary named by $HB_BIN_NAME ($HB_OLD for @old) in the same turns
+# as the others, reported beside them (the per-mode table).
 #
 # Output: a table on stdout and in $OUT/https_bench.txt, every run in
 # $OUT/https_bench.runs ("N MODE GB/s CPU_S_PER_GB [NGINX_CPU_S_PER_GB BUSY_CORES]").
@@ -137,6 +137,16 @@ https_nginx() {
 	export NGINX_EXTRA_CONF
 	bench_nginx "$DATA"
 }
+# HB_PIN=1: nginx on the upper half of the cores, everything this script
+# starts afterwards (curl, objfs, the readers, the GPU client) on the lower
+# half. At one stream both ends need a whole core each (nginx encrypting,
+# the client decrypting); unpinned, a run whose nginx worker shared a core
+# with the client's threads moved 1.2 GB/s, the next one 1.7.
+PIN_CLIENT=
+if [ "${HB_PIN:-0}" = 1 ] && command -v taskset >/dev/null && [ "$NCPU" -ge 4 ]; then
+	taskset -pc "$((NCPU / 2))-$((NCPU - 1))" $$ >/dev/null
+	PIN_CLIENT=0-$((NCPU / 2 - 1))
+fi
 if ! https_nginx && [ "$KTLS" = 1 ]; then
 	# an OpenSSL without kTLS refuses the option
 	echo "https_bench: nginx refused kTLS ($(tail -n 1 "$NGINX_PREFIX/error.log")); without" >&2
@@ -146,6 +156,7 @@ elif [ -z "$NGINX_PID" ]; then
 	cat "$NGINX_PREFIX/error.log" >&2
 	exit 99
 fi
+[ -z "$PIN_CLIENT" ] || taskset -pc "$PIN_CLIENT" $$ >/dev/null
 HTTP_URL=$URL
 HTTPS_URL=https://127.0.0.1:$HTTPS_PORT/data/
 for ((i = 0; i < 50; i++)); do
@@ -160,6 +171,7 @@ TX0=$(tls_tx)
 say "# https_bench.sh $(date -u +%FT%TZ) $(uname -n), kernel $(uname -r), $NCPU cores${GPU_FILL:+, GPU $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)}"
 say "# objfs: $OBJFS; nginx $("$NGINX" -v 2>&1 | sed 's/.*\///'), $NCPU workers; $cipher"
 say "# object: $SIZE bytes; streams: $STREAMS; reps: $REPS (budget ${BUDGET} s); modes: $MODES; opts: ${HB_OPTS:-(defaults)}"
+[ -z "$PIN_CLIENT" ] || say "# pinned: nginx on cores $((NCPU / 2))-$((NCPU - 1)), clients and objfs on $PIN_CLIENT"
 say "# kernel TLS: $([ "$KTLS" = 1 ] && echo "tls module present, nginx asked for it (Options KTLS + sendfile)" || echo "no tls module: nginx in user space, ssl_buffer_size 16k, output_buffers 4 1m")"
 
 # ---------------------------------------------------------------- runs
@@ -193,9 +205,11 @@ children_ticks() {
 one_run() {
 	local n=$1 mode=$2 mnt=$TEST_TMP/mnt url opts t0 t1 c0 c1 x0 x1 b0 b1 i bad=0 out gb per
 	local tag=$2 OBJFS=$OBJFS # mount_objfs (lib.sh) starts $OBJFS
-	case $mode in *@old)
-		OBJFS=${HB_OLD:?MODE@old needs HB_OLD}
-		mode=${mode%@old}
+	case $mode in *@*)
+		local var=HB_BIN_${mode#*@}
+		[ "${mode#*@}" != old ] || var=HB_OLD
+		OBJFS=${!var:?$mode needs $var}
+		mode=${mode%@*}
 		;;
 	esac
 	per=$(((SIZE + n - 1) / n))
