@@ -18,6 +18,12 @@
 # each pair (page cache, no network): what the readers alone cost, the
 # floor of any file system under them.
 #
+# PROBE_NULLFS=/path/to/nullfs (contrib/bench/nullfs.c) also runs the same
+# readers through nullfs after each pair: a FUSE file system
+# with nothing behind it and objfs's kernel settings, so what any FUSE
+# file system using the page cache gets on this machine before a byte is
+# fetched (PROBE_NULLFS_OPTS="direct_io": the same without the page cache).
+#
 # Environment: PROBE_READERS ("1 16 64"; "sW": W workers cat-ing PROBE_FILES
 # files of 100 KiB, default 20000, against W curl processes over keep-alive
 # connections), PROBE_SIZE (bytes per object,
@@ -222,18 +228,46 @@ one() {
 	say "local $label N=$n $(gbps "$bytes" "$t0" "$t1") GB/s (the same readers on the server's files)"
 }
 
+# nullfs_run N LABEL: the same readers through nullfs (PROBE_NULLFS)
+nullfs_run() {
+	local n=$1 label=$2 pids=() npid i m0 m1 t0 t1 w=$((8 * $(nproc))) bytes probe=obj0.bin
+	[ -n "${PROBE_NULLFS:-}" ] || return 0
+	if [ "${n#s}" = "$n" ]; then bytes=$((n * SIZE)); else bytes=$((NFILES * 102400)) probe=small/f00000.bin; fi
+	# objfs's FUSE workers: 8 per core, 64-512
+	[ "$w" -ge 64 ] || w=64
+	[ "$w" -le 512 ] || w=512
+	"$PROBE_NULLFS" "$MNT" "$max" "$SIZE" "$w" "$NFILES" ${PROBE_NULLFS_OPTS:-} &
+	npid=$!
+	for ((i = 0; i < 50; i++)); do
+		[ -e "$MNT/$probe" ] && break
+		sleep 0.1
+	done
+	m0=$(machine_cpu)
+	t0=$(now)
+	readers_start "$n" "$MNT"
+	for p in "${pids[@]}"; do wait "$p"; done
+	t1=$(now)
+	m1=$(machine_cpu)
+	fusermount3 -u "$MNT" || umount -l "$MNT"
+	wait "$npid"
+	say "nullfs $label N=$n $(gbps "$bytes" "$t0" "$t1") GB/s, $(busy_cores "$m0" "$m1") cores busy (FUSE, nothing behind it${PROBE_NULLFS_OPTS:+, $PROBE_NULLFS_OPTS})"
+}
+
 IFS=';' read -r -a vlist <<<"$VARIANTS"
 for ((rep = 0; rep < ${PROBE_REPS:-1}; rep++)); do
 	for n in $READERS; do
 		for v in "${vlist[@]}"; do
 			IFS='|' read -r label opts ra bin <<<"$v"
 			one "$n" "$label" "$opts" "$ra" "$bin"
+			nullfs_run "$n" "$label"
 		done
 	done
 done
 nginx_stop
 # medians per (variant, N), and of objfs/curl over the pairs
-awk '$1 == "objfs" { o = $2 " " $3; v[o] = v[o] " " $4; prev = $4 } $1 == "curl" { c = $2 " " $3; r[c] = r[c] " " (prev / $4) }
+awk '$1 == "objfs" { o = $2 " " $3; v[o] = v[o] " " $4; prev = $4 } $1 == "curl" { c = $2 " " $3; r[c] = r[c] " " (prev / $4); pc = $4 }
+	$1 == "nullfs" { k = $2 " " $3; nv[k] = nv[k] " " $4; nr[k] = nr[k] " " ($4 / pc) }
 	function med(s,   a, n, i, j, t) { n = split(s, a, " "); for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
 		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-	END { for (k in v) printf "median %s: objfs %.2f GB/s, objfs/curl %.2f (%s)\n", k, med(v[k]), med(r[k]), r[k] }' "$res" | sort | tee -a "$res"
+	END { for (k in v) printf "median %s: objfs %.2f GB/s, objfs/curl %.2f (%s)\n", k, med(v[k]), med(r[k]), r[k]
+		for (k in nv) printf "median %s: nullfs %.2f GB/s, nullfs/curl %.2f (%s)\n", k, med(nv[k]), med(nr[k]), nr[k] }' "$res" | sort | tee -a "$res"

@@ -37,6 +37,9 @@ pack() {
 	gcc -O2 $(sed -n 's/^CUDA_CPPFLAGS = //p' Makefile) ../contrib/gpu/bench_copies.c \
 		$(sed -n 's/^CUDA_LDFLAGS = //p' Makefile) $(sed -n 's/^CUDA_LIBS = //p' Makefile) \
 		-o "$dev/bench_copies"
+	# The FUSE floor (contrib/bench/nullfs.c, fuse_probe.sh's PROBE_NULLFS).
+	gcc -O2 $(pkg-config --cflags fuse3) ../contrib/bench/nullfs.c $(pkg-config --libs fuse3) \
+		-o "$dev/nullfs"
 	for l in $(ldd src/objfs tests/gpu/gpu_fill | awk '$3 ~ /^\// { print $3 }' | sort -u |
 		grep -v 'libc\.so\|libm\.so\|libresolv\|ld-linux\|libstdc\|libgcc_s'); do
 		cp -L "$l" "$dev/fallback/"
