@@ -9,7 +9,8 @@
 #
 # Environment: GPU_FILL (default: next to objfs, ../tests/gpu/gpu_fill),
 # SIDE_GPU_MAX (largest fill, default 1073741824), SIDE_GPU_BENCH=1 to add
-# the throughput run on a 1 GiB file.
+# the throughput run on a 1 GiB file, SIDE_GPU_OPTS (more mount options for
+# the checks, e.g. max_connections=1: fills through joined GETs).
 
 set -u
 
@@ -41,7 +42,7 @@ run_fill() {
 
 nginx_start "$SRC" || exit 99
 URL=http://127.0.0.1:$NGINX_PORT
-mount_objfs "$URL/data/" "$MNT" "cache_size=4G" || exit 99
+mount_objfs "$URL/data/" "$MNT" "cache_size=4G${SIDE_GPU_OPTS:+,$SIDE_GPU_OPTS}" || exit 99
 
 run_fill "fills of 1 B to $MAX B at odd offsets into odd device offsets (stream memory operations)" \
 	"$FILL" sizes "$MNT/big.bin" "$SRC/big.bin" "$MAX"

@@ -17,7 +17,7 @@
 # completes within 5 s.
 #
 # Environment: GPU_BATCH (default: ../tests/gpu/gpu_batch next to objfs),
-# BATCH_FILES (1000).
+# BATCH_FILES (1000), SIDE_GPU_OPTS (more mount options for the checks).
 
 set -u
 
@@ -51,7 +51,7 @@ run_b() {
 
 nginx_start "$SRC" || exit 99
 URL=http://127.0.0.1:$NGINX_PORT
-mount_objfs "$URL/data/" "$MNT" "cache_size=4G" || exit 99
+mount_objfs "$URL/data/" "$MNT" "cache_size=4G${SIDE_GPU_OPTS:+,$SIDE_GPU_OPTS}" || exit 99
 
 run_b "1 entry, 1 file" "$GB" check "$MNT/shards" "$SRC/shards" 1 1 100000 1
 run_b "1,000 entries over 10 files" "$GB" check "$MNT/shards" "$SRC/shards" 10 1000 300000 2
