@@ -65,6 +65,7 @@ fi
 if [ "${SIDE_GPU_BENCH:-0}" = 1 ]; then
 	run_fill "benchmark" "$FILL" bench "$MNT/big.bin"
 fi
+note "requests: $(grep -E '^(requests|requests_direct|requests_joined) ' "$MNT/.objfs-stats" | tr '\n' ' ')"
 if unmount_objfs "$MNT" && [ "$UNMOUNT_STATUS" = 0 ]; then
 	pass "unmount after the GPU tests: objfs exited 0"
 else
