@@ -15,6 +15,10 @@
 #            100 KiB (the ImageNet shape) through a fresh mount, against 16
 #            curl processes each fetching its share over one keep-alive
 #            connection; rclone once.
+# With SCALE_NULLFS=/path/to/nullfs (contrib/bench/nullfs.c), each curl
+# run is followed by the same readers through nullfs, a FUSE file system
+# with nothing behind it and objfs's kernel settings: the floor of FUSE
+# through the page cache on the machine, before any byte is fetched.
 # Reported: median GB/s (files/s) of each, the median of per-pair ratios
 # (each objfs run against the curl run right after it), objfs's bytes
 # fetched / bytes read (its `bytes` counter), CPU seconds per GB read
@@ -23,7 +27,7 @@
 # Environment: OBJFS, NGINX, OUT (default ./device-out), SCALE_READERS
 # ("1 4 16 64"), SCALE_SIZE (bytes per object, default 256 MiB), SCALE_REPS
 # (3), SCALE_FILES (20000), SCALE_OPTS (mount options; default: none, the
-# defaults are what is measured), RCLONE, SCALE_PROFILE (1: CPU seconds by
+# defaults are what is measured), RCLONE, SCALE_NULLFS, SCALE_PROFILE (1: CPU seconds by
 # thread name and the cache counters of each objfs run, into the results).
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -171,6 +175,20 @@ run() {
 		fi
 		t1=$(now)
 		;;
+	nullfs)
+		local w=$((8 * $(nproc))) npid probe=obj0.bin i
+		[ "$w" -ge 64 ] || w=64
+		[ "$w" -le 512 ] || w=512
+		[ "$shape" != small ] || probe=small/f00000.bin
+		"$SCALE_NULLFS" "$MNT" "$max" "$SIZE" "$w" "$NFILES" &
+		npid=$!
+		for ((i = 0; i < 50; i++)); do [ -e "$MNT/$probe" ] && break; sleep 0.1; done
+		t0=$(now)
+		if [ "$shape" = small ]; then small_workers "$MNT" && ok=1; else readers "$n" "$MNT" && ok=1; fi
+		t1=$(now)
+		fusermount3 -u "$MNT" || umount -l "$MNT"
+		wait "$npid"
+		;;
 	rclone)
 		if ! rclone_mount; then
 			echo "$shape $n $tool fail" >>"$res.runs"
@@ -196,9 +214,11 @@ for ((r = 0; r < REPS; r++)); do
 	for n in $READERS; do
 		run streams "$n" objfs
 		run streams "$n" curl
+		[ -z "${SCALE_NULLFS:-}" ] || run streams "$n" nullfs
 	done
 	run small 16 objfs
 	run small 16 curl
+	[ -z "${SCALE_NULLFS:-}" ] || run small 16 nullfs
 done
 if [ -n "$RCLONE" ]; then
 	run streams 16 rclone
@@ -211,8 +231,8 @@ runs = [l.split() for l in open(sys.argv[1])]
 val = lambda r: float(r[3]) if r[3] != "fail" else None
 med = lambda xs: statistics.median(xs) if xs else None
 fmt = lambda x, f="%.2f": f % x if x is not None else "-"
-print("| shape | N | objfs | curl | objfs/curl (pairs) | rclone | objfs/rclone | fetched/read | CPU s/GB | peak RSS MiB |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+print("| shape | N | objfs | curl | objfs/curl (pairs) | rclone | objfs/rclone | fetched/read | CPU s/GB | peak RSS MiB | nullfs | nullfs/curl (pairs) |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|")
 for key in dict.fromkeys((r[0], r[1]) for r in runs):
     seq = [r for r in runs if (r[0], r[1]) == key]
     pairs = []
@@ -224,15 +244,19 @@ for key in dict.fromkeys((r[0], r[1]) for r in runs):
     o = med([val(r) for r in seq if r[2] == "objfs" and val(r) is not None])
     c = med([val(r) for r in seq if r[2] == "curl" and val(r) is not None])
     rc = med([val(r) for r in seq if r[2] == "rclone" and val(r) is not None])
+    nf = med([val(r) for r in seq if r[2] == "nullfs" and val(r) is not None])
+    npairs = [val(r) / val(seq[i - 1]) for i, r in enumerate(seq)
+              if r[2] == "nullfs" and i > 0 and seq[i - 1][2] == "curl" and val(r) is not None
+              and val(seq[i - 1])]
     ext = [r[4:7] for r in seq if r[2] == "objfs" and len(r) >= 7]
     fr = med([float(e[0]) for e in ext]); cpu = med([float(e[1]) for e in ext])
     hwm = max([int(e[2]) for e in ext]) if ext else None
     unit = "files/s" if key[0] == "small" else "GB/s"
     f = "%.0f" if key[0] == "small" else "%.2f"
     fails = sum(1 for r in seq if r[3] == "fail")
-    print("| %s (%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s |%s" % (
+    print("| %s (%s) | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |%s" % (
         key[0], unit, key[1], fmt(o, f), fmt(c, f), fmt(med(pairs)), fmt(rc, f),
         fmt(o / rc if o and rc else None), fmt(fr, "%.3f"), fmt(cpu), fmt(hwm, "%d"),
-        " %d failed" % fails if fails else ""))
+        fmt(nf, f), fmt(med(npairs)), " %d failed" % fails if fails else ""))
 EOF
 nginx_stop
