@@ -129,9 +129,6 @@ struct objfs_req {
 	int no_join;            /* direct path: a GET this request led with
 				   parts joined to it ended early: it goes
 				   alone from then on */
-	size_t span;            /* direct path, a GET's first part: bytes it
-				   asks for from off, joined parts included
-				   (0: len; objfs_req_span) */
 	size_t head_bytes;      /* bytes of the current response head so far */
 	int refused;            /* the head was refused (too large, a redirect
 				   the policy forbids): -EIO, not retried */
@@ -146,7 +143,11 @@ struct objfs_req {
  * own, or with parts joined to it on the direct path, theirs too. */
 static inline size_t objfs_req_span(const struct objfs_req *r)
 {
-	return r->span ? r->span : r->len;
+	size_t n = 0;
+
+	for (; r; r = r->joined)
+		n += r->len;
+	return n;
 }
 
 /* Creates the engine and starts its threads. 0 or -errno. */

@@ -1038,7 +1038,7 @@ static int same_get(const struct objfs_req *a, const struct objfs_req *b)
 /*
  * Joins to @r, which just got a connection, the waiting requests that
  * continue its range, in range order (see "Joined GETs" in the file
- * header); sets r->span. Each pass over th->dwait takes the part that
+ * header). Each pass over th->dwait takes the part that
  * continues the last one wherever it waits among requests of the same
  * URL (fill workers submit a GPU fill's pieces nearly, not exactly, in
  * order) and stops at one of another URL.
@@ -1068,7 +1068,6 @@ static void join_waiting(struct engine_thread *th, struct objfs_req *r)
 			break;
 		}
 	}
-	r->span = span > r->len ? span : 0;
 }
 
 /* Puts the parts joined to @r back at the head of th->dwait, in range
@@ -1082,12 +1081,10 @@ static void unjoin(struct engine_thread *th, struct objfs_req *r)
 	if (w)
 		r->no_join = 1;
 	r->joined = NULL;
-	r->span = 0;
 	while (w) {
 		struct objfs_req *next = w->joined;
 
 		w->joined = NULL;
-		w->span = 0;
 		if (prev)
 			TAILQ_INSERT_AFTER(&th->dwait, prev, w, link);
 		else
@@ -1227,7 +1224,6 @@ static int part_done(struct engine_thread *th, struct objfs_dconn *dc, struct en
 		return 0;
 	}
 	r->joined = NULL;
-	r->span = 0;
 	r->dconn = NULL;
 	n->status = r->status;
 	n->total = r->total;
