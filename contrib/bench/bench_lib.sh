@@ -1,8 +1,8 @@
 #!/bin/bash
 # bench_lib.sh: what the FUSE benchmarks share (sourced, after
 # tests/integration/lib.sh): objects made once, nginx on the page cache,
-# the clock and GB/s. fuse_ab.sh, fuse_scale.sh, https_bench.sh and
-# contrib/gpu/bench_gpu.sh use it.
+# the result files, the clock and GB/s. The FUSE, HTTPS and GPU benchmark
+# scripts of contrib/bench and contrib/gpu use it.
 
 # bench_objects DIR COUNT SIZE [LINKED]: DIR/obj0.bin ... of SIZE random
 # bytes each, kept when already there. LINKED=1: one random object and
@@ -88,6 +88,18 @@ threads_delta() {
 	awk -v hz="$(getconf CLK_TCK)" 'NR == FNR { b[$1] += $2; next } { a[$1] += $2; n[$1]++ }
 		END { for (k in a) printf "%s=%.2fs/%d ", k, (a[k] - b[k]) / hz, n[k] }' "$1" "$2"
 }
+
+# bench_results NAME: the results go to $OUT/NAME.txt (the report) and
+# $OUT/NAME.runs (a line a run), both emptied; $res is $OUT/NAME
+bench_results() {
+	mkdir -p "$OUT"
+	res=$OUT/$1
+	: >"$res.txt"
+	: >"$res.runs"
+}
+# say LINE...: printed, and kept in the report
+say() { printf '%s
+' "$*" | tee -a "$res.txt"; }
 
 now() { date +%s.%N; }
 gbps() { awk -v b="$1" -v a="$2" -v c="$3" 'BEGIN { printf "%.3f", b / (c - a) / 1e9 }'; }

@@ -36,11 +36,7 @@ READERS=${AB_READERS:-1 4 16}
 SIZE=${AB_SIZE:-536870912}
 REPS=${AB_REPS:-3}
 NCPU=$(nproc)
-mkdir -p "$OUT"
-res=$OUT/fuse_ab${AB_RANDOM:+_random}
-: >"$res.txt"
-: >"$res.runs"
-say() { printf '%s\n' "$*" | tee -a "$res.txt"; }
+bench_results "fuse_ab${AB_RANDOM:+_random}"
 
 max=0
 for n in $READERS; do [ "$n" -gt "$max" ] && max=$n; done

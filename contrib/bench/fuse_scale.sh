@@ -43,11 +43,7 @@ SIZE=${SCALE_SIZE:-268435456}
 REPS=${SCALE_REPS:-3}
 NFILES=${SCALE_FILES:-20000}
 RCLONE=${RCLONE:-$(command -v rclone || true)}
-mkdir -p "$OUT"
-res=$OUT/fuse_scale
-: >"$res.txt"
-: >"$res.runs"
-say() { printf '%s\n' "$*" | tee -a "$res.txt"; }
+bench_results "fuse_scale"
 
 max=0
 for n in $READERS; do [ "$n" -gt "$max" ] && max=$n; done

@@ -34,11 +34,7 @@ require_objfs
 N=${BENCH_ENTRIES:-100000}
 REPS=${BENCH_REPS:-5}
 OUT=${OUT:-$PWD/bench-out}
-mkdir -p "$OUT"
-res=$OUT/http_index
-: >"$res.txt"
-: >"$res.runs"
-say() { printf '%s\n' "$*" | tee -a "$res.txt"; }
+bench_results "http_index"
 dt() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 

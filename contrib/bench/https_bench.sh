@@ -85,11 +85,7 @@ MODES=${HB_MODES:-curl-https fuse-https gpu-https curl-http fuse-http}
 NCPU=$(nproc)
 TICK=$(getconf CLK_TCK)
 T_START=$(now)
-mkdir -p "$OUT"
-res=$OUT/https_bench
-: >"$res.txt"
-: >"$res.runs"
-say() { printf '%s\n' "$*" | tee -a "$res.txt"; }
+bench_results "https_bench"
 [ -n "${GPU_FILL:-}" ] || MODES=$(tr ' ' '\n' <<<"$MODES" | grep -v '^gpu' | tr '\n' ' ')
 
 # ---------------------------------------------------------------- TLS

@@ -39,11 +39,7 @@ CONNS=${WC_CONNS:-1 4}
 REPS=${WC_REPS:-3}
 DELAY=${WC_DELAY_MS:-20}
 RATE=${WC_RATE:-100M}
-mkdir -p "$OUT"
-res=$OUT/wan_conns
-: >"$res.txt"
-: >"$res.runs"
-say() { printf '%s\n' "$*" | tee -a "$res.txt"; }
+bench_results "wan_conns"
 
 DATA=$TEST_TMP/www
 mkdir -p "$DATA"

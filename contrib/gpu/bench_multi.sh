@@ -55,11 +55,7 @@ if [ "$ngpu" -ge 2 ]; then N=${MULTI_PROCS:-$ngpu}; else N=${MULTI_PROCS:-8}; fi
 if [ "$ngpu" -eq 0 ]; then
 	CLIENT=${SIDE_CLIENT:?set GPU_FILL (with a GPU) or SIDE_CLIENT}
 fi
-mkdir -p "$OUT"
-res=$OUT/bench_multi${LABEL:+-$LABEL}
-: >"$res.txt"
-: >"$res.runs"
-say() { printf '%s\n' "$*" | tee -a "$res.txt"; }
+bench_results "bench_multi${LABEL:+-$LABEL}"
 
 DATA=$TEST_TMP/www
 bench_objects "$DATA" "$N" "$SIZE" 1
