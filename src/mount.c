@@ -374,14 +374,14 @@ size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
 		    "cache_fetch_bytes %llu\ncache_fetch_errors %llu\nprefetched_blocks %llu\n"
 		    "prefetch_unused_blocks %llu\ncache_evictions %llu\ncache_direct_bytes %llu\n"
 		    "cache_wait_us %llu\nprefetch_capped %llu\ncache_bytes %zu\ncache_pool_bytes %zu\n"
-		    "cache_cap %zu\n",
+		    "cache_cap %zu\ncache_ranges_kept %llu\n",
 		    (unsigned long long)c->hits, (unsigned long long)c->misses,
 		    (unsigned long long)c->waits, (unsigned long long)c->fetches,
 		    (unsigned long long)c->fetch_bytes, (unsigned long long)c->fetch_errors,
 		    (unsigned long long)c->prefetched, (unsigned long long)c->prefetch_unused,
 		    (unsigned long long)c->evictions, (unsigned long long)c->direct_bytes,
 		    (unsigned long long)c->wait_us, (unsigned long long)c->prefetch_capped,
-		    c->bytes, c->pool_bytes, c->cap);
+		    c->bytes, c->pool_bytes, c->cap, (unsigned long long)c->ranges_kept);
 	if (d)
 		objfs_appendf(buf, cap, &len,
 		    "disk_cache_state %s\ndisk_cache_hits %llu\ndisk_cache_misses %llu\n"

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -388,6 +389,170 @@ START_TEST(test_fill_failure)
 }
 END_TEST
 
+/*
+ * Small ranges a fill fetched straight into the caller are kept as ranges
+ * of their blocks (the next epoch's samples): the same range again, or
+ * one inside it, is copied with no fetch; one reaching past it is fetched;
+ * a range across a block boundary is kept in both blocks; a long run (over
+ * a quarter block) is not kept; a failed fetch keeps nothing; a block read
+ * whole replaces its ranges; a block keeps 64 ranges at most.
+ */
+START_TEST(test_fill_keeps_ranges)
+{
+	struct objfs_cache *c;
+	struct objfs_cache_obj o;
+	struct objfs_cache_stats st;
+	struct fake_store f = { .salt = 21, .delay_us = 200 };
+	static char buf[65536];
+
+	ck_assert_int_eq(objfs_cache_new(1 << 20, 65536, &c), 0);
+	obj_init(&o, &f, "obj-ranges", 1000003);
+	ck_assert_int_eq(fill(c, &o, 12345, 5000, buf), 0);
+	check_bytes(&f, buf, 12345, 5000);
+	ck_assert_int_eq(atomic_load(&f.calls), 1);
+	objfs_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.ranges_kept, 1);
+	ck_assert_uint_eq(st.bytes, 8192); /* its buffer's size class */
+	ck_assert_int_eq(objfs_cache_has(c, o.id, 0), 0); /* no whole block */
+	memset(buf, 0, sizeof(buf));
+	ck_assert_int_eq(fill(c, &o, 12345, 5000, buf), 0); /* again: a copy */
+	check_bytes(&f, buf, 12345, 5000);
+	ck_assert_int_eq(fill(c, &o, 13000, 100, buf), 0); /* inside it */
+	check_bytes(&f, buf, 13000, 100);
+	ck_assert_int_eq(atomic_load(&f.calls), 1);
+	ck_assert_int_eq(fill(c, &o, 12000, 1000, buf), 0); /* past its start: fetched */
+	check_bytes(&f, buf, 12000, 1000);
+	ck_assert_int_eq(atomic_load(&f.calls), 2);
+	/* across blocks 0 and 1: kept in both, copied from both */
+	ck_assert_int_eq(fill(c, &o, 65536 - 100, 300, buf), 0);
+	ck_assert_int_eq(atomic_load(&f.calls), 3);
+	memset(buf, 0, sizeof(buf));
+	ck_assert_int_eq(fill(c, &o, 65536 - 100, 300, buf), 0);
+	check_bytes(&f, buf, 65536 - 100, 300);
+	ck_assert_int_eq(atomic_load(&f.calls), 3);
+	objfs_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.ranges_kept, 4);
+	/* a long run (over a quarter block) is a stream: not kept */
+	ck_assert_int_eq(fill(c, &o, 200000, 20000, buf), 0);
+	ck_assert_int_eq(fill(c, &o, 200000, 20000, buf), 0);
+	check_bytes(&f, buf, 200000, 20000);
+	ck_assert_int_eq(atomic_load(&f.calls), 5);
+	/* a failed fetch keeps nothing */
+	atomic_store(&f.fail_next, 1);
+	ck_assert_int_eq(fill(c, &o, 300000, 100, buf), -EIO);
+	ck_assert_int_eq(fill(c, &o, 300000, 100, buf), 0);
+	check_bytes(&f, buf, 300000, 100);
+	ck_assert_int_eq(atomic_load(&f.calls), 7);
+	/* block 0 read whole: fetched, its ranges dropped, fills copy from it */
+	ck_assert_int_eq(objfs_cache_read(c, &o, 0, 100, buf), 0);
+	check_bytes(&f, buf, 0, 100);
+	ck_assert_int_eq(atomic_load(&f.calls), 8);
+	ck_assert_int_eq(objfs_cache_has(c, o.id, 0), 1);
+	ck_assert_int_eq(fill(c, &o, 1000, 60000, buf), 0);
+	check_bytes(&f, buf, 1000, 60000);
+	ck_assert_int_eq(atomic_load(&f.calls), 8);
+	/* 70 ranges of block 5: 64 kept, the rest fetched each time */
+	for (int i = 0; i < 70; i++)
+		ck_assert_int_eq(fill(c, &o, 5 * 65536 + i * 900, 100, buf), 0);
+	objfs_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.ranges_kept, 5 + 64);
+	for (int i = 0; i < 70; i++) {
+		memset(buf, 0, 100);
+		ck_assert_int_eq(fill(c, &o, 5 * 65536 + i * 900, 100, buf), 0);
+		check_bytes(&f, buf, 5 * 65536 + i * 900, 100);
+	}
+	ck_assert_int_eq(atomic_load(&f.calls), 8 + 70 + 6);
+	objfs_cache_free(c);
+}
+END_TEST
+
+/*
+ * Kept ranges stay under the cap: 400 ranges of 4 KiB in a cache of two
+ * 64 KiB blocks, the oldest evicted; every fill right, the cache never
+ * over its cap, and a pinned block is never evicted for a range.
+ */
+START_TEST(test_ranges_within_cap)
+{
+	struct objfs_cache *c;
+	struct objfs_cache_obj o;
+	struct objfs_cache_stats st;
+	struct objfs_cache_pin pin;
+	struct fake_store f = { .salt = 22 };
+	static char buf[4096];
+
+	ck_assert_int_eq(objfs_cache_new(2 * 65536, 65536, &c), 0);
+	obj_init(&o, &f, "obj-ranges-cap", 400 * 65536);
+	ck_assert_int_eq(objfs_cache_pin(c, &o, 0, 10, &pin), 0);
+	for (int i = 1; i < 400; i++) {
+		ck_assert_int_eq(fill(c, &o, (int64_t)i * 65536 + 4096, 4096, buf), 0);
+		check_bytes(&f, buf, (int64_t)i * 65536 + 4096, 4096);
+		objfs_cache_get_stats(c, &st);
+		ck_assert_uint_le(st.bytes + st.pool_bytes, 2 * 65536);
+	}
+	ck_assert_uint_eq(st.ranges_kept, 399);
+	ck_assert_uint_eq(st.bytes, 2 * 65536); /* the pinned block and 16 ranges */
+	check_bytes(&f, pin.iov[0].iov_base, 0, 10);
+	/* the last 16 are kept, the ones before were evicted */
+	ck_assert_int_eq(fill(c, &o, 399 * 65536 + 4096, 4096, buf), 0);
+	ck_assert_int_eq(atomic_load(&f.calls), 400);
+	ck_assert_int_eq(fill(c, &o, 1 * 65536 + 4096, 4096, buf), 0);
+	check_bytes(&f, buf, 1 * 65536 + 4096, 4096);
+	ck_assert_int_eq(atomic_load(&f.calls), 401);
+	objfs_cache_unpin(c, &pin);
+	objfs_cache_free(c);
+}
+END_TEST
+
+/* Fills of small ranges and whole-block reads of the same blocks at once,
+ * from 8 threads: ranges are kept and dropped under the readers, and every
+ * byte is right. */
+struct race_arg {
+	struct objfs_cache *c;
+	struct objfs_cache_obj *o;
+	struct fake_store *f;
+	unsigned seed;
+	int bad;
+};
+
+static void *race_main(void *arg)
+{
+	struct race_arg *a = arg;
+	char buf[20000];
+
+	for (int i = 0; i < 400; i++) {
+		int64_t off = (int64_t)(rand_r(&a->seed) % (16 * 65536 - 20000));
+		size_t len = 1 + rand_r(&a->seed) % 16000;
+		int err = rand_r(&a->seed) % 8 ? fill(a->c, a->o, off, len, buf) :
+						 objfs_cache_read(a->c, a->o, off, len, buf);
+
+		if (err || fake_store_check(a->f, buf, off, len) != len)
+			a->bad++;
+	}
+	return NULL;
+}
+
+START_TEST(test_ranges_race_blocks)
+{
+	struct objfs_cache *c;
+	struct objfs_cache_obj o;
+	struct fake_store f = { .salt = 23, .delay_us = 50 };
+	struct race_arg a[8];
+	pthread_t t[8];
+
+	ck_assert_int_eq(objfs_cache_new(6 * 65536, 65536, &c), 0);
+	obj_init(&o, &f, "obj-ranges-race", 16 * 65536);
+	for (int i = 0; i < 8; i++) {
+		a[i] = (struct race_arg){ c, &o, &f, (unsigned)i + 1, 0 };
+		ck_assert_int_eq(pthread_create(&t[i], NULL, race_main, &a[i]), 0);
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		ck_assert_int_eq(a[i].bad, 0);
+	}
+	objfs_cache_free(c);
+}
+END_TEST
+
 /* 10,000 blocks: the hash table grows twice (4,096 buckets at first) and
  * every block is still found, with the right bytes. */
 START_TEST(test_hash_grows)
@@ -430,6 +595,9 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, test_fill_direct);
 	tcase_add_test(tc, test_fill_failure);
 	tcase_add_test(tc, test_hash_grows);
+	tcase_add_test(tc, test_fill_keeps_ranges);
+	tcase_add_test(tc, test_ranges_within_cap);
+	tcase_add_test(tc, test_ranges_race_blocks);
 	suite_add_tcase(s, tc);
 	return s;
 }

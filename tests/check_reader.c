@@ -170,7 +170,8 @@ START_TEST(test_sequential)
 }
 END_TEST
 
-/* Random reads of a large object: each fetches the pages it covers, no more. */
+/* Random reads of a large object: each fetches the pages it covers, no more;
+ * the small ones read again are served from memory (kept ranges). */
 static const struct {
 	int64_t off;
 	size_t len;
@@ -181,7 +182,7 @@ static const struct {
 	{ 512 * MiB + 4096, 128 << 10 },   /* aligned */
 	{ 700 * MiB + 3, 1 << 20 },        /* a FUSE-sized read, unaligned */
 	{ LARGE - 10, 4096 },              /* the tail: 10 bytes, pages clamped to EOF */
-	{ 2 * GiB + 777, 1 },
+	{ 2 * GiB + 8192 + 777, 1 },
 };
 
 START_TEST(test_random_large)
@@ -199,6 +200,16 @@ START_TEST(test_random_large)
 			      "read %zu fetched %lld bytes", i, got);
 	}
 	ck_assert_int_le(atomic_load(&e.f.max_len), MiB + PAGE); /* never a whole-block GET */
+	/* again: the small reads' pages were kept (a quarter block at most), the 1 MiB one not */
+	for (size_t i = 0; i < sizeof(random_reads) / sizeof(random_reads[0]); i++) {
+		int64_t off = random_reads[i].off;
+		size_t len = random_reads[i].len;
+		size_t want = off + (int64_t)len > LARGE ? (size_t)(LARGE - off) : len;
+		long long got = rd(&e, off, len, want);
+
+		ck_assert_msg(len > BS / 4 ? got >= (long long)want : got == 0,
+			      "read %zu again fetched %lld bytes", i, got);
+	}
 	env_close(&e);
 }
 END_TEST

@@ -23,10 +23,13 @@
  *                                       objfs_gpu_read and prints "fill
  *                                       BYTES T0 T1 RESULT" (CLOCK_MONOTONIC
  *                                       seconds, comparable across processes)
- *   side_client samples MNTDIR N P      N random 64 KiB samples over the
+ *   side_client samples MNTDIR N P [SRCDIR]
+ *                                       N random 64 KiB samples over the
  *                                       files of MNTDIR, P passes of one
  *                                       readv each, samples/s per pass (for
- *                                       profiling the fill path; no checks)
+ *                                       profiling the fill path); with
+ *                                       SRCDIR every sample of every pass
+ *                                       is compared with the source file
  *   side_client hello CAPFILE           HELLO with the capability in CAPFILE
  *                                       (run as another user: perms.sh);
  *                                       prints "accepted" or "refused ERRNO"
@@ -306,13 +309,17 @@ static int do_batch(const char *mntdir, const char *srcdir)
  * fill path where there is no GPU: every file of MNTDIR opened, @n samples
  * of 64 KiB (whole, inside each file) at random offsets over them, the same
  * set each pass, @passes readv calls of all @n; prints samples per second
- * of each pass (the first cold, the others warm). Not a test.
+ * of each pass (the first cold, the others warm). With @srcdir each
+ * sample is compared with the same bytes of the file of that name there:
+ * 1 when one differs.
  */
-static int do_samples(const char *mntdir, int n, int passes)
+static int do_samples(const char *mntdir, int n, int passes, const char *srcdir)
 {
 	enum { MAXF = 4096, LEN = 65536 };
 	static struct objfs_gpu *h[MAXF];
 	static int64_t size[MAXF];
+	static char name[MAXF][256];
+	int *fidx, bad = 0;
 	struct objfs_gpu_iov *v;
 	DIR *d = opendir(mntdir);
 	struct dirent *de;
@@ -341,37 +348,60 @@ static int do_samples(const char *mntdir, int n, int passes)
 			fprintf(stderr, "objfs_gpu_open(%s): %s\n", path, objfs_strerror(err));
 			return 1;
 		}
+		snprintf(name[nf], sizeof(name[nf]), "%s", de->d_name);
 		size[nf++] = st.st_size;
 	}
 	closedir(d);
 	if (!nf)
 		return 2;
 	v = calloc((size_t)n, sizeof(*v));
+	fidx = calloc((size_t)n, sizeof(*fidx));
 	buf = malloc((size_t)n * LEN);
-	if (!v || !buf)
+	if (!v || !fidx || !buf)
 		return 2;
 	for (int i = 0; i < n; i++) {
 		uint64_t r = xrand();
 		int f = (int)(r % (uint64_t)nf);
 
+		fidx[i] = f;
 		v[i] = (struct objfs_gpu_iov){ h[f], buf + (size_t)i * LEN, LEN,
 					       (off_t)((r >> 20) % (uint64_t)(size[f] - LEN + 1)), 0 };
 	}
 	for (int p = 0; p < passes; p++) {
-		double t0 = mono_s();
-		int err = objfs_gpu_readv(v, n), short_ = 0;
+		double t0;
+		int err, short_ = 0;
 
+		memset(buf, 0, (size_t)n * LEN);
+		t0 = mono_s();
+		err = objfs_gpu_readv(v, n);
 		for (int i = 0; i < n; i++)
 			short_ += v[i].nread != LEN;
 		printf("pass %d: %d samples over %d files in %.4f s: %.0f samples/s%s%s\n", p, n, nf,
 		       mono_s() - t0, n / (mono_s() - t0), err ? ", readv failed: " : "",
 		       err ? objfs_strerror(err) : short_ ? ", some short" : "");
+		for (int i = 0; srcdir && i < n; i++) {
+			char want[LEN];
+			int fd;
+
+			snprintf(path, sizeof(path), "%s/%s", srcdir, name[fidx[i]]);
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+			if (fd < 0 || pread(fd, want, LEN, v[i].off) != LEN ||
+			    memcmp(want, v[i].buf, LEN) != 0) {
+				printf("pass %d: sample %d (%s at %lld) differs\n", p, i,
+				       name[fidx[i]], (long long)v[i].off);
+				bad = 1;
+			}
+			if (fd >= 0)
+				close(fd);
+		}
+		bad |= err != 0 || short_ != 0;
 	}
 	for (int i = 0; i < nf; i++)
 		objfs_gpu_close(h[i]);
 	free(v);
+	free(fidx);
 	free(buf);
-	return 0;
+	return bad;
 }
 
 static int do_hang(const char *mnt)
@@ -857,8 +887,8 @@ int main(int argc, char **argv)
 {
 	if (argc == 4 && strcmp(argv[1], "reads") == 0)
 		return do_reads(argv[2], argv[3]);
-	if (argc == 5 && strcmp(argv[1], "samples") == 0)
-		return do_samples(argv[2], atoi(argv[3]), atoi(argv[4]));
+	if ((argc == 5 || argc == 6) && strcmp(argv[1], "samples") == 0)
+		return do_samples(argv[2], atoi(argv[3]), atoi(argv[4]), argc == 6 ? argv[5] : NULL);
 	if (argc == 4 && strcmp(argv[1], "batch") == 0)
 		return do_batch(argv[2], argv[3]);
 	if (argc == 3 && strcmp(argv[1], "hang") == 0)

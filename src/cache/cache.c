@@ -7,6 +7,11 @@
  *                        fetches again; freed when its last reader lets go)
  * The fetch itself holds one reference while it runs, so a block can never
  * be freed under the engine thread writing into it.
+ *
+ * A block can also be RANGES: no block buffer, only the small ranges that
+ * fills fetched straight into their callers' memory and that were kept
+ * (keep_ranges). It is never fetched; a reader that wants the whole block
+ * drops it (find_block) and fetches a LOADING block in its place.
  */
 #include "config.h"
 
@@ -24,15 +29,25 @@
 #include "hash.h"
 #include "log.h"
 
-enum bstate { B_LOADING, B_READY, B_FAILED };
+enum bstate { B_LOADING, B_READY, B_FAILED, B_RANGES };
+
+/* A range a RANGES block keeps: its bytes never change once added. */
+struct brange {
+	int64_t off; /* in the block */
+	size_t len, alloc;
+	char *data;
+};
+#define RANGES_MAX 64 /* a block keeps at most this many ranges */
 
 struct objfs_block {
 	char *id;
 	uint64_t idx;
 	size_t hash;
-	char *data;
+	char *data;     /* NULL for RANGES */
 	size_t len;
-	size_t alloc;   /* bytes of data's buffer: its size class (buf_class) */
+	size_t alloc;   /* bytes of data's buffer: its size class (buf_class); RANGES: of its ranges' */
+	struct brange *ranges; /* RANGES: nranges kept ranges (c->lock) */
+	unsigned nranges;
 	enum bstate state;
 	int err;
 	unsigned refs;
@@ -254,7 +269,12 @@ static void unhash(struct objfs_cache *c, struct objfs_block *b)
 static void block_free(struct objfs_cache *c, struct objfs_block *b)
 {
 	c->bytes -= b->alloc;
-	buf_free(c, b->data, b->alloc);
+	if (b->state == B_RANGES)
+		for (unsigned i = 0; i < b->nranges; i++)
+			buf_free(c, b->ranges[i].data, b->ranges[i].alloc);
+	else
+		buf_free(c, b->data, b->alloc);
+	free(b->ranges);
 	free(b->id);
 	free(b);
 }
@@ -339,6 +359,39 @@ static void grow_hash(struct objfs_cache *c)
 	(void)OBJFS_HASH_GROW(&c->hash, &c->nbuckets, struct objfs_block, hnext, BLOCK_HASH);
 }
 
+/* Puts @b, with its id, idx, hash and alloc set, into the hash. Lock held. */
+static void hash_insert(struct objfs_cache *c, struct objfs_block *b)
+{
+	if (c->nblocks >= c->nbuckets)
+		grow_hash(c);
+	b->hashed = 1;
+	b->cache = c;
+	b->hnext = c->hash[b->hash & (c->nbuckets - 1)];
+	c->hash[b->hash & (c->nbuckets - 1)] = b;
+	c->nblocks++;
+	c->bytes += b->alloc;
+}
+
+/*
+ * The whole block (idx) of @id, READY or LOADING, or NULL. A RANGES block
+ * there is dropped (freed once no fill copies from it) for the caller to
+ * fetch the whole block in its place. Lock held.
+ */
+static struct objfs_block *find_block(struct objfs_cache *c, const char *id, uint64_t idx,
+				      size_t h)
+{
+	struct objfs_block *b = find(c, id, idx, h);
+
+	if (!b || b->state != B_RANGES)
+		return b;
+	unhash(c, b);
+	if (!b->refs) {
+		TAILQ_REMOVE(&c->lru, b, lru);
+		block_free(c, b);
+	}
+	return NULL;
+}
+
 /* Creates a LOADING block with one reference for its fetch. Lock held. */
 static struct objfs_block *block_new(struct objfs_cache *c, const struct objfs_cache_obj *o,
 				     uint64_t idx, size_t h)
@@ -356,19 +409,12 @@ static struct objfs_block *block_new(struct objfs_cache *c, const struct objfs_c
 		free(b);
 		return NULL;
 	}
-	if (c->nblocks >= c->nbuckets)
-		grow_hash(c);
 	b->idx = idx;
 	b->hash = h;
 	b->len = len;
 	b->state = B_LOADING;
 	b->refs = 1;
-	b->hashed = 1;
-	b->cache = c;
-	b->hnext = c->hash[h & (c->nbuckets - 1)];
-	c->hash[h & (c->nbuckets - 1)] = b;
-	c->nblocks++;
-	c->bytes += b->alloc;
+	hash_insert(c, b);
 	pool_trim(c, 0);
 	c->inflight++;
 	c->st.fetches++;
@@ -491,7 +537,7 @@ static int pin_once(struct objfs_cache *c, const struct objfs_cache_obj *o, int6
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t idx = first + i;
 		size_t h = key_hash(o->id, idx);
-		struct objfs_block *b = find(c, o->id, idx, h);
+		struct objfs_block *b = find_block(c, o->id, idx, h);
 
 		if (b) {
 			ref(c, b);
@@ -614,7 +660,7 @@ size_t objfs_cache_prefetch(struct objfs_cache *c, const struct objfs_cache_obj 
 	pthread_mutex_lock(&c->lock);
 	for (uint64_t idx = first; idx <= last && nstart < 64; idx++) {
 		size_t h = key_hash(o->id, idx);
-		struct objfs_block *b = find(c, o->id, idx, h);
+		struct objfs_block *b = find_block(c, o->id, idx, h);
 
 		if (b)
 			continue;
@@ -754,6 +800,102 @@ static void fill_write_behind(struct objfs_cache *c, const struct fill_part *p)
 	}
 }
 
+/* The kept range of RANGES block @b that covers [off, off+len) of the block, or NULL. */
+static const struct brange *range_find(const struct objfs_block *b, int64_t off, size_t len)
+{
+	for (unsigned i = 0; i < b->nranges; i++)
+		if (b->ranges[i].off <= off &&
+		    off + (int64_t)len <= b->ranges[i].off + (int64_t)b->ranges[i].len)
+			return &b->ranges[i];
+	return NULL;
+}
+
+/*
+ * Keeps [off, off+len) of block @idx of @o, a copy of @src, as a range of
+ * the RANGES block there (made if none is): not when a whole block is
+ * there, the range is kept already, the block keeps RANGES_MAX, or the
+ * cap has no room once what the LRU can give is evicted.
+ */
+static void keep_range(struct objfs_cache *c, const struct objfs_cache_obj *o, uint64_t idx,
+		       int64_t off, const char *src, size_t len)
+{
+	size_t h = key_hash(o->id, idx), alloc = 0;
+	struct objfs_block *b;
+	struct brange *nr;
+	char *data = NULL;
+	unsigned k;
+
+	pthread_mutex_lock(&c->lock);
+	b = find(c, o->id, idx, h);
+	if (b && (b->state != B_RANGES || b->nranges >= RANGES_MAX || range_find(b, off, len))) {
+		pthread_mutex_unlock(&c->lock);
+		return;
+	}
+	if (b && b->refs++ == 0) /* held (off the LRU, so not evicted) until the range is in */
+		TAILQ_REMOVE(&c->lru, b, lru);
+	evict(c, buf_class(c, len, &k));
+	if (c->bytes + buf_class(c, len, &k) <= c->cap)
+		data = buf_alloc(c, len, &alloc);
+	if (data) {
+		c->bytes += alloc;
+		if (!b && (b = calloc(1, sizeof(*b))) && !(b->id = strdup(o->id))) {
+			free(b);
+			b = NULL;
+		}
+		if (b && !b->hashed) {
+			b->idx = idx;
+			b->hash = h;
+			b->len = (size_t)(block_end(c, o, idx) - (int64_t)(idx * c->bsize));
+			b->state = B_RANGES;
+			b->refs = 1;
+			hash_insert(c, b);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (data && b)
+		memcpy(data, src, len); /* into a buffer no one else sees yet */
+	pthread_mutex_lock(&c->lock);
+	nr = b && data && b->hashed && b->nranges < RANGES_MAX && !range_find(b, off, len) ?
+		     realloc(b->ranges, (b->nranges + 1) * sizeof(*b->ranges)) : NULL;
+	if (nr) {
+		b->ranges = nr;
+		nr[b->nranges++] = (struct brange){ off, len, alloc, data };
+		b->alloc += alloc;
+		c->st.ranges_kept++;
+	} else if (data) { /* dropped for a whole block meanwhile, or kept by another */
+		c->bytes -= alloc;
+		buf_free(c, data, alloc);
+	}
+	if (b)
+		unref(c, b);
+	pthread_mutex_unlock(&c->lock);
+}
+
+/*
+ * A small range a fill fetched straight into its caller's memory (a
+ * quarter block at most: a sample of a batch, a random reader's pages; a
+ * longer run is a stream and is not kept) is kept in memory, cut at block
+ * boundaries, as ranges of its blocks: the same fill again (the next
+ * epoch's sample) is a copy, not a GET. Before the caller gets @p's
+ * memory back.
+ */
+static void keep_ranges(struct objfs_cache *c, const struct fill_part *p)
+{
+	int64_t end = p->off + (int64_t)p->len;
+
+	if (p->len > c->bsize / 4)
+		return;
+	for (uint64_t idx = (uint64_t)p->off / c->bsize;; idx++) {
+		int64_t bstart = (int64_t)(idx * c->bsize), bend = block_end(c, p->f->o, idx);
+		int64_t from = p->off > bstart ? p->off : bstart, to = end < bend ? end : bend;
+
+		if (bstart >= end)
+			break;
+		keep_range(c, p->f->o, idx, from - bstart, p->dst + (from - p->off),
+			   (size_t)(to - from));
+	}
+}
+
 static void fill_part_done(void *arg, int err)
 {
 	struct fill_part *p = arg;
@@ -764,6 +906,8 @@ static void fill_part_done(void *arg, int err)
 		fill_part_fetch(p); /* the disk copy was bad and is gone */
 		return;
 	}
+	if (!err)
+		keep_ranges(c, p);
 	if (!p->from_disk && !err && c->disk)
 		fill_write_behind(c, p);
 	if (!p->from_disk) {
@@ -812,21 +956,27 @@ static int fill_part_start(struct fill *f, int64_t off, size_t len, char *dst, i
 
 /*
  * Copies [off, off+len) of block @idx of f->o, in memory or being fetched,
- * into @dst: now when the block is READY, else as a waiter of its fetch
- * (waiters_run), so a fill never blocks its caller on the network (the
- * GPU side API's fill workers are shared by every session). 0, 1 when the
- * block is gone meanwhile (the caller fetches the range), or -ENOMEM.
+ * into @dst: now when the block is READY or a kept range covers it, else
+ * as a waiter of its fetch (waiters_run), so a fill never blocks its
+ * caller on the network (the GPU side API's fill workers are shared by
+ * every session). 0, 1 when the block or range is gone meanwhile (the
+ * caller fetches the range), or -ENOMEM.
  */
 static int fill_from_block(struct fill *f, uint64_t idx, int64_t off, size_t len, char *dst)
 {
 	struct objfs_cache *c = f->c;
 	const struct objfs_cache_obj *o = f->o;
+	int64_t boff = off - (int64_t)(idx * c->bsize);
+	const struct brange *r = NULL;
 	struct objfs_block *b;
 	struct blk_waiter *w;
+	const char *src;
 
 	pthread_mutex_lock(&c->lock);
 	b = find(c, o->id, idx, key_hash(o->id, idx));
-	if (!b || b->state == B_FAILED) {
+	if (b && b->state == B_RANGES)
+		r = range_find(b, boff, len);
+	if (!b || b->state == B_FAILED || (b->state == B_RANGES && !r)) {
 		pthread_mutex_unlock(&c->lock);
 		return 1;
 	}
@@ -843,10 +993,11 @@ static int fill_from_block(struct fill *f, uint64_t idx, int64_t off, size_t len
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
+	src = r ? r->data + (boff - r->off) : b->data + boff;
 	ref(c, b);
 	pthread_mutex_unlock(&c->lock);
-	/* READY blocks never change: copied without the lock */
-	memcpy(dst, b->data + (off - (int64_t)(idx * c->bsize)), len);
+	/* READY blocks and kept ranges never change: copied without the lock */
+	memcpy(dst, src, len);
 	pthread_mutex_lock(&c->lock);
 	unref(c, b);
 	evict(c, 0);
@@ -885,6 +1036,20 @@ static void waiters_run(struct objfs_block *b, struct blk_waiter *w, int err)
 	}
 }
 
+/* Whether block @idx of @id is in memory or being fetched, or a kept range
+ * of it covers [off, off+len) of the block. */
+static int holds(struct objfs_cache *c, const char *id, uint64_t idx, int64_t off, size_t len)
+{
+	struct objfs_block *b;
+	int has;
+
+	pthread_mutex_lock(&c->lock);
+	b = find(c, id, idx, key_hash(id, idx));
+	has = b && (b->state != B_RANGES || range_find(b, off, len));
+	pthread_mutex_unlock(&c->lock);
+	return has;
+}
+
 void objfs_cache_fill(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
 		      size_t len, char *dst, objfs_fetch_done_fn done, void *arg)
 {
@@ -906,7 +1071,7 @@ void objfs_cache_fill(struct objfs_cache *c, const struct objfs_cache_obj *o, in
 		uint64_t idx = (uint64_t)at / c->bsize;
 		int64_t bstart = (int64_t)(idx * c->bsize);
 		int64_t to = end < block_end(c, o, idx) ? end : block_end(c, o, idx);
-		int cached = objfs_cache_has(c, o->id, idx);
+		int cached = holds(c, o->id, idx, at - bstart, (size_t)(to - at));
 
 		if (!cached && !(c->disk && objfs_diskcache_has_range(c->disk, o->id, idx,
 								       (size_t)(at - bstart),
@@ -971,10 +1136,12 @@ int objfs_cache_fill_wait(struct objfs_cache *c, const struct objfs_cache_obj *o
 
 int objfs_cache_has(struct objfs_cache *c, const char *id, uint64_t idx)
 {
+	struct objfs_block *b;
 	int has;
 
 	pthread_mutex_lock(&c->lock);
-	has = find(c, id, idx, key_hash(id, idx)) != NULL;
+	b = find(c, id, idx, key_hash(id, idx));
+	has = b && b->state != B_RANGES;
 	pthread_mutex_unlock(&c->lock);
 	return has;
 }

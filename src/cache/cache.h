@@ -54,6 +54,7 @@ struct objfs_cache_stats {
 	uint64_t hits, misses, waits;     /* block lookups */
 	uint64_t fetches, fetch_bytes, fetch_errors;
 	uint64_t direct_bytes;            /* fetched into callers' memory (fill) */
+	uint64_t ranges_kept;             /* small ranges of fills kept (keep_ranges) */
 	uint64_t prefetched, prefetch_unused; /* blocks, and those evicted unread */
 	uint64_t evictions;
 	uint64_t wait_us;                 /* readers' time waiting for blocks in flight */
@@ -106,10 +107,13 @@ int objfs_cache_read(struct objfs_cache *c, const struct objfs_cache_obj *o, int
  * part of a block asked for (objfs_diskcache_has_range) -- is read from
  * disk straight into @dst, and everything else is fetched from the store
  * straight into @dst, in runs of neighbouring blocks, with no block memory,
- * no copy and no page faults on fresh buffers; those bytes are not kept in
- * memory (with a disk cache, the 4 KiB pages of each block a run covers
- * are written behind from copies, objfs_diskcache_put_range, so the same
- * reads come from disk next time). Never waits for the network: cached
+ * no copy and no page faults on fresh buffers. A run of a quarter block or
+ * less (a sample, a random reader's pages) is then kept in memory as a
+ * range of its block, from a copy, so the same fill again is a copy from
+ * memory (a block read whole later replaces its ranges); longer runs are
+ * streams and are not kept (with a disk cache, the 4 KiB pages of each
+ * block a run covers are written behind from copies,
+ * objfs_diskcache_put_range, so the same reads come from disk next time). Never waits for the network: cached
  * blocks are copied by the caller, parts of blocks in flight when their
  * fetch ends (by the thread that ends it). done(arg, err) is called exactly
  * once, from any thread, possibly before this returns; on error @dst must

@@ -39,6 +39,10 @@ mkdir -p "$SRC/shards"
 for ((i = 0; i < 300; i++)); do
 	head -c $((i * 997 % 200000 + i % 3)) /dev/urandom >"$SRC/shards/s$i.bin"
 done
+mkdir -p "$SRC/wide" # larger than a block: samples of them are ranges, not whole objects
+for ((i = 0; i < 8; i++)); do
+	head -c $((9 * 1024 * 1024 + i)) /dev/urandom >"$SRC/wide/w$i.bin"
+done
 
 # rings PID: how many side API rings the process has mapped
 rings() {
@@ -74,6 +78,24 @@ if out=$(timeout 120 "$CLIENT" batch "$MNT/shards" "$SRC/shards" 2>&1); then
 else
 	fail "expected every batch entry to equal the source; side_client said:"
 	printf '%s\n' "$out" | grep -v '^ok' | sed 's/^/    | /' | head -20
+fi
+# Sparse samples (40 of 64 KiB over 8 files of 9 MiB: too few in a block to
+# fetch it whole) are kept in memory as ranges: the same batch again, from
+# a second process, is byte-exact and makes no request.
+# stat_of MNT KEY: a counter of MNT/.objfs-stats
+stat_of() { sed -n "s/^$2 //p" "$1/.objfs-stats"; }
+out=$(timeout 60 "$CLIENT" samples "$MNT/wide" 40 1 "$SRC/wide" 2>&1)
+rc=$?
+req1=$(stat_of "$MNT" requests)
+kept=$(stat_of "$MNT" cache_ranges_kept)
+out2=$(timeout 60 "$CLIENT" samples "$MNT/wide" 40 1 "$SRC/wide" 2>&1)
+rc2=$?
+req2=$(stat_of "$MNT" requests)
+if [ "$rc" = 0 ] && [ "$rc2" = 0 ] && [ "${kept:-0}" -gt 0 ] && [ "$req1" = "$req2" ]; then
+	pass "sparse samples kept in memory: the same batch again is byte-exact with no request ($kept ranges kept)"
+else
+	fail "expected two byte-exact passes, ranges kept and no request in the second (rc $rc/$rc2, ranges_kept ${kept:-?}, requests $req1 -> $req2):"
+	printf '%s\n%s\n' "$out" "$out2" | sed 's/^/    | /' | head -20
 fi
 if out=$(timeout 60 "$CLIENT" wrongino "$MNT/big.bin" "$MNT/other.bin" 2>&1); then
 	pass "a token of another inode is refused (HELLO, ATTACH: EACCES; an unknown handle: EBADF)"
