@@ -8,7 +8,8 @@
  *     are fetched (a pass of random preads fetches at most 1.1x the bytes
  *     asked, rounded to pages), bytes exact;
  *   - a small object (a quarter of the cache at most) read at random: whole
- *     blocks, each fetched once;
+ *     blocks, each fetched once; pages instead while the objects open do
+ *     not fit in the cache together;
  *   - blocks in memory: no fetch;
  *   - odd inputs: past EOF, len 0, offsets beyond the size;
  *   - failed fetches fail the read and are fetched again by the next one;
@@ -259,6 +260,56 @@ START_TEST(test_small_whole_blocks)
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
 		ck_assert_int_eq(rd(&e, t[i].off, t[i].len, t[i].want), t[i].fetched);
 	env_close(&e);
+}
+END_TEST
+
+/*
+ * Small objects that do not fit in the cache together: with 7 of 40 MiB
+ * open (280 MiB under a 256 MiB cache) a random read fetches its pages,
+ * not a whole block (each block would be evicted before its next read);
+ * one closed, 240 MiB fit again and a random read fetches a whole block.
+ * Two handles of one object count it once.
+ */
+START_TEST(test_small_open_together)
+{
+	struct fake_store f = { .salt = 5 };
+	struct objfs_cache *c;
+	struct objfs_object *o[8];
+	struct objfs_reader *r[8];
+	struct objfs_reader_buf b;
+	char path[32];
+	long long before;
+
+	ck_assert_int_eq(objfs_cache_new(CAP, BS, &c), 0);
+	for (int i = 0; i < 8; i++) { /* 7 objects: the last is object 0 again */
+		snprintf(path, sizeof(path), "shard/%d", i % 7);
+		ck_assert_int_eq(objfs_object_new(NULL, path, "\"v\"", -1, 40 * MiB,
+						  fake_store_fetch, &f, &o[i]), 0);
+		ck_assert_int_eq(objfs_reader_new(c, o[i], &rcfg, &r[i]), 0);
+	}
+	ck_assert_uint_eq(objfs_cache_open_bytes(c), 7 * 40 * MiB);
+	before = atomic_load(&f.bytes);
+	ck_assert_int_eq(objfs_reader_read(r[3], 20 * MiB + 100, 65536, &b), 0);
+	ck_assert_uint_eq(fake_store_check(&f, b.iov[0].iov_base, 20 * MiB + 100, 65536), 65536);
+	objfs_reader_release(r[3], &b);
+	ck_assert_int_eq(atomic_load(&f.bytes) - before, 65536 + 4096); /* its pages */
+	objfs_reader_free(r[7]); /* object 0's second handle: still open */
+	objfs_object_put(o[7]);
+	ck_assert_uint_eq(objfs_cache_open_bytes(c), 7 * 40 * MiB);
+	objfs_reader_free(r[6]);
+	objfs_object_put(o[6]);
+	ck_assert_uint_eq(objfs_cache_open_bytes(c), 6 * 40 * MiB);
+	before = atomic_load(&f.bytes);
+	ck_assert_int_eq(objfs_reader_read(r[3], 10 * MiB + 100, 65536, &b), 0);
+	ck_assert_uint_eq(fake_store_check(&f, b.iov[0].iov_base, 10 * MiB + 100, 65536), 65536);
+	objfs_reader_release(r[3], &b);
+	ck_assert_int_eq(atomic_load(&f.bytes) - before, (long long)BS); /* a whole block */
+	for (int i = 0; i < 6; i++) {
+		objfs_reader_free(r[i]);
+		objfs_object_put(o[i]);
+	}
+	ck_assert_uint_eq(objfs_cache_open_bytes(c), 0);
+	objfs_cache_free(c);
 }
 END_TEST
 
@@ -609,6 +660,7 @@ static Suite *reader_suite(void)
 	tcase_add_test(tc, test_random_large);
 	tcase_add_test(tc, test_random_pass);
 	tcase_add_test(tc, test_small_whole_blocks);
+	tcase_add_test(tc, test_small_open_together);
 	tcase_add_test(tc, test_small_files_reuse);
 	tcase_add_test(tc, test_start_small);
 	tcase_add_test(tc, test_cached_no_fetch);

@@ -7,6 +7,8 @@
 # device buffer (tests/gpu/gpu_batch bench):
 #
 #   readv    one objfs_gpu_readv of every sample (libobjfs batch)
+#   readva   the same through objfs_gpu_readv_async and a synchronize; its
+#            line adds the call's own time ("enqueue"; not in the default set)
 #   readv1   the same, each sample its own cudaMemcpyAsync
 #            (OBJFS_GPU_NO_BATCHCOPY=1: libobjfs before cudaMemcpyBatchAsync)
 #   loop     a loop of objfs_gpu_read, one sample each
@@ -22,12 +24,19 @@
 #
 # Environment: GPU_BATCH, OBJFS (run_device.sh sets them), OUT, BENCH_FILES
 # (1000), BENCH_FILE_SIZE (2 MiB), BENCH_SAMPLES (10000), BENCH_LEN (65536),
-# BENCH_REPS (2), BENCH_OPTS (mount options).
+# BENCH_REPS (2), BENCH_OPTS (mount options), BENCH_MODES (the modes to run,
+# default "readv readv1 loop pread16"). After each mode's warm pass its
+# line "stats" gives the requests of each pass, the cache's hits and kept
+# ranges (where the warm bytes came from), and of the warm pass the
+# daemon's CPU seconds and how long its fills waited for ring slots the
+# consumer had not released (side_ring_wait_us).
 
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../../tests/integration/lib.sh
 . "$HERE/../../tests/integration/lib.sh"
+# shellcheck source=../bench/bench_lib.sh
+. "$HERE/../bench/bench_lib.sh"
 
 : "${GPU_BATCH:?set GPU_BATCH to tests/gpu/gpu_batch}"
 require_objfs
@@ -47,12 +56,15 @@ DATA=$TEST_TMP/www
 mkdir -p "$DATA/shards"
 seq 0 $((NF - 1)) | xargs -P "$(nproc)" -I{} sh -c 'head -c '"$FSIZE"' /dev/urandom > "$0/s{}.bin"' "$DATA/shards"
 cat "$DATA"/shards/* >/dev/null # nginx's files in the page cache
-nginx_start "$DATA" || exit 99
-URL=http://127.0.0.1:$NGINX_PORT
+bench_nginx "$DATA" || exit 99 # a worker per core, no access log: not the limit
 MNT=$TEST_TMP/mnt
 say "== bench_batch: $NS samples of $LEN bytes across $NF files of $FSIZE bytes; mount -o $OPTS; $(nproc) cores"
 say "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null)"
-modes=(readv readv1 loop pread16)
+read -r -a modes <<<"${BENCH_MODES:-readv readv1 loop pread16}"
+# stat_of KEY: a counter of the mount's .objfs-stats
+stat_of() { sed -n "s/^$1 //p" "$MNT/.objfs-stats"; }
+# cpu_s PID: user + system CPU seconds of PID
+cpu_s() { awk -v h="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / h }' "/proc/$1/stat"; }
 nm=${#modes[@]}
 # one_pass MODE: one gpu_batch pass, its line labelled MODE
 one_pass() {
@@ -64,11 +76,17 @@ one_pass() {
 for ((rep = 0; rep < REPS; rep++)); do
 	for ((k = 0; k < nm; k++)); do
 		m=${modes[$(((k + rep) % nm))]}
-		mount_objfs "$URL/data/" "$MNT" "$OPTS" || exit 99
+		mount_objfs "$URL" "$MNT" "$OPTS" || exit 99
 		c=$(one_pass "$m")
+		r1=$(stat_of requests) w1=$(stat_of side_ring_wait_us) t1=$(cpu_s "$OBJFS_PID")
 		w=$(one_pass "$m")
 		say "rep $rep cold: $c"
 		say "rep $rep warm: $w"
+		say "rep $rep stats $m: requests cold $r1 warm $(($(stat_of requests) - r1))" \
+			"cache_hits $(stat_of cache_hits) cache_ranges_kept $(stat_of cache_ranges_kept)" \
+			"cache_bytes $(stat_of cache_bytes) warm_daemon_cpu_s" \
+			"$(awk -v a="$t1" -v b="$(cpu_s "$OBJFS_PID")" 'BEGIN { printf "%.2f", b - a }')" \
+			"warm_ring_wait_ms $((($(stat_of side_ring_wait_us) - w1) / 1000))"
 		unmount_objfs "$MNT" >/dev/null 2>&1
 	done
 done

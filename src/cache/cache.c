@@ -72,6 +72,15 @@ struct blk_waiter {
 	size_t len;
 	char *dst;
 };
+/* An object open through readers, counted once however many (objfs_cache_open_obj). */
+struct open_obj {
+	struct open_obj *next;
+	char *id;
+	int64_t size;
+	unsigned n; /* readers of it */
+};
+#define OPEN_BUCKETS 1024
+
 #define NCLASS 24 /* size classes: 0 the block size, i: 2^(i+11) bytes (4 KiB..16 GiB) */
 
 struct objfs_cache {
@@ -96,6 +105,8 @@ struct objfs_cache {
 	void *pool[NCLASS];
 	size_t pool_bytes;
 	struct objfs_diskcache *disk; /* optional tier below; set before use */
+	struct open_obj *open[OPEN_BUCKETS]; /* objects open through readers */
+	uint64_t open_bytes;       /* their sizes, each object once */
 };
 
 #define HUGE_PAGE (2u << 20)
@@ -250,6 +261,53 @@ size_t objfs_cache_stream_window(const struct objfs_cache *c, size_t reserve)
 	size_t share = c->cap / 4 * 3 / (n ? n : 1);
 
 	return share > reserve ? share - reserve : 0;
+}
+
+void objfs_cache_open_obj(struct objfs_cache *c, const char *id, int64_t size)
+{
+	struct open_obj **pp = &c->open[objfs_fnv1a(OBJFS_FNV_OFFSET, id) % OPEN_BUCKETS], *x;
+
+	pthread_mutex_lock(&c->lock);
+	for (x = *pp; x && strcmp(x->id, id); x = x->next)
+		;
+	if (!x && (x = calloc(1, sizeof(*x))) && !(x->id = strdup(id))) {
+		free(x);
+		x = NULL;
+	}
+	if (x && !x->n++) { /* first reader (out of memory: not counted) */
+		x->size = size;
+		x->next = *pp;
+		*pp = x;
+		c->open_bytes += (uint64_t)size;
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void objfs_cache_close_obj(struct objfs_cache *c, const char *id)
+{
+	struct open_obj **pp = &c->open[objfs_fnv1a(OBJFS_FNV_OFFSET, id) % OPEN_BUCKETS], *x;
+
+	pthread_mutex_lock(&c->lock);
+	for (; *pp && strcmp((*pp)->id, id); pp = &(*pp)->next)
+		;
+	x = *pp;
+	if (x && !--x->n) {
+		*pp = x->next;
+		c->open_bytes -= (uint64_t)x->size;
+		free(x->id);
+		free(x);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+uint64_t objfs_cache_open_bytes(struct objfs_cache *c)
+{
+	uint64_t n;
+
+	pthread_mutex_lock(&c->lock);
+	n = c->open_bytes;
+	pthread_mutex_unlock(&c->lock);
+	return n;
 }
 
 static void unhash(struct objfs_cache *c, struct objfs_block *b)
@@ -1176,6 +1234,14 @@ void objfs_cache_free(struct objfs_cache *c)
 	}
 	c->cap = 0;
 	pool_trim(c, 0); /* frees every pooled buffer */
+	for (unsigned i = 0; i < OPEN_BUCKETS; i++)
+		while (c->open[i]) { /* readers not freed: a caller's leak, not ours to keep */
+			struct open_obj *x = c->open[i];
+
+			c->open[i] = x->next;
+			free(x->id);
+			free(x);
+		}
 	free(c->hash);
 	pthread_mutex_destroy(&c->lock);
 	pthread_cond_destroy(&c->cond);

@@ -88,6 +88,17 @@ void objfs_cache_stream_join(struct objfs_cache *c);
 void objfs_cache_stream_leave(struct objfs_cache *c);
 size_t objfs_cache_stream_window(const struct objfs_cache *c, size_t reserve);
 
+/*
+ * The objects open through readers, each counted once however many
+ * handles read it: whether the objects a reader would read in whole blocks
+ * fit in the cache together (reader.h). objfs_cache_open_obj() when a
+ * reader of (@id, @size) is made, objfs_cache_close_obj() when it is
+ * freed; objfs_cache_open_bytes() sums their sizes.
+ */
+void objfs_cache_open_obj(struct objfs_cache *c, const char *id, int64_t size);
+void objfs_cache_close_obj(struct objfs_cache *c, const char *id);
+uint64_t objfs_cache_open_bytes(struct objfs_cache *c);
+
 /* Writes the identity string of (path, etag, size) into a malloc'd string. */
 char *objfs_cache_obj_id(const char *path, const char *etag, int64_t size);
 

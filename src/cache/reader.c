@@ -45,6 +45,7 @@ int objfs_reader_new(struct objfs_cache *cache, struct objfs_object *obj,
 	pthread_mutex_init(&r->lock, NULL);
 	objfs_prefetch_init(&r->pf, cfg->window_min, cfg->window_max);
 	objfs_prefetch_set_proof(&r->pf, objfs_cache_block_size(cache));
+	objfs_cache_open_obj(cache, obj->cobj.id, obj->size);
 	*out = r;
 	return 0;
 }
@@ -63,6 +64,7 @@ void objfs_reader_free(struct objfs_reader *r)
 		return;
 	if (r->joined)
 		objfs_cache_stream_leave(r->cache);
+	objfs_cache_close_obj(r->cache, r->obj->cobj.id);
 	objfs_object_put(r->obj);
 	pthread_mutex_destroy(&r->lock);
 	free(r);
@@ -78,6 +80,15 @@ static int all_cached(struct objfs_reader *r, int64_t off, size_t n)
 		if (!objfs_cache_has(r->cache, r->obj->cobj.id, i))
 			return 0;
 	return 1;
+}
+
+/* Whether a random read of the object may fetch whole blocks: it fits in a
+ * quarter of the cache, and the objects open now fit in the cache together. */
+static int whole_fits(struct objfs_reader *r)
+{
+	size_t cap = objfs_cache_cap(r->cache);
+
+	return (uint64_t)r->obj->size <= cap / 4 && objfs_cache_open_bytes(r->cache) <= cap;
 }
 
 /*
@@ -150,8 +161,7 @@ int objfs_reader_read(struct objfs_reader *r, int64_t off, size_t len,
 			objfs_cache_stream_leave(r->cache);
 	}
 	pthread_mutex_unlock(&r->lock);
-	if (plan.sequential || (uint64_t)r->obj->size <= objfs_cache_cap(r->cache) / 4 ||
-	    all_cached(r, off, n))
+	if (plan.sequential || whole_fits(r) || all_cached(r, off, n))
 		err = read_blocks(r, off, n, out);
 	else
 		err = read_pages(r, off, n, out);

@@ -14,9 +14,13 @@
  *      - in whole blocks, pinned in the block cache and returned as iovecs
  *        into block memory (zero copy; the FUSE reply writes them out),
  *        when the read is sequential, when the object fits in a quarter of
- *        the cache (every block fetched will serve later reads: per-read
- *        GETs lost 30x to s3fs's whole-file temp cache there), or when
- *        every block is already in memory or on its way;
+ *        the cache and the objects open through readers (each once) fit
+ *        in it together (every block fetched will serve later reads:
+ *        per-read GETs lost 30x to s3fs's whole-file temp cache there; but
+ *        16 loader workers reading random 64 KiB samples of 1,000 shards
+ *        of 16 MiB under a 4 GiB cache fetched 30 GB of blocks for 655 MB,
+ *        evicting each block before its next sample), or when every block
+ *        is already in memory or on its way;
  *      - otherwise (a random read of a large object) through
  *        objfs_cache_fill() into a heap buffer, with the range rounded out
  *        to 4 KiB pages (clamped to the size): blocks in memory are copied,

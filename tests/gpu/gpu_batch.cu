@@ -24,7 +24,9 @@
  *        the file untimed), and the process's pinned ring count
  *   gpu_batch bench MNTDIR NFILES NSAMPLES LEN MODE SEED
  *        NSAMPLES random LEN-byte samples across NFILES files into one
- *        device buffer; MODE readv (one objfs_gpu_readv), loop (a loop of
+ *        device buffer; MODE readv (one objfs_gpu_readv), readva (one
+ *        objfs_gpu_readv_async on a stream, then its synchronize; the line
+ *        adds "enqueue SECONDS", the call's own time), loop (a loop of
  *        objfs_gpu_read), pread16 (16 threads of pread into pinned memory +
  *        cudaMemcpyAsync on a stream each); prints
  *        "bench MODE SECONDS SAMPLES/S GB/S"
@@ -385,7 +387,7 @@ static int do_bench(const char *mnt, int nfiles, int nsamples, size_t len, const
 	struct files f;
 	struct sample *s = (struct sample *)calloc(nsamples, sizeof(*s));
 	unsigned char *d;
-	double t0, dt;
+	double t0, dt, enq = -1;
 	int bad = 0;
 
 	xs = seed * 2654435761u + 7;
@@ -398,16 +400,26 @@ static int do_bench(const char *mnt, int nfiles, int nsamples, size_t len, const
 	}
 	CK(cudaMalloc(&d, (size_t)nsamples * len));
 	CK(cudaDeviceSynchronize());
-	if (!strcmp(mode, "readv")) {
+	if (!strcmp(mode, "readv") || !strcmp(mode, "readva")) {
 		struct objfs_gpu_iov *v = (struct objfs_gpu_iov *)calloc(nsamples, sizeof(*v));
+		cudaStream_t st;
 
+		CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
 		for (int i = 0; i < nsamples; i++)
 			v[i] = (struct objfs_gpu_iov){ f.h[s[i].file], d + (size_t)i * len, len,
 						       s[i].off, 0 };
 		t0 = now();
-		if (objfs_gpu_readv(v, nsamples))
-			bad++;
+		if (!strcmp(mode, "readv")) {
+			if (objfs_gpu_readv(v, nsamples))
+				bad++;
+		} else {
+			if (objfs_gpu_readv_async(v, nsamples, st))
+				bad++;
+			enq = now() - t0;
+			CK(cudaStreamSynchronize(st));
+		}
 		dt = now() - t0;
+		CK(cudaStreamDestroy(st));
 		for (int i = 0; i < nsamples; i++)
 			bad += v[i].nread != (ssize_t)len;
 		free(v);
@@ -444,8 +456,11 @@ static int do_bench(const char *mnt, int nfiles, int nsamples, size_t len, const
 			close(fds[i]);
 		free(fds);
 	}
-	printf("bench %s %.4f s %.0f samples/s %.2f GB/s%s\n", mode, dt, nsamples / dt,
+	printf("bench %s %.4f s %.0f samples/s %.2f GB/s%s", mode, dt, nsamples / dt,
 	       nsamples * (double)len / dt / 1e9, bad ? " ERRORS" : "");
+	if (enq >= 0)
+		printf(" enqueue %.4f s", enq);
+	printf("\n");
 	files_close(&f, 1);
 	cudaFree(d);
 	free(s);
