@@ -1899,6 +1899,7 @@ static struct {
 	pthread_mutex_t lock;
 	int n, cut_done;
 	char path[JLOG][16];
+	char auth[JLOG][16]; /* the GET's Authorization value, "" without one */
 	long a[JLOG], b[JLOG];
 } jlog = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
@@ -1916,7 +1917,7 @@ static void *range_conn(void *arg)
 	free(arg);
 	for (;;) {
 		ssize_t n = recv(c, req + got, sizeof(req) - 1 - got, 0);
-		char path[16] = "", head[256], *end, *rg, *body;
+		char path[16] = "", auth[16] = "", head[256], *end, *rg, *body, *au;
 		long a = -1, b = -1, len, send_len;
 		int cut = 0, first = 0;
 
@@ -1933,9 +1934,13 @@ static void *range_conn(void *arg)
 		    sscanf(rg, "Range: bytes=%ld-%ld", &a, &b) != 2 || a < 0 || b < a || b >= JOBJ)
 			break;
 		len = b - a + 1;
+		au = strstr(req, "Authorization: ");
+		if (au)
+			(void)sscanf(au, "Authorization: %15s", auth);
 		pthread_mutex_lock(&jlog.lock);
 		if (jlog.n < JLOG) {
 			snprintf(jlog.path[jlog.n], sizeof(jlog.path[0]), "%s", path);
+			snprintf(jlog.auth[jlog.n], sizeof(jlog.auth[0]), "%s", auth);
 			jlog.a[jlog.n] = a;
 			jlog.b[jlog.n] = b;
 			jlog.n++;
@@ -1966,12 +1971,15 @@ static void *range_conn(void *arg)
 
 /* The parts of one joined-GET run: @n ranges of JPART bytes from @first of
  * @paths[i], submitted in this order to an engine of one thread and one
- * connection. Returns the number of parts that failed; every byte of a
+ * connection, with the header lines of @hdrs[i] ('|' between lines; @hdrs
+ * NULL: none). Returns the number of parts that failed; every byte of a
  * part that succeeded is the object's, and a failed part's dst is
  * untouched or the object's (never another's bytes). */
-static int jrun(const char *const *paths, const long *firsts, int n, struct objfs_stats *st)
+static int jrun_h(const char *const *paths, const long *firsts, const char *const *hdrs, int n,
+		  struct objfs_stats *st)
 {
 	struct objfs_req r[16], w, *rp[16], *wp = &w;
+	struct curl_slist *hl[16] = { NULL };
 	char url[16][96], wurl[96], wdst[BODY], *dst;
 	struct objfs_engine *e;
 	struct srv s;
@@ -2006,6 +2014,16 @@ static int jrun(const char *const *paths, const long *firsts, int n, struct objf
 		r[i].len = JPART;
 		r[i].dst = dst + (size_t)i * JPART;
 		r[i].expect_size = JOBJ;
+		for (const char *h = hdrs ? hdrs[i] : NULL; h && *h;) {
+			const char *bar = strchr(h, '|');
+			char line[128];
+
+			snprintf(line, sizeof(line), "%.*s", bar ? (int)(bar - h) : (int)strlen(h), h);
+			hl[i] = curl_slist_append(hl[i], line);
+			ck_assert_ptr_nonnull(hl[i]);
+			h = bar ? bar + 1 : "";
+		}
+		r[i].headers = hl[i];
 		rp[i] = &r[i];
 	}
 	objfs_stats_reset();
@@ -2027,11 +2045,17 @@ static int jrun(const char *const *paths, const long *firsts, int n, struct objf
 			ck_assert_msg(right, "part %d: wrong bytes", i);
 		}
 		objfs_req_clear(&r[i]);
+		curl_slist_free_all(hl[i]);
 	}
 	free(dst);
 	objfs_engine_free(e);
 	srv_stop(&s);
 	return failed;
+}
+
+static int jrun(const char *const *paths, const long *firsts, int n, struct objfs_stats *st)
+{
+	return jrun_h(paths, firsts, NULL, n, st);
 }
 
 /* jrun of @n adjacent parts of @path from its start. */
@@ -2124,6 +2148,63 @@ START_TEST(test_join_wrong_range)
 }
 END_TEST
 
+/*
+ * S3 parts signed in different seconds: their x-amz-date and Authorization
+ * lines differ, everything else is the same. They join (the Range is not
+ * signed), and the union goes out with its leader's date and signature;
+ * a line that is not the signing time's -- a rotated session token --
+ * keeps parts apart.
+ */
+START_TEST(test_join_signed)
+{
+	static const char *const h[8] = {
+		"x-amz-content-sha256: e3b0|x-amz-date: 20261126T100000Z|Authorization: sig0",
+		"x-amz-content-sha256: e3b0|x-amz-date: 20261126T100001Z|Authorization: sig1",
+		"x-amz-content-sha256: e3b0|x-amz-date: 20261126T100001Z|Authorization: sig1",
+		"x-amz-content-sha256: e3b0|x-amz-date: 20261126T100002Z|Authorization: sig3",
+		"x-amz-content-sha256: e3b0|x-amz-date: 20261126T100002Z|Authorization: sig3",
+		"x-amz-content-sha256: e3b0|x-amz-date: 20261126T100003Z|Authorization: sig5",
+		"x-amz-content-sha256: e3b0|x-amz-date: 20261126T100004Z|Authorization: sig6",
+		"x-amz-content-sha256: e3b0|x-amz-date: 20261126T100005Z|Authorization: sig7",
+	};
+	static const char *const t[6] = {
+		"x-amz-security-token: A|x-amz-date: 20261126T100000Z|Authorization: sig0",
+		"x-amz-security-token: A|x-amz-date: 20261126T100001Z|Authorization: sig1",
+		"x-amz-security-token: A|x-amz-date: 20261126T100002Z|Authorization: sig2",
+		"x-amz-security-token: B|x-amz-date: 20261126T100003Z|Authorization: sig3",
+		"x-amz-security-token: B|x-amz-date: 20261126T100003Z|Authorization: sig4",
+		"x-amz-date: 20261126T100004Z|x-amz-security-token: B|Authorization: sig5",
+	};
+	const char *p[8] = { "/a", "/a", "/a", "/a", "/a", "/a", "/a", "/a" };
+	long f[8];
+	struct objfs_stats st;
+
+	for (int i = 0; i < 8; i++)
+		f[i] = (long)i * JPART;
+	ck_assert_int_eq(jrun_h(p, f, h, 8, &st), 0);
+	pthread_mutex_lock(&jlog.lock);
+	ck_assert_int_eq(jlog.n, 2);
+	ck_assert_str_eq(jlog.auth[0], "sig0");
+	ck_assert_str_eq(jlog.auth[1], "sig1");
+	ck_assert_int_eq(jlog.a[1], JPART);
+	ck_assert_int_eq(jlog.b[1], 8 * JPART - 1);
+	pthread_mutex_unlock(&jlog.lock);
+	ck_assert_uint_eq(st.joined, 6);
+	/* tokens A, A, A, B, B, B (the last with its lines in another order) */
+	ck_assert_int_eq(jrun_h(p, f, t, 6, &st), 0);
+	pthread_mutex_lock(&jlog.lock);
+	ck_assert_int_eq(jlog.n, 4);
+	ck_assert_int_eq(jlog.a[1], JPART);
+	ck_assert_int_eq(jlog.b[1], 3 * JPART - 1);
+	ck_assert_str_eq(jlog.auth[2], "sig3");
+	ck_assert_int_eq(jlog.a[2], 3 * JPART);
+	ck_assert_int_eq(jlog.b[2], 5 * JPART - 1);
+	ck_assert_int_eq(jlog.a[3], 5 * JPART);
+	pthread_mutex_unlock(&jlog.lock);
+	ck_assert_uint_eq(st.joined, 2);
+}
+END_TEST
+
 static Suite *engine_suite(void)
 {
 	Suite *s = suite_create("engine");
@@ -2151,6 +2232,7 @@ static Suite *engine_suite(void)
 	tcase_add_test(td, test_join_in_order);
 	tcase_add_test(td, test_join_cut);
 	tcase_add_test(td, test_join_wrong_range);
+	tcase_add_test(td, test_join_signed);
 	tcase_add_test(td, test_direct_spreads);
 	tcase_add_test(td, test_direct_dead_address);
 	tcase_add_test(td, test_direct_reresolves);

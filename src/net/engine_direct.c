@@ -74,7 +74,8 @@
  * on the H200 machine one connection filled a GPU at 0.87x one curl
  * stream with 2 MiB GETs. So a request that gets a connection takes along
  * the requests waiting in th->dwait that continue its range (same URL,
- * headers and pins), as one GET of their union of at most JOIN_MAX bytes
+ * headers but SigV4's signing time, and pins), as one GET of their union
+ * of at most JOIN_MAX bytes
  * (join_waiting). The head is checked against the union; each part is
  * handed back as soon as its last byte is in, and the next part becomes
  * the connection's request (struct objfs_direct_end.next: engine.c puts it
@@ -1018,8 +1019,22 @@ static struct objfs_dconn *dc_get(struct engine_thread *th, const char *auth, in
 	return dc;
 }
 
-/* Whether one GET can serve @a and @b: the same URL, header lines and
- * pins (ETag, mtime, size), and neither bound by a deadline. */
+/*
+ * Whether header line @h carries a request's signing time: SigV4's
+ * x-amz-date and the Authorization signed over it. Two GETs of one object
+ * signed in different seconds differ only there (the Range is not
+ * signed), so a joined GET goes out with its leader's pair, which signs
+ * every other line the parts share; without this, ranges of an S3 stream
+ * queued across a second boundary never joined.
+ */
+static int signing_line(const char *h)
+{
+	return strncasecmp(h, "x-amz-date:", 11) == 0 || strncasecmp(h, "authorization:", 14) == 0;
+}
+
+/* Whether one GET can serve @a and @b: the same URL, header lines (in the
+ * same order; the signing time's may differ) and pins (ETag, mtime, size),
+ * and neither bound by a deadline. */
 static int same_get(const struct objfs_req *a, const struct objfs_req *b)
 {
 	const struct curl_slist *x = a->headers, *y = b->headers;
@@ -1029,9 +1044,13 @@ static int same_get(const struct objfs_req *a, const struct objfs_req *b)
 	    a->deadline_ns || b->deadline_ns || !a->etag != !b->etag ||
 	    (a->etag && strcmp(a->etag, b->etag) != 0))
 		return 0;
-	for (; x && y; x = x->next, y = y->next)
-		if (strcmp(x->data, y->data) != 0)
+	for (; x && y; x = x->next, y = y->next) {
+		int sx = signing_line(x->data), sy = signing_line(y->data);
+
+		if (sx != sy || (sx && strncasecmp(x->data, y->data, 11) != 0) ||
+		    (!sx && strcmp(x->data, y->data) != 0))
 			return 0;
+	}
 	return !x && !y;
 }
 
