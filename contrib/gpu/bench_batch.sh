@@ -27,9 +27,10 @@
 # BENCH_REPS (2), BENCH_OPTS (mount options), BENCH_MODES (the modes to run,
 # default "readv readv1 loop pread16"). After each mode's warm pass its
 # line "stats" gives the requests of each pass, the cache's hits and kept
-# ranges (where the warm bytes came from), and of the warm pass the
-# daemon's CPU seconds and how long its fills waited for ring slots the
-# consumer had not released (side_ring_wait_us).
+# ranges (where the warm bytes came from), the daemon's CPU seconds in
+# each pass (and nginx's in the cold one: the fetches' other side), and
+# how long the warm pass's fills waited for ring slots the consumer had
+# not released (side_ring_wait_us).
 
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -63,8 +64,16 @@ say "$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/n
 read -r -a modes <<<"${BENCH_MODES:-readv readv1 loop pread16}"
 # stat_of KEY: a counter of the mount's .objfs-stats
 stat_of() { sed -n "s/^$1 //p" "$MNT/.objfs-stats"; }
-# cpu_s PID: user + system CPU seconds of PID
-cpu_s() { awk -v h="$(getconf CLK_TCK)" '{ printf "%.2f", ($14 + $15) / h }' "/proc/$1/stat"; }
+# cpu_s PID...: user + system CPU seconds of the PIDs together
+cpu_s() {
+	local p
+	for p in "$@"; do cat "/proc/$p/stat" 2>/dev/null; done |
+		awk -v h="$(getconf CLK_TCK)" '{ t += $14 + $15 } END { printf "%.2f", t / h }'
+}
+# nginx_pids: nginx's workers
+nginx_pids() { pgrep -P "$(cat "$NGINX_PREFIX/nginx.pid")" | tr '\n' ' '; }
+# cpu_delta A B: B - A, two decimals
+cpu_delta() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 nm=${#modes[@]}
 # one_pass MODE: one gpu_batch pass, its line labelled MODE
 one_pass() {
@@ -77,15 +86,18 @@ for ((rep = 0; rep < REPS; rep++)); do
 	for ((k = 0; k < nm; k++)); do
 		m=${modes[$(((k + rep) % nm))]}
 		mount_objfs "$URL" "$MNT" "$OPTS" || exit 99
+		t0=$(cpu_s "$OBJFS_PID") n0=$(cpu_s $(nginx_pids))
 		c=$(one_pass "$m")
 		r1=$(stat_of requests) w1=$(stat_of side_ring_wait_us) t1=$(cpu_s "$OBJFS_PID")
+		n1=$(cpu_s $(nginx_pids))
 		w=$(one_pass "$m")
 		say "rep $rep cold: $c"
 		say "rep $rep warm: $w"
 		say "rep $rep stats $m: requests cold $r1 warm $(($(stat_of requests) - r1))" \
 			"cache_hits $(stat_of cache_hits) cache_ranges_kept $(stat_of cache_ranges_kept)" \
-			"cache_bytes $(stat_of cache_bytes) warm_daemon_cpu_s" \
-			"$(awk -v a="$t1" -v b="$(cpu_s "$OBJFS_PID")" 'BEGIN { printf "%.2f", b - a }')" \
+			"cache_bytes $(stat_of cache_bytes)" \
+			"cold_daemon_cpu_s $(cpu_delta "$t0" "$t1") cold_nginx_cpu_s $(cpu_delta "$n0" "$n1")" \
+			"warm_daemon_cpu_s $(cpu_delta "$t1" "$(cpu_s "$OBJFS_PID")")" \
 			"warm_ring_wait_ms $((($(stat_of side_ring_wait_us) - w1) / 1000))"
 		unmount_objfs "$MNT" >/dev/null 2>&1
 	done
