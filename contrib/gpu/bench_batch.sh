@@ -70,8 +70,12 @@ cpu_s() {
 	for p in "$@"; do cat "/proc/$p/stat" 2>/dev/null; done |
 		awk -v h="$(getconf CLK_TCK)" '{ t += $14 + $15 } END { printf "%.2f", t / h }'
 }
-# nginx_pids: nginx's workers
-nginx_pids() { pgrep -P "$(cat "$NGINX_PREFIX/nginx.pid")" | tr '\n' ' '; }
+# nginx_cpu_s: cpu_s of nginx's workers
+nginx_cpu_s() {
+	local w
+	read -r -a w <<<"$(pgrep -P "$(cat "$NGINX_PREFIX/nginx.pid")" | tr '\n' ' ')"
+	cpu_s "${w[@]}"
+}
 # cpu_delta A B: B - A, two decimals
 cpu_delta() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 nm=${#modes[@]}
@@ -86,10 +90,10 @@ for ((rep = 0; rep < REPS; rep++)); do
 	for ((k = 0; k < nm; k++)); do
 		m=${modes[$(((k + rep) % nm))]}
 		mount_objfs "$URL" "$MNT" "$OPTS" || exit 99
-		t0=$(cpu_s "$OBJFS_PID") n0=$(cpu_s $(nginx_pids))
+		t0=$(cpu_s "$OBJFS_PID") n0=$(nginx_cpu_s)
 		c=$(one_pass "$m")
 		r1=$(stat_of requests) w1=$(stat_of side_ring_wait_us) t1=$(cpu_s "$OBJFS_PID")
-		n1=$(cpu_s $(nginx_pids))
+		n1=$(nginx_cpu_s)
 		w=$(one_pass "$m")
 		say "rep $rep cold: $c"
 		say "rep $rep warm: $w"
