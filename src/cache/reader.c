@@ -6,9 +6,10 @@
  *                 points into them (zero copy), prefetch and drop-behind
  *                 apply;
  *   pages         objfs_cache_fill() of the range rounded out to 4 KiB
- *                 pages into a malloc'd buffer: nothing new is kept in
- *                 memory (the disk cache may write it behind), the reply
- *                 points at the sub-range asked for.
+ *                 pages into a malloc'd buffer: the pages fetched are kept
+ *                 as a range of their block when small (the disk cache may
+ *                 write them behind), the reply points at the sub-range
+ *                 asked for.
  */
 #include "config.h"
 
