@@ -125,8 +125,9 @@ int objfs_cache_read(struct objfs_cache *c, const struct objfs_cache_obj *o, int
  * streams and are not kept (with a disk cache, the 4 KiB pages of each
  * block a run covers are written behind from copies,
  * objfs_diskcache_put_range, so the same reads come from disk next time).
- * Never waits for the network: cached blocks are copied by the caller, parts of blocks in flight when their
- * fetch ends (by the thread that ends it). done(arg, err) is called exactly
+ * Never waits for the network: cached blocks are copied by the caller,
+ * parts of blocks in flight when their fetch ends (by the thread that ends
+ * it). done(arg, err) is called exactly
  * once, from any thread, possibly before this returns; on error @dst must
  * not be delivered. @o must stay valid until done().
  */
