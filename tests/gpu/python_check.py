@@ -49,6 +49,27 @@ with objfs.Session(os.path.dirname(mnt)) as s:
     bad = s.read_into([(name, -1, bytearray(4)), (s.file(name), 5, bytearray(4))], check=False)
     report(bad[0] == -22 and bad[1] == 4, "Session.read_into: a bad entry fails alone (%s)" % bad)
 
+# A batch naming files for the first time opens them in parallel: every
+# file beside the source, one range each; a missing one raises ENOENT.
+sdir = os.path.dirname(src)
+names = sorted(n for n in os.listdir(sdir) if os.path.isfile(os.path.join(sdir, n)))
+with objfs.Session(os.path.dirname(mnt)) as s:
+    items = [(n, 3, bytearray(1000)) for n in names]
+    got = s.read_into(items)
+    ok = True
+    for g, (n, off, b) in zip(got, items):
+        with open(os.path.join(sdir, n), "rb") as f:
+            f.seek(off)
+            want = f.read(len(b))
+        ok &= g == len(want) and bytes(b[:g]) == want
+    report(ok and len(names) >= 2, "Session.read_into: %d files opened in one batch (counts %s)"
+           % (len(names), got))
+    try:
+        s.read_into([("no-such-file", 0, bytearray(1)), (names[0], 0, bytearray(1))])
+        report(False, "Session.read_into: a missing file raised nothing")
+    except OSError as e:
+        report(e.errno == 2, "Session.read_into: a missing file raises ENOENT (%s)" % e)
+
 try:
     import torch
     if not torch.cuda.is_available():
