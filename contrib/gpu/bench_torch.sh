@@ -14,6 +14,8 @@ set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../../tests/integration/lib.sh
 . "$HERE/../../tests/integration/lib.sh"
+# shellcheck source=../bench/bench_lib.sh
+. "$HERE/../bench/bench_lib.sh"
 require_objfs
 OUT=${OUT:-$PWD/device-out}
 REPS=${BENCH_REPS:-2}
@@ -49,13 +51,12 @@ for k in $(seq 0 15); do head -c $((k < 15 ? per : n - 15 * per)) /dev/urandom >
 wait
 cat "$DATA"/part* >>"$DATA/model.safetensors" && rm -f "$DATA"/part* "$DATA/model.safetensors.len"
 cat "$DATA/model.safetensors" "$DATA"/shards/* >/dev/null
-nginx_start "$DATA" || exit 99
-URL=http://127.0.0.1:$NGINX_PORT
+bench_nginx "$DATA" || exit 99 # a worker per core, no access log: not the limit
 MNT=$TEST_TMP/mnt
 say "== bench_torch: (2) $(stat -c %s "$DATA/model.safetensors") byte safetensors; (3) $NB batches of 256 x 110 KiB over 1000 files; -o $OPTS; $(python3 -c 'import torch; print("torch", torch.__version__)')"
 for ((rep = 0; rep < REPS; rep++)); do
 	for m in ${BENCH_MODES:-st_objfs st_base st_one dl_objfs dl_base}; do
-		mount_objfs "$URL/data/" "$MNT" "$OPTS" || exit 99
+		mount_objfs "$URL" "$MNT" "$OPTS" || exit 99
 		case $m in
 		st_*) arg=("$MNT/model.safetensors") ;;
 		*) arg=("$MNT/shards" "$NB") ;;

@@ -29,7 +29,6 @@ The library is found through $OBJFS_LIB, then ctypes.util.find_library
 libobjfs's message; a short count means the file ended.
 """
 
-import concurrent.futures
 import ctypes
 import ctypes.util
 import os
@@ -160,29 +159,12 @@ class Session:
     """Batched reads of many files of one objfs mount (objfs_gpu_readv).
 
     Files are opened once, on first use, and kept (a handle costs no pinned
-    memory: every file of the mount shares the process's one ring). The
-    files a batch names for the first time are opened in parallel (an open
-    is a FUSE open, an ioctl and a message to the daemon: one after the
-    other, the opens of a loader's first epoch took half its time).
+    memory: every file of the mount shares the process's one ring).
     """
-
-    OPENERS = 16  # threads opening a batch's new files
 
     def __init__(self, mount="."):
         self.mount = mount
         self._files = {}
-        self._pool = None
-
-    def _open_new(self, paths):
-        """Opens the files of @paths not open yet, in parallel."""
-        new = list({p for p in paths if p not in self._files})
-        if len(new) < 2:
-            return
-        if self._pool is None:
-            self._pool = concurrent.futures.ThreadPoolExecutor(self.OPENERS)
-        full = [p if os.path.isabs(p) else os.path.join(self.mount, p) for p in new]
-        for p, f in zip(new, self._pool.map(File, full)):
-            self._files[p] = f
 
     def file(self, path):
         """The File of @path (relative to the mount, or absolute), opened once."""
@@ -201,7 +183,6 @@ class Session:
         lib = _load()
         items = list(items)
         n = len(items)
-        self._open_new([f for f, _, _ in items if not isinstance(f, File)])
         iov = (IOV * max(n, 1))()
         keep = []
         wait = None
@@ -235,9 +216,6 @@ class Session:
         return counts
 
     def close(self):
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
         for f in self._files.values():
             f.close()
         self._files.clear()

@@ -49,8 +49,8 @@ with objfs.Session(os.path.dirname(mnt)) as s:
     bad = s.read_into([(name, -1, bytearray(4)), (s.file(name), 5, bytearray(4))], check=False)
     report(bad[0] == -22 and bad[1] == 4, "Session.read_into: a bad entry fails alone (%s)" % bad)
 
-# A batch naming files for the first time opens them in parallel: every
-# file beside the source, one range each; a missing one raises ENOENT.
+# A batch naming several files for the first time: every file beside the
+# source, one range each; a missing one raises ENOENT.
 sdir = os.path.dirname(src)
 names = sorted(n for n in os.listdir(sdir) if os.path.isfile(os.path.join(sdir, n)))
 with objfs.Session(os.path.dirname(mnt)) as s:
