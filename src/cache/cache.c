@@ -877,7 +877,7 @@ static const struct brange *range_find(const struct objfs_block *b, int64_t off,
 static void keep_range(struct objfs_cache *c, const struct objfs_cache_obj *o, uint64_t idx,
 		       int64_t off, const char *src, size_t len)
 {
-	size_t h = key_hash(o->id, idx), alloc = 0;
+	size_t h = key_hash(o->id, idx), alloc = 0, need;
 	struct objfs_block *b;
 	struct brange *nr;
 	char *data = NULL;
@@ -891,8 +891,9 @@ static void keep_range(struct objfs_cache *c, const struct objfs_cache_obj *o, u
 	}
 	if (b && b->refs++ == 0) /* held (off the LRU, so not evicted) until the range is in */
 		TAILQ_REMOVE(&c->lru, b, lru);
-	evict(c, buf_class(c, len, &k));
-	if (c->bytes + buf_class(c, len, &k) <= c->cap)
+	need = buf_class(c, len, &k);
+	evict(c, need);
+	if (c->bytes + need <= c->cap)
 		data = buf_alloc(c, len, &alloc);
 	if (data) {
 		c->bytes += alloc;
