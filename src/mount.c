@@ -152,6 +152,7 @@ static int side_new(struct objfs_mount *m)
 	struct objfs_side_cfg scfg = {
 		.ring_slots = o->ring_slots,
 		.ring_slot_size = (uint32_t)o->ring_slot_size,
+		.fill_threads = o->fill_threads,
 		.max_sessions = 64,
 		.max_caps = 32768, /* a uid's half: 16,384 handles (issue 17: 10,000 shards per process) */
 		.ring_budget = o->side_ring_budget,

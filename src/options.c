@@ -58,6 +58,7 @@ static const struct opt_def defs[] = {
 	{ "direct_io", K_FLAG, F(direct_io), 0, 0, 0 },
 	{ "ring_slots", K_UINT, F(ring_slots), 0, 2, 64 },
 	{ "ring_slot_size", K_SIZE, F(ring_slot_size), 0, 64 << 10, 64 << 20 },
+	{ "fill_threads", K_UINT, F(fill_threads), 0, 1, 256 },
 	{ "side_ring_budget", K_SIZE, F(side_ring_budget), 0, 1 << 20, 1ULL << 50 },
 	{ "cache_dir", K_STR, F(cache_dir), 0, 0, 0 },
 	{ "cache_dir_size", K_SIZE, F(cache_dir_size), 0, 1 << 20, 1ULL << 50 },

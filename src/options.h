@@ -37,6 +37,7 @@ struct objfs_opts {
 	int direct_io;            /* reads bypass the kernel page cache (off) */
 	unsigned ring_slots;      /* GPU side API ring: slots per session */
 	size_t ring_slot_size;    /* GPU side API ring: bytes per slot */
+	unsigned fill_threads;    /* GPU side API fill workers; 0: from the core count */
 	char *cache_dir;          /* owned; NULL: no disk cache */
 	size_t cache_dir_size;    /* disk cache cap, bytes */
 	size_t side_ring_budget;  /* GPU side API: client ring bytes mapped at once; 0: RAM/4 */

@@ -21,7 +21,7 @@ static const char *const bad[] = {
 	"uid=abc", "uid=-1", "umask=999", "umask=8", "log_level=loud", "insecure=1",
 	"allow_other=yes", "timeout=0", "ca_file=",
 	"side", "side=yes", "side=", "ring_slots=1", "ring_slots=65", "ring_slot_size=4K",
-	"ring_slot_size=65M",
+	"ring_slot_size=65M", "fill_threads=0", "fill_threads=257",
 	"cache_dir", "cache_dir=", "cache_dir_size=", "cache_dir_size=512K", "cache_dir_size=x",
 	/* found by tests/fuzz/fuzz_options: strtoull() skips blanks and takes a sign */
 	"chunk_size= 8M", "chunk_size=\t8M", "threads= 4", "uid= -1", "gid=+5", "umask= 022",
@@ -147,6 +147,9 @@ START_TEST(test_side)
 	ck_assert_int_eq(objfs_opts_parse(&o, "side=off,ring_slots=4,ring_slot_size=4M", err,
 					  sizeof(err)), 0);
 	ck_assert(o.side == 0 && o.ring_slots == 4 && o.ring_slot_size == 4u << 20);
+	ck_assert_uint_eq(o.fill_threads, 0); /* 0: the side server's default */
+	ck_assert_int_eq(objfs_opts_parse(&o, "fill_threads=16", err, sizeof(err)), 0);
+	ck_assert_uint_eq(o.fill_threads, 16);
 	ck_assert_int_eq(objfs_opts_parse(&o, "side=on", err, sizeof(err)), 0);
 	ck_assert(o.side == 1);
 	objfs_opts_clear(&o);

@@ -25,7 +25,9 @@
 # Environment: GPU_BATCH, OBJFS (run_device.sh sets them), OUT, BENCH_FILES
 # (1000), BENCH_FILE_SIZE (2 MiB), BENCH_SAMPLES (10000), BENCH_LEN (65536),
 # BENCH_REPS (2), BENCH_OPTS (mount options), BENCH_MODES (the modes to run,
-# default "readv readv1 loop pread16"). After each mode's warm pass its
+# default "readv readv1 loop pread16"; "MODE+OPTS" runs MODE on a mount
+# with OPTS added, e.g. "readv+fill_threads=16"; "MODE@old" runs it on a
+# mount of the daemon binary BENCH_OLD, to compare two builds). After each mode's warm pass its
 # line "stats" gives the requests of each pass, the cache's hits and kept
 # ranges (where the warm bytes came from), the daemon's CPU seconds in
 # each pass (and nginx's in the cold one: the fetches' other side), and
@@ -76,12 +78,14 @@ nginx_cpu_s() {
 	read -r -a w <<<"$(pgrep -P "$(cat "$NGINX_PREFIX/nginx.pid")" | tr '\n' ' ')"
 	cpu_s "${w[@]}"
 }
+# minflt PID: the minor page faults of PID so far
+minflt() { awk '{ print $10 }' "/proc/$1/stat"; }
 # cpu_delta A B: B - A, two decimals
 cpu_delta() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 nm=${#modes[@]}
 # one_pass MODE: one gpu_batch pass, its line labelled MODE
 one_pass() {
-	local m=$1 env=()
+	local m=${1%%[+@]*} env=()
 	[ "$m" = readv1 ] && m=readv env=(OBJFS_GPU_NO_BATCHCOPY=1)
 	env "${env[@]}" "$GPU_BATCH" bench "$MNT/shards" "$NF" "$NS" "$LEN" "$m" $((rep + 1)) 2>&1 |
 		grep '^bench' | sed "s/^bench $m /bench $1 /"
@@ -89,20 +93,25 @@ one_pass() {
 for ((rep = 0; rep < REPS; rep++)); do
 	for ((k = 0; k < nm; k++)); do
 		m=${modes[$(((k + rep) % nm))]}
-		mount_objfs "$URL" "$MNT" "$OPTS" || exit 99
-		t0=$(cpu_s "$OBJFS_PID") n0=$(nginx_cpu_s)
+		mopts=$OPTS bin=$OBJFS
+		[ "${m#*+}" = "$m" ] || mopts="$OPTS,${m#*+}"
+		[ "${m%@old}" = "$m" ] || bin=${BENCH_OLD:?set BENCH_OLD for MODE@old}
+		OBJFS=$bin mount_objfs "$URL" "$MNT" "${mopts%@old}" || exit 99
+		t0=$(cpu_s "$OBJFS_PID") n0=$(nginx_cpu_s) f0=$(minflt "$OBJFS_PID")
 		c=$(one_pass "$m")
 		r1=$(stat_of requests) w1=$(stat_of side_ring_wait_us) t1=$(cpu_s "$OBJFS_PID")
+		f1=$(minflt "$OBJFS_PID")
 		n1=$(nginx_cpu_s)
-		w=$(one_pass "$m")
+		wl=$(one_pass "$m")
 		say "rep $rep cold: $c"
-		say "rep $rep warm: $w"
+		say "rep $rep warm: $wl"
 		say "rep $rep stats $m: requests cold $r1 warm $(($(stat_of requests) - r1))" \
 			"cache_hits $(stat_of cache_hits) cache_ranges_kept $(stat_of cache_ranges_kept)" \
 			"cache_bytes $(stat_of cache_bytes)" \
 			"cold_daemon_cpu_s $(cpu_delta "$t0" "$t1") cold_nginx_cpu_s $(cpu_delta "$n0" "$n1")" \
 			"warm_daemon_cpu_s $(cpu_delta "$t1" "$(cpu_s "$OBJFS_PID")")" \
-			"warm_ring_wait_ms $((($(stat_of side_ring_wait_us) - w1) / 1000))"
+			"warm_ring_wait_ms $((($(stat_of side_ring_wait_us) - w1) / 1000))" \
+			"daemon_minflt cold $((f1 - f0)) warm $(($(minflt "$OBJFS_PID") - f1))"
 		unmount_objfs "$MNT" >/dev/null 2>&1
 	done
 done

@@ -40,6 +40,8 @@ pack() {
 	# The FUSE floor (contrib/bench/nullfs.c, fuse_probe.sh's PROBE_NULLFS).
 	gcc -O2 $(pkg-config --cflags fuse3) ../contrib/bench/nullfs.c $(pkg-config --libs fuse3) \
 		-o "$dev/nullfs"
+	# The machine's ceiling for one CPU copy per byte (contrib/bench/memcpy_bw.c).
+	gcc -O2 -pthread ../contrib/bench/memcpy_bw.c -o "$dev/memcpy_bw"
 	for l in $(ldd src/objfs tests/gpu/gpu_fill | awk '$3 ~ /^\// { print $3 }' | sort -u |
 		grep -v 'libc\.so\|libm\.so\|libresolv\|ld-linux\|libstdc\|libgcc_s'); do
 		cp -L "$l" "$dev/fallback/"

@@ -75,7 +75,7 @@ struct objfs_side_cfg {
 	uint64_t ring_budget;    /* bytes of rings mapped at once; 0: a quarter of RAM */
 	uint64_t uid_ring_budget; /* of them one uid's; 0: half */
 	double cap_ttl;          /* seconds an unused capability stays valid */
-	unsigned fill_threads;   /* fill workers; 0: half the cores, 4 to 16 */
+	unsigned fill_threads;   /* fill workers; 0: one per core, 4 to 64 */
 	int only_uid;            /* >= 0: connections of other uids are closed at accept */
 	const char *sock_name;   /* NULL: "@objfs.<pid>.<random>"; copied */
 };

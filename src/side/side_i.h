@@ -68,7 +68,7 @@ struct objfs_side {
 	int spare;                   /* the accept thread's reserve descriptor (EMFILE) */
 	pthread_t acceptor;
 	int acceptor_started;
-	volatile int stopping;
+	int stopping;                 /* atomic: objfs_side_free sets it */
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	struct cap *caps;            /* lock */

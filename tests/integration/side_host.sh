@@ -131,8 +131,15 @@ esac
 # A client killed mid-fill: throttled mount, so the fill is surely running.
 # Pieces of 4 MiB: nginx lets the first second's worth (2 MB) of every
 # response through unthrottled, and a fill fetches each piece in one request.
-mount_objfs "$URL/slow/" "$MNT_SLOW" "ring_slots=2,ring_slot_size=4M,max_connections=2" || exit 99
+# One fill worker (fill_threads=1): a fetch in flight must not hold it.
+mount_objfs "$URL/slow/" "$MNT_SLOW" \
+	"ring_slots=2,ring_slot_size=4M,max_connections=2,fill_threads=1,log_level=info" || exit 99
 SLOW_PID=$OBJFS_PID
+if grep -q "ring 2 x 4194304 bytes, 1 fill workers" "$OBJFS_LOG"; then
+	pass "fill_threads=1: the side server runs one fill worker"
+else
+	fail "expected 'ring 2 x 4194304 bytes, 1 fill workers' in the log; it says: $(grep 'side:' "$OBJFS_LOG" | head -3)"
+fi
 "$CLIENT" hang "$MNT_SLOW/big.bin" >"$TEST_TMP/hang.out" 2>&1 &
 HANG=$!
 for ((i = 0; i < 100; i++)); do
