@@ -29,6 +29,9 @@ MNT=$TEST_TMP/mnt
 MNT_SLOW=$TEST_TMP/mnt-slow
 mkdir -p "$SRC"
 head -c $((MAX + 64 * 1024 * 1024 + 13)) /dev/urandom >"$SRC/big.bin"
+# beside it, for python_check.py's batch of files opened together
+head -c 5003 /dev/urandom >"$SRC/small1.bin"
+head -c 70000 /dev/urandom >"$SRC/small2.bin"
 
 # run_fill LABEL ARGS...: run gpu_fill, pass if it exits 0, show its lines
 run_fill() {
