@@ -1448,7 +1448,10 @@ static int dc_step(struct engine_thread *th, struct objfs_dconn *dc, struct ends
 		r->progress_ns = objfs_now_ns();
 		dc->head_len += (size_t)n;
 		end = memmem(dc->head + from, dc->head_len - from, "\r\n\r\n", 4);
-		lf = memmem(dc->head + from, dc->head_len - from, "\n\n", 2);
+		/* only up to the head's end: what follows is body (up to 16 KiB
+		 * of it, scanned for nothing on every GET of a small file) */
+		lf = memmem(dc->head + from, (end ? (size_t)(end - dc->head) + 4 : dc->head_len) - from,
+			    "\n\n", 2);
 		if (lf && (!end || lf < end)) {
 			/* bare LF line ends: libcurl's tolerance, not ours */
 			dc_fallback(th, dc, "response head without CRLF line ends", 1, out);
