@@ -397,6 +397,63 @@ END_TEST
  * a quarter block) is not kept; a failed fetch keeps nothing; a block read
  * whole replaces its ranges; a block keeps 64 ranges at most.
  */
+/*
+ * A fetch whose end scribbles on the fill's destination first: a GPU client
+ * writing its ring slot while a fill into it is in flight. What the client
+ * wrote must not become the cache's bytes for the next reader (review: the
+ * kept ranges were copied from the destination).
+ */
+static char *scribble_on;
+static size_t scribble_len;
+
+struct scribble {
+	objfs_fetch_done_fn done;
+	void *arg;
+};
+
+static void scribble_done(void *arg, int err)
+{
+	struct scribble s = *(struct scribble *)arg;
+
+	free(arg);
+	memset(scribble_on, 0xa5, scribble_len);
+	s.done(s.arg, err);
+}
+
+static void scribble_fetch(void *ctx, int64_t off, size_t len, char *dst,
+			   objfs_fetch_done_fn done, void *arg)
+{
+	struct scribble *s = malloc(sizeof(*s));
+
+	ck_assert_ptr_nonnull(s);
+	*s = (struct scribble){ done, arg };
+	fake_store_fetch(ctx, off, len, dst, scribble_done, s);
+}
+
+START_TEST(test_fill_keeps_only_its_bytes)
+{
+	struct objfs_cache *c;
+	struct objfs_cache_obj o;
+	struct objfs_cache_stats st;
+	struct fake_store f = { .salt = 24 };
+	static char ring[8192], buf[8192];
+
+	ck_assert_int_eq(objfs_cache_new(1 << 20, 65536, &c), 0);
+	obj_init(&o, &f, "obj-scribbled", 1000003);
+	o.fetch = scribble_fetch;
+	scribble_on = ring;
+	scribble_len = 5000;
+	ck_assert_int_eq(fill(c, &o, 12345, 5000, ring), 0);
+	check_bytes(&f, ring, 12345, 5000); /* the fill's own bytes, not the scribble */
+	objfs_cache_get_stats(c, &st);
+	ck_assert_uint_eq(st.ranges_kept, 1);
+	ck_assert_int_eq(fill(c, &o, 12345, 5000, buf), 0); /* from the kept range */
+	check_bytes(&f, buf, 12345, 5000);
+	ck_assert_int_eq(atomic_load(&f.calls), 1);
+	objfs_cache_free(c);
+}
+END_TEST
+
 START_TEST(test_fill_keeps_ranges)
 {
 	struct objfs_cache *c;
@@ -596,6 +653,7 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, test_fill_failure);
 	tcase_add_test(tc, test_hash_grows);
 	tcase_add_test(tc, test_fill_keeps_ranges);
+	tcase_add_test(tc, test_fill_keeps_only_its_bytes);
 	tcase_add_test(tc, test_ranges_within_cap);
 	tcase_add_test(tc, test_ranges_race_blocks);
 	suite_add_tcase(s, tc);

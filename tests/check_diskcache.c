@@ -708,6 +708,51 @@ START_TEST(test_fill_from_disk)
 }
 END_TEST
 
+/* The network as net_fetch, whose end scribbles on the fill's destination
+ * first: a GPU client writing its ring slot while a fill is in flight. */
+static char *scribble_on;
+static size_t scribble_len;
+
+static void scribble_fetch(void *ctx, int64_t off, size_t len, char *dst,
+			   objfs_fetch_done_fn done, void *arg)
+{
+	(void)ctx;
+	atomic_fetch_add(&net_calls, 1);
+	for (size_t i = 0; i < len; i++)
+		dst[i] = (char)byte_at(off + (int64_t)i);
+	memset(scribble_on, 0xa5, scribble_len);
+	done(arg, 0);
+}
+
+/* What a fill writes behind to disk is its own bytes, never what its
+ * destination holds (review: written behind from the destination). */
+START_TEST(test_fill_writes_behind_only_its_bytes)
+{
+	struct objfs_diskcache *dc = open_dc(64 * (BS + HDR));
+	struct objfs_cache *c;
+	struct objfs_cache_obj o = { "scribbled\ne\n1000000", 1000000, scribble_fetch, NULL };
+	char *ring = aligned_alloc(4096, 2 * BS), *buf = aligned_alloc(4096, 2 * BS);
+
+	ck_assert(ring && buf);
+	ck_assert_int_eq(objfs_cache_new(4u << 20, BS, &c), 0);
+	objfs_cache_set_disk(c, dc);
+	scribble_on = ring;
+	scribble_len = 2 * BS;
+	atomic_store(&net_calls, 0);
+	fill_check(c, &o, 2 * BS, 2 * BS, ring); /* blocks 2 and 3, whole */
+	objfs_cache_free(c); /* flushes the disk writes */
+	ck_assert(objfs_diskcache_has(dc, o.id, 2) && objfs_diskcache_has(dc, o.id, 3));
+	ck_assert_int_eq(objfs_cache_new(4u << 20, BS, &c), 0);
+	objfs_cache_set_disk(c, dc);
+	fill_check(c, &o, 2 * BS, 2 * BS, buf); /* from disk: the right bytes */
+	ck_assert_int_eq(atomic_load(&net_calls), 1);
+	objfs_cache_free(c);
+	objfs_diskcache_free(dc);
+	free(ring);
+	free(buf);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- parts of blocks */
 
 #define PG 4096u
@@ -1627,6 +1672,7 @@ static Suite *diskcache_suite(void)
 	tcase_add_test(tc, test_read_without_fallback);
 	tcase_add_test(tc, test_lru_order_survives_remount);
 	tcase_add_test(tc, test_fill_from_disk);
+	tcase_add_test(tc, test_fill_writes_behind_only_its_bytes);
 	tcase_add_test(tc, test_partial_put_read);
 	tcase_add_test(tc, test_partial_merge_complete);
 	tcase_add_test(tc, test_partial_concurrent_merges);

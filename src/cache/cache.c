@@ -263,7 +263,7 @@ size_t objfs_cache_stream_window(const struct objfs_cache *c, size_t reserve)
 	return share > reserve ? share - reserve : 0;
 }
 
-void objfs_cache_open_obj(struct objfs_cache *c, const char *id, int64_t size)
+int objfs_cache_open_obj(struct objfs_cache *c, const char *id, int64_t size)
 {
 	struct open_obj **pp = &c->open[objfs_fnv1a(OBJFS_FNV_OFFSET, id) % OPEN_BUCKETS], *x;
 
@@ -274,13 +274,15 @@ void objfs_cache_open_obj(struct objfs_cache *c, const char *id, int64_t size)
 		free(x);
 		x = NULL;
 	}
-	if (x && !x->n++) { /* first reader (out of memory: not counted) */
+	if (x && !x->n++) { /* first reader */
 		x->size = size;
 		x->next = *pp;
 		*pp = x;
 		c->open_bytes += (uint64_t)size;
 	}
 	pthread_mutex_unlock(&c->lock);
+	/* not counted: the caller must not close it (it fails its open) */
+	return x ? 0 : -ENOMEM;
 }
 
 void objfs_cache_close_obj(struct objfs_cache *c, const char *id)
@@ -777,14 +779,29 @@ struct fill {
 	void *arg;
 };
 
-/* One asynchronous part: a disk read, or a store fetch, into the caller's memory. */
+/*
+ * One asynchronous part: a disk read, or a store fetch, into the caller's
+ * memory, or into @own first when its bytes are to be kept (a range, or
+ * written behind to disk). The cache never reads back from @dst: it may be
+ * memory another process can write (a GPU client's ring slot), and what it
+ * wrote there must not become the cache's bytes for every other reader
+ * (found in review: a client scribbling on its slot while a small fill was
+ * in flight put its bytes in the kept ranges and the disk cache).
+ */
 struct fill_part {
 	struct fill *f;
 	int64_t off;
 	size_t len;
 	char *dst;
 	int from_disk;
+	char *own;             /* NULL, or @len bytes of ours the part lands in first */
 };
+
+/* Where part @p's bytes land: its own buffer when it has one, else dst. */
+static char *part_to(const struct fill_part *p)
+{
+	return p->own ? p->own : p->dst;
+}
 
 /*
  * Ends one count of @f (a part, or the start), with @err if it failed; the
@@ -809,7 +826,7 @@ static void fill_put(struct fill *f, int err)
 
 static void fill_part_done(void *arg, int err);
 
-/* Starts @p, which the fill counts already: from the store, into p->dst. */
+/* Starts @p, which the fill counts already: from the store, into part_to(p). */
 static void fill_part_fetch(struct fill_part *p)
 {
 	struct objfs_cache *c = p->f->c;
@@ -819,7 +836,7 @@ static void fill_part_fetch(struct fill_part *p)
 	c->st.direct_bytes += p->len;
 	pthread_mutex_unlock(&c->lock);
 	p->from_disk = 0;
-	p->f->o->fetch(p->f->o->ctx, p->off, p->len, p->dst, fill_part_done, p);
+	p->f->o->fetch(p->f->o->ctx, p->off, p->len, part_to(p), fill_part_done, p);
 }
 
 /* The end of block @idx of @o: its start plus the block size, or the object's end. */
@@ -834,11 +851,12 @@ static int64_t block_end(const struct objfs_cache *c, const struct objfs_cache_o
 #define PAGE ((int64_t)4096)
 
 /*
- * A fetch straight into the caller's memory bypassed the block cache, and
- * with it the disk cache's write-behind: the pages it covers in each block
- * (whole 4 KiB pages of the block, the block's short tail included) are
- * written behind from copies, before the caller gets the memory back, so
- * a second pass (the next epoch, the same random reads) reads from disk.
+ * A fetch for the caller's memory bypassed the block cache, and with it
+ * the disk cache's write-behind: the pages it covers in each block (whole
+ * 4 KiB pages of the block, the block's short tail included) are written
+ * behind from the part's own buffer (never from the caller's memory:
+ * struct fill_part), so a second pass (the next epoch, the same random
+ * reads) reads from disk.
  */
 static void fill_write_behind(struct objfs_cache *c, const struct fill_part *p)
 {
@@ -857,7 +875,7 @@ static void fill_write_behind(struct objfs_cache *c, const struct fill_part *p)
 			to = bstart + ((to - bstart) & ~(PAGE - 1));
 		if (from < to)
 			objfs_diskcache_put_range(c->disk, o->id, idx, (size_t)(bend - bstart),
-						  (size_t)(from - bstart), p->dst + (from - p->off),
+						  (size_t)(from - bstart), p->own + (from - p->off),
 						  (size_t)(to - from));
 	}
 }
@@ -935,12 +953,12 @@ static void keep_range(struct objfs_cache *c, const struct objfs_cache_obj *o, u
 }
 
 /*
- * A small range a fill fetched straight into its caller's memory (a
- * quarter block at most: a sample of a batch, a random reader's pages; a
- * longer run is a stream and is not kept) is kept in memory, cut at block
+ * A small range a fill read for its caller, not into a block (a quarter
+ * block at most: a sample of a batch, a random reader's pages; a longer
+ * run is a stream and is not kept), is kept in memory, cut at block
  * boundaries, as ranges of its blocks: the same fill again (the next
- * epoch's sample) is a copy, not a GET. Before the caller gets @p's
- * memory back.
+ * epoch's sample) is a copy, not a GET. From the part's own buffer, never
+ * from the caller's memory (struct fill_part says why).
  */
 static void keep_ranges(struct objfs_cache *c, const struct fill_part *p)
 {
@@ -954,7 +972,7 @@ static void keep_ranges(struct objfs_cache *c, const struct fill_part *p)
 
 		if (bstart >= end)
 			break;
-		keep_range(c, p->f->o, idx, from - bstart, p->dst + (from - p->off),
+		keep_range(c, p->f->o, idx, from - bstart, p->own + (from - p->off),
 			   (size_t)(to - from));
 	}
 }
@@ -969,10 +987,13 @@ static void fill_part_done(void *arg, int err)
 		fill_part_fetch(p); /* the disk copy was bad and is gone */
 		return;
 	}
-	if (!err)
+	if (!err && p->own) {
+		memcpy(p->dst, p->own, p->len);
 		keep_ranges(c, p);
-	if (!p->from_disk && !err && c->disk)
-		fill_write_behind(c, p);
+		if (!p->from_disk && c->disk)
+			fill_write_behind(c, p);
+	}
+	free(p->own);
 	if (!p->from_disk) {
 		pthread_mutex_lock(&c->lock);
 		if (!--c->inflight)
@@ -991,9 +1012,9 @@ static int fill_part_disk(struct objfs_cache *c, struct fill_part *p)
 	int64_t bstart = (int64_t)(idx * c->bsize);
 
 	if (p->off == bstart && p->off + (int64_t)p->len == block_end(c, o, idx))
-		return objfs_diskcache_read(c->disk, o->id, idx, p->len, p->dst, fill_part_done, p);
+		return objfs_diskcache_read(c->disk, o->id, idx, p->len, part_to(p), fill_part_done, p);
 	return objfs_diskcache_read_range(c->disk, o->id, idx, (size_t)(p->off - bstart), p->len,
-					  p->dst, fill_part_done, p);
+					  part_to(p), fill_part_done, p);
 }
 
 /*
@@ -1007,7 +1028,10 @@ static int fill_part_start(struct fill *f, int64_t off, size_t len, char *dst, i
 
 	if (!p)
 		return -ENOMEM;
-	*p = (struct fill_part){ f, off, len, dst, from_disk };
+	*p = (struct fill_part){ f, off, len, dst, from_disk, NULL };
+	/* bytes to keep land in our memory first (no memory: nothing is kept) */
+	if (len <= c->bsize / 4 || c->disk)
+		p->own = malloc(len);
 	__atomic_add_fetch(&f->pending, 1, __ATOMIC_RELAXED);
 	if (from_disk && fill_part_disk(c, p) == 0)
 		return 0;

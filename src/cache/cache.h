@@ -92,10 +92,11 @@ size_t objfs_cache_stream_window(const struct objfs_cache *c, size_t reserve);
  * The objects open through readers, each counted once however many
  * handles read it: whether the objects a reader would read in whole blocks
  * fit in the cache together (reader.h). objfs_cache_open_obj() when a
- * reader of (@id, @size) is made, objfs_cache_close_obj() when it is
- * freed; objfs_cache_open_bytes() sums their sizes.
+ * reader of (@id, @size) is made (0, or -ENOMEM: not counted, so not to
+ * be closed), objfs_cache_close_obj() when it is freed;
+ * objfs_cache_open_bytes() sums their sizes.
  */
-void objfs_cache_open_obj(struct objfs_cache *c, const char *id, int64_t size);
+int objfs_cache_open_obj(struct objfs_cache *c, const char *id, int64_t size);
 void objfs_cache_close_obj(struct objfs_cache *c, const char *id);
 uint64_t objfs_cache_open_bytes(struct objfs_cache *c);
 

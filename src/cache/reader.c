@@ -38,15 +38,16 @@ int objfs_reader_new(struct objfs_cache *cache, struct objfs_object *obj,
 {
 	struct objfs_reader *r = calloc(1, sizeof(*r));
 
-	if (!r)
+	if (!r || objfs_cache_open_obj(cache, obj->cobj.id, obj->size)) {
+		free(r);
 		return -ENOMEM;
+	}
 	r->cache = cache;
 	r->obj = objfs_object_get(obj);
 	r->cfg = *cfg;
 	pthread_mutex_init(&r->lock, NULL);
 	objfs_prefetch_init(&r->pf, cfg->window_min, cfg->window_max);
 	objfs_prefetch_set_proof(&r->pf, objfs_cache_block_size(cache));
-	objfs_cache_open_obj(cache, obj->cobj.id, obj->size);
 	*out = r;
 	return 0;
 }
