@@ -157,9 +157,9 @@ static void pool_trim(struct objfs_cache *c, size_t need)
 	}
 }
 
-/* A buffer for @len bytes: pooled if one of its class is, else fresh;
- * @alloc gets its size. Counted in c->bytes by the caller. */
-static void *buf_alloc(struct objfs_cache *c, size_t len, size_t *alloc)
+/* A pooled buffer for @len bytes, or NULL if none of its class is;
+ * @alloc gets the class's size either way (c->lock held). */
+static void *pool_take(struct objfs_cache *c, size_t len, size_t *alloc)
 {
 	unsigned k;
 	size_t size = buf_class(c, len ? len : 1, &k);
@@ -169,8 +169,15 @@ static void *buf_alloc(struct objfs_cache *c, size_t len, size_t *alloc)
 	if (p) {
 		c->pool[k] = *(void **)p;
 		c->pool_bytes -= size;
-		return p;
 	}
+	return p;
+}
+
+/* A fresh buffer of a class's @size (huge-page aligned from 2 MiB). */
+static void *buf_fresh(size_t size)
+{
+	void *p;
+
 	if (size >= HUGE_PAGE) {
 		if (posix_memalign(&p, HUGE_PAGE, size))
 			return NULL;
@@ -178,6 +185,15 @@ static void *buf_alloc(struct objfs_cache *c, size_t len, size_t *alloc)
 		return p;
 	}
 	return malloc(size);
+}
+
+/* A buffer for @len bytes: pooled if one of its class is, else fresh;
+ * @alloc gets its size. Counted in c->bytes by the caller. */
+static void *buf_alloc(struct objfs_cache *c, size_t len, size_t *alloc)
+{
+	void *p = pool_take(c, len, alloc);
+
+	return p ? p : buf_fresh(*alloc);
 }
 
 /* Keeps @p (of @alloc bytes, from buf_alloc) for the next block of its
@@ -795,7 +811,21 @@ struct fill_part {
 	char *dst;
 	int from_disk;
 	char *own;             /* NULL, or @len bytes of ours the part lands in first */
+	size_t own_alloc;      /* @own's size when it came from buf_alloc, else 0 */
 };
+
+/* Frees @p's own buffer, if it still has one (to the pool if it came from there). */
+static void part_own_free(struct objfs_cache *c, struct fill_part *p)
+{
+	if (p->own && p->own_alloc) {
+		pthread_mutex_lock(&c->lock);
+		buf_free(c, p->own, p->own_alloc);
+		pthread_mutex_unlock(&c->lock);
+	} else {
+		free(p->own);
+	}
+	p->own = NULL;
+}
 
 /* Where part @p's bytes land: its own buffer when it has one, else dst. */
 static char *part_to(const struct fill_part *p)
@@ -891,15 +921,16 @@ static const struct brange *range_find(const struct objfs_block *b, int64_t off,
 }
 
 /*
- * Keeps [off, off+len) of block @idx of @o, a copy of @src, as a range of
- * the RANGES block there (made if none is): not when a whole block is
- * there, the range is kept already, the block keeps RANGES_MAX, or the
- * cap has no room once what the LRU can give is evicted.
+ * Keeps [off, off+len) of block @idx of @o as a range of the RANGES block
+ * there (made if none is): a copy of @src, or @own itself (a buffer of
+ * @own_alloc bytes from buf_alloc, taken over: kept or freed here). Not
+ * when a whole block is there, the range is kept already, the block keeps
+ * RANGES_MAX, or the cap has no room once what the LRU can give is evicted.
  */
 static void keep_range(struct objfs_cache *c, const struct objfs_cache_obj *o, uint64_t idx,
-		       int64_t off, const char *src, size_t len)
+		       int64_t off, const char *src, size_t len, char *own, size_t own_alloc)
 {
-	size_t h = key_hash(o->id, idx), alloc = 0, need;
+	size_t h = key_hash(o->id, idx), alloc = own_alloc, need;
 	struct objfs_block *b;
 	struct brange *nr;
 	char *data = NULL;
@@ -908,15 +939,19 @@ static void keep_range(struct objfs_cache *c, const struct objfs_cache_obj *o, u
 	pthread_mutex_lock(&c->lock);
 	b = find(c, o->id, idx, h);
 	if (b && (b->state != B_RANGES || b->nranges >= RANGES_MAX || range_find(b, off, len))) {
+		if (own)
+			buf_free(c, own, own_alloc);
 		pthread_mutex_unlock(&c->lock);
 		return;
 	}
 	if (b && b->refs++ == 0) /* held (off the LRU, so not evicted) until the range is in */
 		TAILQ_REMOVE(&c->lru, b, lru);
-	need = buf_class(c, len, &k);
+	need = own ? own_alloc : buf_class(c, len, &k);
 	evict(c, need);
 	if (c->bytes + need <= c->cap)
-		data = buf_alloc(c, len, &alloc);
+		data = own ? own : buf_alloc(c, len, &alloc);
+	else if (own)
+		buf_free(c, own, own_alloc);
 	if (data) {
 		c->bytes += alloc;
 		if (!b && (b = calloc(1, sizeof(*b))) && !(b->id = strdup(o->id))) {
@@ -933,7 +968,7 @@ static void keep_range(struct objfs_cache *c, const struct objfs_cache_obj *o, u
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
-	if (data && b)
+	if (data && b && !own)
 		memcpy(data, src, len); /* into a buffer no one else sees yet */
 	pthread_mutex_lock(&c->lock);
 	nr = b && data && b->hashed && b->nranges < RANGES_MAX && !range_find(b, off, len) ?
@@ -960,20 +995,28 @@ static void keep_range(struct objfs_cache *c, const struct objfs_cache_obj *o, u
  * epoch's sample) is a copy, not a GET. From the part's own buffer, never
  * from the caller's memory (struct fill_part says why).
  */
-static void keep_ranges(struct objfs_cache *c, const struct fill_part *p)
+static void keep_ranges(struct objfs_cache *c, struct fill_part *p)
 {
 	int64_t end = p->off + (int64_t)p->len;
+	uint64_t first = (uint64_t)p->off / c->bsize;
 
 	if (p->len > c->bsize / 4)
 		return;
-	for (uint64_t idx = (uint64_t)p->off / c->bsize;; idx++) {
+	if (p->own_alloc && (uint64_t)(end - 1) / c->bsize == first) {
+		/* within one block: the part's buffer becomes the range, no copy */
+		keep_range(c, p->f->o, first, p->off - (int64_t)(first * c->bsize), NULL, p->len,
+			   p->own, p->own_alloc);
+		p->own = NULL;
+		return;
+	}
+	for (uint64_t idx = first;; idx++) {
 		int64_t bstart = (int64_t)(idx * c->bsize), bend = block_end(c, p->f->o, idx);
 		int64_t from = p->off > bstart ? p->off : bstart, to = end < bend ? end : bend;
 
 		if (bstart >= end)
 			break;
 		keep_range(c, p->f->o, idx, from - bstart, p->own + (from - p->off),
-			   (size_t)(to - from));
+			   (size_t)(to - from), NULL, 0);
 	}
 }
 
@@ -989,11 +1032,11 @@ static void fill_part_done(void *arg, int err)
 	}
 	if (!err && p->own) {
 		memcpy(p->dst, p->own, p->len);
-		keep_ranges(c, p);
 		if (!p->from_disk && c->disk)
-			fill_write_behind(c, p);
+			fill_write_behind(c, p); /* from a copy of its own */
+		keep_ranges(c, p);               /* may take p->own */
 	}
-	free(p->own);
+	part_own_free(c, p);
 	if (!p->from_disk) {
 		pthread_mutex_lock(&c->lock);
 		if (!--c->inflight)
@@ -1028,10 +1071,23 @@ static int fill_part_start(struct fill *f, int64_t off, size_t len, char *dst, i
 
 	if (!p)
 		return -ENOMEM;
-	*p = (struct fill_part){ f, off, len, dst, from_disk, NULL };
-	/* bytes to keep land in our memory first (no memory: nothing is kept) */
-	if (len <= c->bsize / 4 || c->disk)
+	*p = (struct fill_part){ f, off, len, dst, from_disk, NULL, 0 };
+	/* bytes to keep land in our memory first (no memory: nothing is kept);
+	 * a small part's is a pooled buffer of its size class, warm and ready
+	 * to become its kept range */
+	if (len <= c->bsize / 4) {
+		pthread_mutex_lock(&c->lock);
+		p->own = pool_take(c, len, &p->own_alloc);
+		pthread_mutex_unlock(&c->lock);
+		/* Fresh: allocated outside the lock (malloc may wait for the mmap
+		 * lock) and touched here, so the engine's recv() into it does not
+		 * take its page faults inside the socket's lock (cold sparse GPU
+		 * fills ran a third slower with that). */
+		if (!p->own && (p->own = buf_fresh(p->own_alloc)))
+			memset(p->own, 0, p->own_alloc);
+	} else if (c->disk) {
 		p->own = malloc(len);
+	}
 	__atomic_add_fetch(&f->pending, 1, __ATOMIC_RELAXED);
 	if (from_disk && fill_part_disk(c, p) == 0)
 		return 0;
