@@ -814,7 +814,8 @@ struct fill_part {
 	size_t own_alloc;      /* @own's size when it came from buf_alloc, else 0 */
 };
 
-/* Frees @p's own buffer, if it still has one (to the pool if it came from there). */
+/* Frees @p's own buffer, if it still has one: a small part's to the pool
+ * of its class (own_alloc), a large one's to the heap. */
 static void part_own_free(struct objfs_cache *c, struct fill_part *p)
 {
 	if (p->own && p->own_alloc) {
@@ -1084,9 +1085,12 @@ static int fill_part_start(struct fill *f, int64_t off, size_t len, char *dst, i
 		 * take its page faults inside the socket's lock (cold sparse GPU
 		 * fills ran a third slower with that). */
 		if (!p->own && (p->own = buf_fresh(p->own_alloc)))
-			memset(p->own, 0, p->own_alloc);
+			memset(p->own, 0, len);
 	} else if (c->disk) {
-		p->own = malloc(len);
+		/* page-aligned: a whole block read from disk stays O_DIRECT */
+		void *m = NULL;
+
+		p->own = posix_memalign(&m, (size_t)PAGE, len) ? NULL : m;
 	}
 	__atomic_add_fetch(&f->pending, 1, __ATOMIC_RELAXED);
 	if (from_disk && fill_part_disk(c, p) == 0)
