@@ -27,12 +27,13 @@
 # BENCH_REPS (2), BENCH_OPTS (mount options), BENCH_MODES (the modes to run,
 # default "readv readv1 loop pread16"; "MODE+OPTS" runs MODE on a mount
 # with OPTS added, e.g. "readv+fill_threads=16"; "MODE@old" runs it on a
-# mount of the daemon binary BENCH_OLD, to compare two builds). After each mode's warm pass its
-# line "stats" gives the requests of each pass, the cache's hits and kept
-# ranges (where the warm bytes came from), the daemon's CPU seconds in
-# each pass (and nginx's in the cold one: the fetches' other side), and
-# how long the warm pass's fills waited for ring slots the consumer had
-# not released (side_ring_wait_us).
+# mount of the daemon binary BENCH_OLD, to compare two builds). After
+# each mode's warm pass its line "stats" gives the requests of each pass,
+# the cache's hits and kept ranges (where the warm bytes came from), the
+# daemon's CPU seconds in each pass (and nginx's in the cold one: the
+# fetches' other side), how long the warm pass's fills waited for ring
+# slots the consumer had not released (side_ring_wait_us), and the
+# daemon's minor page faults in each pass.
 
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)

@@ -811,7 +811,7 @@ struct fill_part {
 	char *dst;
 	int from_disk;
 	char *own;             /* NULL, or @len bytes of ours the part lands in first */
-	size_t own_alloc;      /* @own's size when it came from buf_alloc, else 0 */
+	size_t own_alloc;      /* a small part's: @own's size class (pooled), else 0 */
 };
 
 /* Frees @p's own buffer, if it still has one: a small part's to the pool
@@ -923,8 +923,9 @@ static const struct brange *range_find(const struct objfs_block *b, int64_t off,
 
 /*
  * Keeps [off, off+len) of block @idx of @o as a range of the RANGES block
- * there (made if none is): a copy of @src, or @own itself (a buffer of
- * @own_alloc bytes from buf_alloc, taken over: kept or freed here). Not
+ * there (made if none is): a copy of @src, or @own itself (a size-class
+ * buffer of @own_alloc bytes, taken over: kept or returned to the pool
+ * here). Not
  * when a whole block is there, the range is kept already, the block keeps
  * RANGES_MAX, or the cap has no room once what the LRU can give is evicted.
  */
