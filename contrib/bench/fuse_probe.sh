@@ -22,7 +22,9 @@
 # readers through nullfs after each pair: a FUSE file system
 # with nothing behind it and objfs's kernel settings, so what any FUSE
 # file system using the page cache gets on this machine before a byte is
-# fetched (PROBE_NULLFS_OPTS="direct_io": the same without the page cache).
+# fetched (PROBE_NULLFS_OPTS="direct_io": the same without the page cache;
+# "noopen": OPEN answered ENOSYS, no OPEN or RELEASE per file; several
+# sets separated by ";" run one after the other, "-" for none).
 #
 # Environment: PROBE_READERS ("1 16 64"; "sW": W workers cat-ing PROBE_FILES
 # files of 100 KiB, default 20000, against W curl processes over keep-alive
@@ -228,15 +230,25 @@ one() {
 	say "local $label N=$n $(gbps "$bytes" "$t0" "$t1") GB/s (the same readers on the server's files)"
 }
 
-# nullfs_run N LABEL: the same readers through nullfs (PROBE_NULLFS)
+# nullfs_run N LABEL: the same readers through nullfs (PROBE_NULLFS), once
+# per option set of PROBE_NULLFS_OPTS
 nullfs_run() {
-	local n=$1 label=$2 pids=() npid i m0 m1 t0 t1 w=$((8 * $(nproc))) bytes probe=obj0.bin
+	local n=$1 label=$2 sets o
 	[ -n "${PROBE_NULLFS:-}" ] || return 0
+	IFS=';' read -r -a sets <<<"${PROBE_NULLFS_OPTS:--}"
+	for o in "${sets[@]}"; do
+		[ "$o" != - ] || o=
+		nullfs_one "$n" "$label${o:++$o}" "$o"
+	done
+}
+
+nullfs_one() {
+	local n=$1 label=$2 o=$3 pids=() npid i m0 m1 t0 t1 w=$((8 * $(nproc))) bytes probe=obj0.bin
 	if [ "${n#s}" = "$n" ]; then bytes=$((n * SIZE)); else bytes=$((NFILES * 102400)) probe=small/f00000.bin; fi
 	# objfs's FUSE workers: 8 per core, 64-512
 	[ "$w" -ge 64 ] || w=64
 	[ "$w" -le 512 ] || w=512
-	"$PROBE_NULLFS" "$MNT" "$max" "$SIZE" "$w" "$NFILES" ${PROBE_NULLFS_OPTS:-} &
+	"$PROBE_NULLFS" "$MNT" "$max" "$SIZE" "$w" "$NFILES" "$o" &
 	npid=$!
 	for ((i = 0; i < 50; i++)); do
 		[ -e "$MNT/$probe" ] && break
@@ -250,7 +262,7 @@ nullfs_run() {
 	m1=$(machine_cpu)
 	fusermount3 -u "$MNT" || umount -l "$MNT"
 	wait "$npid"
-	say "nullfs $label N=$n $(gbps "$bytes" "$t0" "$t1") GB/s, $(busy_cores "$m0" "$m1") cores busy (FUSE, nothing behind it${PROBE_NULLFS_OPTS:+, $PROBE_NULLFS_OPTS})"
+	say "nullfs $label N=$n $(gbps "$bytes" "$t0" "$t1") GB/s, $(busy_cores "$m0" "$m1") cores busy (FUSE, nothing behind it${o:+, $o})"
 }
 
 IFS=';' read -r -a vlist <<<"$VARIANTS"

@@ -14,7 +14,15 @@
  * page cache can give them on that machine before a byte is fetched;
  * fuse_probe.sh runs it beside objfs and curl (PROBE_NULLFS).
  *
- *   nullfs MOUNTPOINT N SIZE [THREADS [M [direct_io]]]
+ *   nullfs MOUNTPOINT N SIZE [THREADS [M [OPTS]]]
+ *
+ * OPTS, comma-separated: direct_io (replies bypass the page cache), noopen
+ * (OPEN answered ENOSYS, so the kernel sends no OPEN or RELEASE for any
+ * file after the first: the floor of zero-message opens), io_uring (FUSE
+ * over io_uring, kernel >= 6.14 with /sys/module/fuse/parameters/
+ * enable_uring set: requests and replies through per-CPU io_uring queues
+ * instead of read() and writev() on /dev/fuse; needs libfuse >= 3.18, so
+ * build nullfs against it: with an older libfuse the option does nothing).
  *
  * Runs in the foreground until unmounted (fusermount3 -u MOUNTPOINT).
  */
@@ -41,7 +49,7 @@
 
 static unsigned nfiles, nsmall, nthreads = 64;
 static unsigned long long fsize;
-static int direct_io;
+static int direct_io, noopen;
 static char *src; /* SRC_BYTES of random bytes, then MAX_READ more (a reply never wraps) */
 
 /* Inodes: the root 1, obj@i.bin i + 2, small/ SMALL_DIR, small/f@j.bin
@@ -141,6 +149,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EISDIR);
 		return;
 	}
+	if (noopen) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
 	fi->keep_cache = 1;
 	fi->direct_io = direct_io;
 	fuse_reply_open(req, fi);
@@ -238,7 +250,7 @@ int main(int argc, char **argv)
 	static const struct fuse_custom_io io = { .read = dev_read, .writev = dev_writev };
 
 	if (argc < 4) {
-		fprintf(stderr, "usage: nullfs MOUNTPOINT N SIZE [THREADS [M [direct_io]]]\n");
+		fprintf(stderr, "usage: nullfs MOUNTPOINT N SIZE [THREADS [M [direct_io,noopen,io_uring]]]\n");
 		return 2;
 	}
 	nfiles = (unsigned)strtoul(argv[2], NULL, 10);
@@ -247,7 +259,10 @@ int main(int argc, char **argv)
 		nthreads = (unsigned)strtoul(argv[4], NULL, 10);
 	if (argc > 5)
 		nsmall = (unsigned)strtoul(argv[5], NULL, 10);
-	direct_io = argc > 6 && strcmp(argv[6], "direct_io") == 0;
+	direct_io = argc > 6 && strstr(argv[6], "direct_io") != NULL;
+	noopen = argc > 6 && strstr(argv[6], "noopen") != NULL;
+	if (argc > 6 && strstr(argv[6], "io_uring"))
+		setenv("FUSE_URING_ENABLE", "1", 1); /* libfuse >= 3.18 reads it */
 	src = malloc(SRC_BYTES + MAX_READ);
 	if (!src || !nthreads)
 		return 2;
