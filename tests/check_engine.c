@@ -21,6 +21,12 @@
  *   /gone     404 with a small body
  *   /head     206 whose head arrives in two pieces, the body in the second
  *   /lfhead   206 whose head ends its lines with a bare LF (libcurl takes it)
+ *   /lfcrlf   the same but only the last header line's end is a bare LF,
+ *             the blank line after it CRLF (libcurl ends the head there)
+ *   /headdrip 206 whose head comes a byte every 400 ms: never silent for
+ *             the timeout, never done (36 s)
+ *   /bodydrip 206 head at once, then a body byte every 1.5 s: under a byte
+ *             a second, never silent for a 2 s timeout
  *   /redir    302 to /ok
  *   /redirhost 302 to /ok on http://localhost:PORT (another origin)
  *   /bighead, /bigline  206 with a 200 KB head: 2,000 lines, or one line
@@ -95,6 +101,16 @@ static void body_of(char *b, size_t n)
 static void put(int c, const char *p, size_t n)
 {
 	(void)!send(c, p, n, MSG_NOSIGNAL);
+}
+
+/* Sends @p a byte every @ms; stops when the peer is gone. */
+static void drip(int c, const char *p, size_t n, unsigned ms)
+{
+	for (size_t i = 0; i < n; i++) {
+		usleep(ms * 1000);
+		if (send(c, p + i, 1, MSG_NOSIGNAL) != 1)
+			return;
+	}
 }
 
 /* Blocks until the peer closes (or errors). */
@@ -190,6 +206,19 @@ static void *conn_main(void *arg)
 
 			put(c, h, strlen(h));
 			put(c, body, BODY);
+		} else if (strncmp(req, "GET /lfcrlf ", 12) == 0) {
+			static const char h[] = "HTTP/1.1 206 Partial Content\r\nContent-Range: "
+				"bytes 0-99/1000\r\nContent-Length: 100\n\r\n";
+
+			put(c, h, strlen(h));
+			put(c, body, BODY);
+		} else if (strncmp(req, "GET /headdrip ", 14) == 0) {
+			drip(c, head, strlen(head), 400);
+			break;
+		} else if (strncmp(req, "GET /bodydrip ", 14) == 0) {
+			put(c, head, strlen(head));
+			drip(c, body, BODY, 1500);
+			break;
 		} else if (strncmp(req, "GET /redir ", 11) == 0) {
 			static const char h[] = "HTTP/1.1 302 Found\r\nLocation: /ok\r\n"
 				"Content-Length: 0\r\n\r\n";
@@ -337,10 +366,10 @@ static void srv_stop(struct srv *s)
 /* allow_redirects of the engines engine() makes (enum objfs_redirects). */
 static int redirects;
 
-static struct objfs_engine *engine(unsigned conns, int direct)
+static struct objfs_engine *engine_tmo(unsigned conns, int direct, double timeout)
 {
 	struct objfs_engine_cfg cfg = {
-		.threads = 1, .max_host_conns = conns, .timeout = 1.0, .retries = 1,
+		.threads = 1, .max_host_conns = conns, .timeout = timeout, .retries = 1,
 		.direct = direct,
 	};
 	struct objfs_engine *e = NULL;
@@ -350,6 +379,11 @@ static struct objfs_engine *engine(unsigned conns, int direct)
 #endif
 	ck_assert_int_eq(objfs_engine_new(&cfg, &e), 0);
 	return e;
+}
+
+static struct objfs_engine *engine(unsigned conns, int direct)
+{
+	return engine_tmo(conns, direct, 1.0);
 }
 
 static void ranged(struct objfs_req *r, char *url, size_t cap, int port, const char *path,
@@ -370,6 +404,7 @@ struct run {
 	int direct;       /* in: engine with the direct receive path */
 	unsigned conns;   /* in: connections */
 	int no_redirect;  /* in: requests as the S3 store makes them (a 3xx is not followed) */
+	double timeout;   /* in: the engine's, seconds (0: 1 s) */
 	double el;        /* seconds the requests took */
 	int served;       /* requests the server saw (not counting the warm-up) */
 	int accepted;     /* connections the server accepted (warm-up included) */
@@ -395,7 +430,7 @@ static int fetch(const char *const *paths, size_t n, struct run *run, struct obj
 	ck_assert_uint_le(n, 4);
 	memset(dst, 0xAA, n * BODY);
 	srv_start(&s);
-	e = engine(run->conns, run->direct);
+	e = engine_tmo(run->conns, run->direct, run->timeout > 0 ? run->timeout : 1.0);
 	if (run->direct) {
 		struct objfs_req *wp = &w;
 
@@ -684,6 +719,7 @@ static const struct direct_case {
 	{ "/chunked", 0, 1, 0, 1, -1 },
 	/* bare LF heads and redirects: libcurl's, for this origin from then on */
 	{ "/lfhead", 0, 1, 0, 1, -1 },
+	{ "/lfcrlf", 0, 1, 0, 1, -1 },
 	{ "/redir", 0, 1, 0, 1, -1 },
 	/* an error status: libcurl reads it and maps it, as for any request */
 	{ "/gone", -ENOENT, 1, 0, 4, -1 },
@@ -720,6 +756,35 @@ START_TEST(test_direct_cases)
 	if (c->accepted >= 0)
 		ck_assert_msg(run.accepted == c->accepted, "%s: %d connections, expected %d",
 			      c->path, run.accepted, c->accepted);
+}
+END_TEST
+
+/*
+ * A server that drips, never silent for the timeout: the direct path has
+ * no libcurl behind it to give up, so the watchdog does (engine.c): a head
+ * not complete within twice the timeout, or a body under a byte a second
+ * over that window, ends the attempt (-ETIMEDOUT, retried once). Found in
+ * review: each attempt was held for as long as the server dripped (days
+ * at the default timeout).
+ */
+START_TEST(test_direct_drip)
+{
+	static const char *const paths[] = { "/headdrip", "/bodydrip" };
+	const char *path = paths[_i];
+	/* the body drip is 1.5 s apart: a 2 s timeout never sees silence */
+	struct run run = { .direct = 1, .conns = 1, .timeout = _i ? 2.0 : 1.0 };
+	struct objfs_req r;
+	char dst[BODY];
+	int err = fetch(&path, 1, &run, &r, dst);
+	double win = 2 * run.timeout;
+
+	ck_assert_int_eq(err, -ETIMEDOUT);
+	ck_assert_uint_eq(r.attempts, 2);
+	/* each attempt cut within two windows (the watchdog looks when the
+	 * thread wakes: at a byte, or once a second), not after the drip */
+	ck_assert_msg(run.el >= 2 * win - 0.5 && run.el < 4 * win,
+		      "%s: failed after %.2f s, expected %.0f-%.0f s (2 attempts, %.0f s windows)",
+		      path, run.el, 2 * win, 4 * win, win);
 }
 END_TEST
 
@@ -2226,6 +2291,7 @@ static Suite *engine_suite(void)
 	tcase_add_loop_test(td, test_direct_cases, 0,
 			    sizeof(direct_cases) / sizeof(direct_cases[0]));
 	tcase_add_test(td, test_direct_needs_an_address);
+	tcase_add_loop_test(td, test_direct_drip, 0, 2);
 	tcase_add_test(td, test_direct_rests);
 #ifndef OBJFS_BEFORE_FIX
 	tcase_add_test(td, test_join_adjacent);

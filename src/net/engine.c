@@ -41,7 +41,13 @@
  * only; tests/check_engine's trickle under ASan). A request may also carry
  * a deadline (listings do: list_timeout): the watchdog cuts an attempt
  * still in flight past it and the request is not retried, so a body
- * trickling one byte a second, never silent, still ends.
+ * trickling one byte a second, never silent, still ends. The direct path
+ * (engine_direct.c) has no libcurl behind it, so the watchdog is its
+ * backstop too (found in review: a server sending a byte just inside every
+ * timeout held an attempt for days): over each window of twice the timeout
+ * from the connection on, its head must be complete by the end of the
+ * first and every window must bring at least a byte a second on average,
+ * as libcurl's check asks of its body; else -ETIMEDOUT, retried.
  *
  * Body buffers. A whole-body GET (a listing page, an index) receives into
  * r->body. It grew from 16 KiB by doubling, and main.c fixes malloc's mmap
@@ -633,9 +639,30 @@ static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
 }
 
 /*
- * Ends in-flight attempts that have received nothing for the timeout (see
- * the file header). Removing the handle closes its connection: curl never
- * reuses one with a transfer cut short.
+ * Whether direct attempt @r is too slow (the file header): a window of
+ * @win ns from its first watch on a connection ended with its head not in,
+ * or with under a byte a second in it. Starts the next window otherwise.
+ */
+static int direct_too_slow(struct objfs_req *r, int64_t now, int64_t win)
+{
+	if (!r->slow_ns) {
+		r->slow_ns = now;
+		r->slow_mark = r->rcvd;
+		return 0;
+	}
+	if (now - r->slow_ns < win)
+		return 0;
+	if (!r->checked || r->rcvd - r->slow_mark < (size_t)(win / 1000000000))
+		return 1;
+	r->slow_ns = now;
+	r->slow_mark = r->rcvd;
+	return 0;
+}
+
+/*
+ * Ends in-flight attempts that have received nothing for the timeout, and
+ * direct ones too slow (see the file header). Removing the handle closes
+ * its connection: curl never reuses one with a transfer cut short.
  */
 static void watch_stalls(struct engine_thread *th, int64_t now)
 {
@@ -652,10 +679,19 @@ static void watch_stalls(struct engine_thread *th, int64_t now)
 			conclude(th, r, -ETIMEDOUT, 0, -1);
 			continue;
 		}
-		if (!r->progress_ns || now - r->progress_ns <= limit)
+		if (!r->progress_ns)
 			continue;
-		objfs_info("%s: nothing received for %.1f s (attempt %u)", r->url,
-			   (double)(now - r->progress_ns) / 1e9, r->attempts);
+		if (now - r->progress_ns > limit) {
+			objfs_info("%s: nothing received for %.1f s (attempt %u)", r->url,
+				   (double)(now - r->progress_ns) / 1e9, r->attempts);
+		} else if (r->dconn && direct_too_slow(r, now, 2 * limit)) {
+			objfs_info("%s: %s in %.0f s (attempt %u)", r->url,
+				   r->checked ? "under a byte a second"
+					      : "no complete response head",
+				   2 * (double)limit / 1e9, r->attempts);
+		} else {
+			continue;
+		}
 		inflight_remove(th, r);
 		conclude(th, r, -ETIMEDOUT, 1, -1);
 	}

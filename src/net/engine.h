@@ -123,6 +123,11 @@ struct objfs_req {
 	void *dconn;            /* in flight on the direct path: its connection */
 	int no_direct;          /* this request goes through libcurl only */
 	int64_t sent_ns;        /* direct path: request written (for ttfb) */
+	size_t rcvd;            /* direct path: bytes received on the connection
+				   for this request (head and body) */
+	int64_t slow_ns;        /* direct path: start of the low-speed window
+				   (engine.c, watch_stalls); 0 none yet */
+	size_t slow_mark;       /* rcvd at slow_ns */
 	struct objfs_req *joined; /* direct path: the next part of this GET (a
 				     waiting request whose range continues
 				     this one's, engine_direct.c "Joined GETs") */

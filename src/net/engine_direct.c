@@ -974,6 +974,8 @@ static void dc_begin(struct objfs_dconn *dc, struct objfs_req *r)
 	dc->chunked = 0;
 	r->dconn = dc;
 	r->progress_ns = objfs_now_ns(); /* it has a connection: the clock runs */
+	r->slow_ns = 0;
+	r->rcvd = 0;
 	r->sent_ns = 0;
 	if (dc->state != DC_CONNECT && dc->state != DC_TLS)
 		dc_state(dc, DC_SEND);
@@ -1076,8 +1078,8 @@ static void join_waiting(struct engine_thread *th, struct objfs_req *r)
 			if (k++ == JOIN_SCAN || strcmp(w->url, r->url) != 0)
 				break;
 			if (w->off != last->off + (int64_t)last->len || w->method != OBJFS_GET ||
-			    !w->len || !w->dst || w->no_direct || w->len > JOIN_MAX - span ||
-			    !same_get(r, w))
+			    !w->len || !w->dst || w->no_direct || w->no_join ||
+			    w->len > JOIN_MAX - span || !same_get(r, w))
 				continue;
 			TAILQ_REMOVE(&th->dwait, w, link);
 			last->joined = w;
@@ -1257,6 +1259,8 @@ static int part_done(struct engine_thread *th, struct objfs_dconn *dc, struct en
 	n->dconn = dc;
 	n->sent_ns = r->sent_ns;
 	n->progress_ns = objfs_now_ns();
+	n->slow_ns = 0; /* its own low-speed window (engine.c, watch_stalls) */
+	n->rcvd = 0;
 	dc->r = n;
 	dc->ttfb = -1; /* the time to a first byte is the GET's, counted once */
 	objfs_stats_joined();
@@ -1388,6 +1392,23 @@ static int tls_step(struct engine_thread *th, struct objfs_dconn *dc, struct end
 	return 1;
 }
 
+/*
+ * Whether [@from, @to) of @head holds a line end that is a bare LF (a
+ * '\n' not after '\r'): "\n\n" and "\n\r\n" alike, the second of which
+ * libcurl ends the head at while a search for CRLF CRLF never finds it
+ * (found in review: every read from such a server timed out on the direct
+ * path instead of going to libcurl).
+ */
+static int bare_lf(const char *head, size_t from, size_t to)
+{
+	const char *p = from < to ? memchr(head + from, '\n', to - from) : NULL;
+
+	for (; p; p = memchr(p + 1, '\n', (size_t)(head + to - (p + 1))))
+		if (p == head || p[-1] != '\r')
+			return 1;
+	return 0;
+}
+
 /* Moves @dc along as far as it goes without blocking; an attempt that
  * ends goes to @out. Returns 1 when @dc went on with a joined part, which
  * is to be stepped next (its bytes may be buffered already). */
@@ -1429,9 +1450,9 @@ static int dc_step(struct engine_thread *th, struct objfs_dconn *dc, struct ends
 		dc_state(dc, DC_HEAD);
 	}
 	while (dc->state == DC_HEAD) {
-		size_t from = dc->head_len > 3 ? dc->head_len - 3 : 0;
+		size_t seen = dc->head_len, from = seen > 3 ? seen - 3 : 0;
 		ssize_t n;
-		char *end, *lf;
+		char *end;
 
 		if (dc->head_len == sizeof(dc->head) - 1) {
 			dc_fallback(th, dc, "response head too large", 0, out);
@@ -1446,13 +1467,12 @@ static int dc_step(struct engine_thread *th, struct objfs_dconn *dc, struct ends
 			return 0;
 		}
 		r->progress_ns = objfs_now_ns();
+		r->rcvd += (size_t)n;
 		dc->head_len += (size_t)n;
 		end = memmem(dc->head + from, dc->head_len - from, "\r\n\r\n", 4);
 		/* only up to the head's end: what follows is body (up to 16 KiB
 		 * of it, scanned for nothing on every GET of a small file) */
-		lf = memmem(dc->head + from, (end ? (size_t)(end - dc->head) + 4 : dc->head_len) - from,
-			    "\n\n", 2);
-		if (lf && (!end || lf < end)) {
+		if (bare_lf(dc->head, seen, end ? (size_t)(end - dc->head) + 4 : dc->head_len)) {
 			/* bare LF line ends: libcurl's tolerance, not ours */
 			dc_fallback(th, dc, "response head without CRLF line ends", 1, out);
 			return 0;
@@ -1479,6 +1499,7 @@ static int dc_step(struct engine_thread *th, struct objfs_dconn *dc, struct ends
 					   out);
 				return 0;
 			}
+			r->rcvd += (size_t)n;
 		}
 		r->progress_ns = objfs_now_ns();
 		r->got += (size_t)n;
