@@ -795,6 +795,8 @@ struct fill {
 	void *arg;
 };
 
+#define PAGE ((int64_t)4096)
+
 /*
  * One asynchronous part: a disk read, or a store fetch, into the caller's
  * memory, or into @own first when its bytes are to be kept (a range, or
@@ -810,21 +812,75 @@ struct fill_part {
 	size_t len;
 	char *dst;
 	int from_disk;
-	char *own;             /* NULL, or @len bytes of ours the part lands in first */
+	char *own;             /* NULL, or @len bytes of ours the part lands in first,
+				  counted in c->bytes (own_alloc, else len) */
 	size_t own_alloc;      /* a small part's: @own's size class (pooled), else 0 */
 };
 
-/* Frees @p's own buffer, if it still has one: a small part's to the pool
- * of its class (own_alloc), a large one's to the heap. */
+/*
+ * Gives @p its own buffer, counted under the cap like a block: a small
+ * part's from the pool of its size class (or fresh), a large one's
+ * page-aligned (whole blocks read from disk stay O_DIRECT). With no room
+ * once what the LRU can give is evicted, or no memory, @p has none: then
+ * nothing is kept, and it is fetched, not read from disk (a disk read
+ * checks what it read, and the destination may be a client's memory). A
+ * review found these buffers counted nowhere while in flight: a batch of
+ * fills held memory past cache_size.
+ */
+static void part_own_take(struct objfs_cache *c, struct fill_part *p, int small)
+{
+	size_t size = p->len;
+	int fresh = 0;
+
+	pthread_mutex_lock(&c->lock);
+	if (small)
+		p->own = pool_take(c, p->len, &size); /* from the pool: counted there */
+	if (!p->own) {
+		evict(c, size);
+		fresh = c->bytes + c->pool_bytes + size <= c->cap;
+	}
+	if (p->own || fresh)
+		c->bytes += size;
+	pthread_mutex_unlock(&c->lock);
+	if (small)
+		p->own_alloc = size;
+	if (!fresh)
+		return;
+	if (small) {
+		/* Allocated outside the lock (malloc may wait for the mmap lock)
+		 * and touched here, so the engine's recv() into it does not take
+		 * its page faults inside the socket's lock (cold sparse GPU fills
+		 * ran a third slower with that). */
+		if ((p->own = buf_fresh(size)))
+			memset(p->own, 0, p->len);
+	} else {
+		void *m = NULL;
+
+		p->own = posix_memalign(&m, (size_t)PAGE, size) ? NULL : m;
+	}
+	if (!p->own) {
+		pthread_mutex_lock(&c->lock);
+		c->bytes -= size;
+		pthread_mutex_unlock(&c->lock);
+	}
+}
+
+/* Frees @p's own buffer, if it still has one, and uncounts it: a small
+ * part's to the pool of its class (own_alloc), a large one's to the heap. */
 static void part_own_free(struct objfs_cache *c, struct fill_part *p)
 {
-	if (p->own && p->own_alloc) {
-		pthread_mutex_lock(&c->lock);
+	if (!p->own)
+		return;
+	pthread_mutex_lock(&c->lock);
+	if (p->own_alloc) {
+		c->bytes -= p->own_alloc;
 		buf_free(c, p->own, p->own_alloc);
-		pthread_mutex_unlock(&c->lock);
 	} else {
-		free(p->own);
+		c->bytes -= p->len;
 	}
+	pthread_mutex_unlock(&c->lock);
+	if (!p->own_alloc)
+		free(p->own);
 	p->own = NULL;
 }
 
@@ -879,8 +935,6 @@ static int64_t block_end(const struct objfs_cache *c, const struct objfs_cache_o
 	return bend < o->size ? bend : o->size;
 }
 
-#define PAGE ((int64_t)4096)
-
 /*
  * A fetch for the caller's memory bypassed the block cache, and with it
  * the disk cache's write-behind: the pages it covers in each block (whole
@@ -923,9 +977,9 @@ static const struct brange *range_find(const struct objfs_block *b, int64_t off,
 
 /*
  * Keeps [off, off+len) of block @idx of @o as a range of the RANGES block
- * there (made if none is): a copy of @src, or @own itself (a size-class
- * buffer of @own_alloc bytes, taken over: kept or returned to the pool
- * here). Not
+ * there (made if none is): a copy of @src, or @own itself (a fill part's
+ * size-class buffer of @own_alloc bytes, counted in c->bytes: taken over,
+ * kept or returned to the pool here). Not
  * when a whole block is there, the range is kept already, the block keeps
  * RANGES_MAX, or the cap has no room once what the LRU can give is evicted.
  */
@@ -939,6 +993,8 @@ static void keep_range(struct objfs_cache *c, const struct objfs_cache_obj *o, u
 	unsigned k;
 
 	pthread_mutex_lock(&c->lock);
+	if (own)
+		c->bytes -= own_alloc; /* counted again below if kept */
 	b = find(c, o->id, idx, h);
 	if (b && (b->state != B_RANGES || b->nranges >= RANGES_MAX || range_find(b, off, len))) {
 		if (own)
@@ -1074,27 +1130,13 @@ static int fill_part_start(struct fill *f, int64_t off, size_t len, char *dst, i
 	if (!p)
 		return -ENOMEM;
 	*p = (struct fill_part){ f, off, len, dst, from_disk, NULL, 0 };
-	/* bytes to keep land in our memory first (no memory: nothing is kept);
-	 * a small part's is a pooled buffer of its size class, warm and ready
-	 * to become its kept range */
-	if (len <= c->bsize / 4) {
-		pthread_mutex_lock(&c->lock);
-		p->own = pool_take(c, len, &p->own_alloc);
-		pthread_mutex_unlock(&c->lock);
-		/* Fresh: allocated outside the lock (malloc may wait for the mmap
-		 * lock) and touched here, so the engine's recv() into it does not
-		 * take its page faults inside the socket's lock (cold sparse GPU
-		 * fills ran a third slower with that). */
-		if (!p->own && (p->own = buf_fresh(p->own_alloc)))
-			memset(p->own, 0, len);
-	} else if (c->disk) {
-		/* page-aligned: a whole block read from disk stays O_DIRECT */
-		void *m = NULL;
-
-		p->own = posix_memalign(&m, (size_t)PAGE, len) ? NULL : m;
-	}
+	/* bytes to keep land in our memory first: a small part's (kept as a
+	 * range), or any part's with a disk cache (written behind, and what a
+	 * disk read checks) */
+	if (len <= c->bsize / 4 || c->disk)
+		part_own_take(c, p, len <= c->bsize / 4);
 	__atomic_add_fetch(&f->pending, 1, __ATOMIC_RELAXED);
-	if (from_disk && fill_part_disk(c, p) == 0)
+	if (from_disk && p->own && fill_part_disk(c, p) == 0)
 		return 0;
 	fill_part_fetch(p);
 	return 0;

@@ -11,9 +11,12 @@
  * starts the fetch; later readers take a reference and wait.
  *
  * The cap is hard for what the cache keeps; blocks that readers hold or that
- * are being fetched are counted too, and prefetching (objfs_cache_prefetch)
- * is refused when it would exceed the cap, so memory stays bounded while
- * demand reads still always make progress.
+ * are being fetched are counted too, as are the buffers fills receive into
+ * before the bytes go to the caller (a fill with no room gets none: it
+ * receives straight into the caller's memory and keeps nothing), and
+ * prefetching (objfs_cache_prefetch) is refused when it would exceed the
+ * cap, so memory stays bounded while demand reads still always make
+ * progress.
  *
  * Two ways in, and every read takes one of them (the read policy that
  * chooses is reader.h's, per open handle; the GPU side API always fills):

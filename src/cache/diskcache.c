@@ -934,7 +934,12 @@ static void read_done(struct objfs_diskcache *dc, struct dreq *r, int res)
 		read_fail(dc, r, why, 0);
 		return;
 	}
-	if (m.meta_len != r->meta_len || r->off + r->len > m.block_len) {
+	/* a range is read to the block length the index knows (from the file
+	 * size for a whole chunk found by the scan: a torn file says less than
+	 * its header), and the check reads whole pages of the header's: they
+	 * must agree, or it reads past the destination (found in review) */
+	if (m.meta_len != r->meta_len || r->off + r->len > m.block_len ||
+	    (!r->whole && m.block_len != r->block_len)) {
 		read_fail(dc, r, "length mismatch", 0);
 		return;
 	}
