@@ -709,6 +709,38 @@ START_TEST(test_fill_from_disk)
 }
 END_TEST
 
+/*
+ * A fill part whose own buffer cannot get room however much is evicted
+ * (blocks held fill most of the cap) goes without one and leaves the LRU
+ * alone: a review found a large part (with a disk cache, any part has one)
+ * emptying the memory cache first, for nothing. Cap 8 blocks: 6 pinned,
+ * 2 cached on the LRU, then a fill of 3 blocks not in memory.
+ */
+START_TEST(test_fill_no_room_evicts_nothing)
+{
+	struct objfs_diskcache *dc = open_dc(64 * (BS + HDR));
+	struct objfs_cache *c;
+	struct objfs_cache_obj o = { "full\ne\n4000000", 4000000, net_fetch, NULL };
+	struct objfs_cache_pin pins[6];
+	char *buf = aligned_alloc(4096, 3 * BS);
+
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_int_eq(objfs_cache_new(8 * BS, BS, &c), 0);
+	objfs_cache_set_disk(c, dc);
+	for (int i = 0; i < 6; i++)
+		ck_assert_int_eq(objfs_cache_pin(c, &o, (int64_t)i * BS, BS, &pins[i]), 0);
+	ck_assert_int_eq(objfs_cache_read(c, &o, 6 * BS, 2 * BS, buf), 0);
+	ck_assert(objfs_cache_has(c, o.id, 6) && objfs_cache_has(c, o.id, 7));
+	fill_check(c, &o, 20 * BS, 3 * BS, buf);
+	ck_assert(objfs_cache_has(c, o.id, 6) && objfs_cache_has(c, o.id, 7));
+	for (int i = 0; i < 6; i++)
+		objfs_cache_unpin(c, &pins[i]);
+	objfs_cache_free(c);
+	objfs_diskcache_free(dc);
+	free(buf);
+}
+END_TEST
+
 /* The network as net_fetch, whose end scribbles on the fill's destination
  * first: a GPU client writing its ring slot while a fill is in flight. */
 static char *scribble_on;
@@ -1718,6 +1750,7 @@ static Suite *diskcache_suite(void)
 	tcase_add_test(tc, test_partial_flipped_meta);
 	tcase_add_test(tc, test_partial_warm_start);
 	tcase_add_test(tc, test_torn_whole_chunk);
+	tcase_add_test(tc, test_fill_no_room_evicts_nothing);
 	tcase_add_test(tc, test_range_hostile);
 	tcase_add_test(tc, test_forged_chunk_refused);
 	tcase_add_test(tc, test_page_moved_refused);

@@ -97,6 +97,7 @@ struct objfs_cache {
 	struct objfs_block **hash;
 	size_t nbuckets, nblocks;
 	TAILQ_HEAD(lru_list, objfs_block) lru; /* head: most recently used */
+	size_t lru_bytes;          /* what evicting the whole LRU would free */
 	unsigned inflight;
 	unsigned streams;          /* atomic: sequential streams sharing the prefetch room */
 	struct objfs_cache_stats st;
@@ -355,9 +356,34 @@ static void block_free(struct objfs_cache *c, struct objfs_block *b)
 	free(b);
 }
 
-static void evict_one(struct objfs_cache *c, struct objfs_block *b)
+/* The LRU holds the blocks nobody references; lru_bytes counts them. */
+static void lru_remove(struct objfs_cache *c, struct objfs_block *b)
 {
 	TAILQ_REMOVE(&c->lru, b, lru);
+	c->lru_bytes -= b->alloc;
+}
+
+static void lru_insert(struct objfs_cache *c, struct objfs_block *b, int tail)
+{
+	if (tail)
+		TAILQ_INSERT_TAIL(&c->lru, b, lru);
+	else
+		TAILQ_INSERT_HEAD(&c->lru, b, lru);
+	c->lru_bytes += b->alloc;
+}
+
+/* Whether evicting what the LRU holds can make room for @need more bytes:
+ * blocks held or being fetched and the buffers of fills in flight may fill
+ * the cap on their own, and emptying the LRU would then gain nothing (a
+ * review found a large fill part wiping the cache so, and going without). */
+static int room_by_evicting(const struct objfs_cache *c, size_t need)
+{
+	return c->bytes - c->lru_bytes + need <= c->cap;
+}
+
+static void evict_one(struct objfs_cache *c, struct objfs_block *b)
+{
+	lru_remove(c, b);
 	unhash(c, b);
 	c->st.evictions++;
 	if (b->prefetched && !b->touched)
@@ -396,7 +422,7 @@ static void make_room(struct objfs_cache *c)
 static void ref(struct objfs_cache *c, struct objfs_block *b)
 {
 	if (b->refs == 0)
-		TAILQ_REMOVE(&c->lru, b, lru);
+		lru_remove(c, b);
 	b->refs++;
 	b->touched = 1;
 	if (b->state == B_LOADING)
@@ -411,10 +437,8 @@ static void unref(struct objfs_cache *c, struct objfs_block *b)
 		return;
 	if (!b->hashed)
 		block_free(c, b);
-	else if (b->behind)
-		TAILQ_INSERT_TAIL(&c->lru, b, lru);
 	else
-		TAILQ_INSERT_HEAD(&c->lru, b, lru);
+		lru_insert(c, b, b->behind);
 }
 
 static struct objfs_block *find(struct objfs_cache *c, const char *id, uint64_t idx, size_t h)
@@ -462,7 +486,7 @@ static struct objfs_block *find_block(struct objfs_cache *c, const char *id, uin
 		return b;
 	unhash(c, b);
 	if (!b->refs) {
-		TAILQ_REMOVE(&c->lru, b, lru);
+		lru_remove(c, b);
 		block_free(c, b);
 	}
 	return NULL;
@@ -836,7 +860,8 @@ static void part_own_take(struct objfs_cache *c, struct fill_part *p, int small)
 	if (small)
 		p->own = pool_take(c, p->len, &size); /* from the pool: counted there */
 	if (!p->own) {
-		evict(c, size);
+		if (room_by_evicting(c, size))
+			evict(c, size);
 		fresh = c->bytes + c->pool_bytes + size <= c->cap;
 	}
 	if (p->own || fresh)
@@ -1003,9 +1028,10 @@ static void keep_range(struct objfs_cache *c, const struct objfs_cache_obj *o, u
 		return;
 	}
 	if (b && b->refs++ == 0) /* held (off the LRU, so not evicted) until the range is in */
-		TAILQ_REMOVE(&c->lru, b, lru);
+		lru_remove(c, b);
 	need = own ? own_alloc : buf_class(c, len, &k);
-	evict(c, need);
+	if (room_by_evicting(c, need))
+		evict(c, need);
 	if (c->bytes + need <= c->cap)
 		data = own ? own : buf_alloc(c, len, &alloc);
 	else if (own)
