@@ -376,10 +376,6 @@ static void lru_insert(struct objfs_cache *c, struct objfs_block *b, int tail)
  * blocks held or being fetched and the buffers of fills in flight may fill
  * the cap on their own, and emptying the LRU would then gain nothing (a
  * review found a large fill part wiping the cache so, and going without). */
-static int room_by_evicting(const struct objfs_cache *c, size_t need)
-{
-	return c->bytes - c->lru_bytes + need <= c->cap;
-}
 
 static void evict_one(struct objfs_cache *c, struct objfs_block *b)
 {
@@ -398,6 +394,21 @@ static void evict(struct objfs_cache *c, size_t need)
 	while (c->bytes + need > c->cap && TAILQ_LAST(&c->lru, lru_list))
 		evict_one(c, TAILQ_LAST(&c->lru, lru_list));
 	pool_trim(c, need);
+}
+
+/*
+ * Whether @need more bytes fit under the cap, evicting for them only when
+ * what the LRU holds can make the room: blocks held or being fetched and
+ * the buffers of fills in flight may fill the cap on their own, and
+ * emptying the LRU would then gain nothing (a review found a large fill
+ * part wiping the cache so, and going without).
+ */
+static int evict_for(struct objfs_cache *c, size_t need)
+{
+	if (c->bytes - c->lru_bytes + need > c->cap)
+		return 0;
+	evict(c, need);
+	return c->bytes + need <= c->cap;
 }
 
 /*
@@ -859,11 +870,8 @@ static void part_own_take(struct objfs_cache *c, struct fill_part *p, int small)
 	pthread_mutex_lock(&c->lock);
 	if (small)
 		p->own = pool_take(c, p->len, &size); /* from the pool: counted there */
-	if (!p->own) {
-		if (room_by_evicting(c, size))
-			evict(c, size);
-		fresh = c->bytes + c->pool_bytes + size <= c->cap;
-	}
+	if (!p->own) /* fresh memory: the pool's idle buffers count too */
+		fresh = evict_for(c, size) && c->bytes + c->pool_bytes + size <= c->cap;
 	if (p->own || fresh)
 		c->bytes += size;
 	pthread_mutex_unlock(&c->lock);
@@ -1030,9 +1038,7 @@ static void keep_range(struct objfs_cache *c, const struct objfs_cache_obj *o, u
 	if (b && b->refs++ == 0) /* held (off the LRU, so not evicted) until the range is in */
 		lru_remove(c, b);
 	need = own ? own_alloc : buf_class(c, len, &k);
-	if (room_by_evicting(c, need))
-		evict(c, need);
-	if (c->bytes + need <= c->cap)
+	if (evict_for(c, need)) /* buf_alloc takes from the pool first */
 		data = own ? own : buf_alloc(c, len, &alloc);
 	else if (own)
 		buf_free(c, own, own_alloc);
