@@ -22,8 +22,10 @@
 #include "store.h"
 #include "store_s3_i.h"
 
+/* A page opening as the servers we ask (encoding-type=url) answer. */
+#define ENC "<EncodingType>url</EncodingType>"
 #define HDR "<?xml version=\"1.0\" encoding=\"UTF-8\"?>" \
-	"<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">"
+	"<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\">" ENC
 
 static const struct objfs_listent *find(const struct objfs_listing *l, const char *name)
 {
@@ -220,9 +222,9 @@ static const struct {
 	{ HDR "<IsTruncated>false</IsTruncated><Contents><Key>a</Key><Size>1</Size></Contents>"
 	  "</ListBucketResult>", 0 },
 	/* no declaration, single quotes, standalone, white space in tags */
-	{ "<ListBucketResult xmlns='x' ><Contents ><Key>a</Key ><Size>1</Size></Contents>"
+	{ "<ListBucketResult xmlns='x' >" ENC "<Contents ><Key>a</Key ><Size>1</Size></Contents>"
 	  "</ListBucketResult >\n", 0 },
-	{ "<?xml version='1.0' encoding='utf-8' standalone='yes' ?>\n<ListBucketResult>"
+	{ "<?xml version='1.0' encoding='utf-8' standalone='yes' ?>\n<ListBucketResult>" ENC
 	  "<Contents><Key>a</Key><Size>1</Size></Contents></ListBucketResult>", 0 },
 	/* entities and character references, in keys, ETags and the token */
 	{ HDR "<IsTruncated>true</IsTruncated><NextContinuationToken>a&amp;b&#x3C;&#62;"
@@ -303,6 +305,78 @@ START_TEST(test_tree_docs)
 
 	ck_assert_int_eq(objfs_s3_parse_list_fast(xml, strlen(xml), "", &f, &d, &pg), -EAGAIN);
 	ck_assert_uint_eq(f.n + d.n, 0);
+	objfs_listing_clear(&f);
+	objfs_listing_clear(&d);
+}
+END_TEST
+
+/*
+ * A page says whether its keys are url-encoded: some S3 servers ignore
+ * encoding-type=url and send keys as they are, with no EncodingType (a
+ * review found "a+b" listed as "a b" and "x%41" as "xA", fetched as
+ * another key). Both parsers, with EncodingType absent, other, before or
+ * after the entries; and values with XML white space around them
+ * (IsTruncated "1", a Size "\n12\n"), a Size past 2^53 skipped.
+ */
+static const struct {
+	const char *xml;
+	int fast_rc;             /* the reader's: 0, or -EAGAIN (to the tree) */
+	const char *files[4];    /* expected names, in order */
+	const char *dir;         /* the one common prefix, or NULL */
+	int truncated;
+} enc_docs[] = {
+	/* raw keys, no EncodingType: decoded by the reader first, so given up */
+	{ "<ListBucketResult><IsTruncated>false</IsTruncated>"
+	  "<Contents><Key>p/a+b.txt</Key><Size>1</Size></Contents>"
+	  "<Contents><Key>p/x%41</Key><Size>2</Size></Contents>"
+	  "<Contents><Key>p/100%.csv</Key><Size>3</Size></Contents>"
+	  "<CommonPrefixes><Prefix>p/d+e/</Prefix></CommonPrefixes></ListBucketResult>",
+	  -EAGAIN, { "a+b.txt", "x%41", "100%.csv" }, "d+e", 0 },
+	/* another encoding named before the entries: taken as they are */
+	{ "<ListBucketResult><EncodingType>none</EncodingType>"
+	  "<Contents><Key>p/a+b%20</Key><Size>1</Size></Contents></ListBucketResult>",
+	  0, { "a+b%20" }, NULL, 0 },
+	/* url after the entries (the reader assumed it): decoded, no fallback */
+	{ "<ListBucketResult><Contents><Key>p%2Fa+b%41</Key><Size>1</Size></Contents>"
+	  "<IsTruncated> 1\n</IsTruncated><NextContinuationToken>t</NextContinuationToken>"
+	  "<EncodingType> url </EncodingType></ListBucketResult>",
+	  0, { "a bA" }, NULL, 1 },
+	/* url named after entries as something else: the tree decides (raw) */
+	{ "<ListBucketResult><Contents><Key>p/a+b</Key><Size>1</Size></Contents>"
+	  "<EncodingType>URL-ish</EncodingType></ListBucketResult>",
+	  -EAGAIN, { "a+b" }, NULL, 0 },
+	/* sizes: white space around is a size; past 2^53 or signed is not */
+	{ "<ListBucketResult>" ENC "<IsTruncated>\ntrue\n</IsTruncated>"
+	  "<NextContinuationToken>t</NextContinuationToken>"
+	  "<Contents><Key>p%2Fws</Key><Size>\n12\n</Size></Contents>"
+	  "<Contents><Key>p%2Fhuge</Key><Size>99999999999999999999</Size></Contents>"
+	  "<Contents><Key>p%2Fpast53</Key><Size>9007199254740993</Size></Contents>"
+	  "<Contents><Key>p%2Fplus</Key><Size>+5</Size></Contents>"
+	  "<Contents><Key>p%2Fmax</Key><Size>9007199254740992</Size></Contents></ListBucketResult>",
+	  0, { "ws", "max" }, NULL, 1 },
+};
+
+START_TEST(test_encoding_type)
+{
+	struct objfs_listing f = { 0 }, d = { 0 };
+	struct objfs_s3_page pg;
+	size_t n = 0;
+
+	ck_assert_int_eq(same_both(enc_docs[_i].xml, strlen(enc_docs[_i].xml), "p/"),
+			 enc_docs[_i].fast_rc);
+	ck_assert_int_eq(objfs_s3_parse_list(enc_docs[_i].xml, strlen(enc_docs[_i].xml), "p/",
+					     &f, &d, &pg), 0);
+	while (n < 4 && enc_docs[_i].files[n])
+		n++;
+	ck_assert_uint_eq(f.n, n);
+	for (size_t i = 0; i < n; i++)
+		ck_assert_str_eq(f.ents[i].name, enc_docs[_i].files[i]);
+	ck_assert_int_eq(f.n ? f.ents[0].size : 0, f.n ? (_i == 4 ? 12 : 1) : 0);
+	ck_assert_uint_eq(d.n, enc_docs[_i].dir != NULL);
+	if (enc_docs[_i].dir)
+		ck_assert_str_eq(d.ents[0].name, enc_docs[_i].dir);
+	ck_assert_int_eq(pg.truncated, enc_docs[_i].truncated);
+	free(pg.next_token);
 	objfs_listing_clear(&f);
 	objfs_listing_clear(&d);
 }
@@ -489,6 +563,7 @@ static Suite *s3_suite(void)
 	tcase_add_loop_test(tc, test_fast_same, 0, sizeof(fast_docs) / sizeof(fast_docs[0]));
 	tcase_add_loop_test(tc, test_tree_docs, 0, sizeof(tree_docs) / sizeof(tree_docs[0]));
 	tcase_add_test(tc, test_fast_values);
+	tcase_add_loop_test(tc, test_encoding_type, 0, sizeof(enc_docs) / sizeof(enc_docs[0]));
 	tcase_add_loop_test(tc, test_huge_keys, 0, 2);
 	tcase_add_test(tc, test_truncated_xml);
 	tcase_add_loop_test(tc, test_resolve_cfg, 0,

@@ -26,6 +26,14 @@
  * tests/fuzz/fuzz_s3_list.c checks that both give the same result
  * (return, truncation, token, every entry), input by input.
  *
+ * Keys are url-decoded only on a page that says <EncodingType>url</...>:
+ * we always ask for it, but some S3 servers ignore the parameter and send
+ * keys as they are (a review found "a+b" listed as "a b" and "x%41" as
+ * "xA", fetched as another key). The reader decodes as it goes, taking
+ * url until the page says otherwise; a page that ends without saying url
+ * after an entry was decoded goes to libxml2's tree, which reads
+ * EncodingType first.
+ *
  * What a page means is one function for both, s3_entry(): the same
  * first-occurrence rules (the first Key of a Contents, the first
  * IsTruncated of the page, as libxml2's tree walk found them), the texts
@@ -137,11 +145,32 @@ static int sbuf_room(struct sbuf *b, size_t more)
 	return objfs_buf_reserve(&b->p, &b->cap, b->n + more, 4096);
 }
 
+/* XML Schema's white space around a value (xs:boolean, xs:long, a token). */
+static int xml_ws(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* Whether text @s is @lit, white space around it allowed. */
+static int text_is(const char *s, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	while (xml_ws(*s))
+		s++;
+	if (strncmp(s, lit, n) != 0)
+		return 0;
+	for (s += n; xml_ws(*s); s++)
+		;
+	return *s == '\0';
+}
+
 /*
- * Adds key @enc (url-encoded, NUL-terminated) relative to @prefix; @dir
- * for common prefixes. @tmp is room to decode into. 0, -ENOMEM or -E2BIG.
+ * Adds key @enc (url-encoded when @decode, else as it is; NUL-terminated)
+ * relative to @prefix; @dir for common prefixes. @tmp is room to decode
+ * into. 0, -ENOMEM or -E2BIG.
  */
-static int add_key(const char *enc, const char *prefix, int dir, int64_t size,
+static int add_key(const char *enc, int decode, const char *prefix, int dir, int64_t size,
 		   int64_t mtime, const char *etag, struct objfs_listing *out, struct sbuf *tmp)
 {
 	size_t plen = strlen(prefix), elen = strlen(enc), nlen;
@@ -153,7 +182,9 @@ static int add_key(const char *enc, const char *prefix, int dir, int64_t size,
 	if (sbuf_room(tmp, elen + 1))
 		return -ENOMEM;
 	key = tmp->p;
-	if (s3_decode_to(key, enc, elen)) {
+	if (!decode) {
+		memcpy(key, enc, elen + 1);
+	} else if (s3_decode_to(key, enc, elen)) {
 		objfs_info("listing: skipping key with a malformed encoding");
 		return 0;
 	}
@@ -185,28 +216,48 @@ static int add_key(const char *enc, const char *prefix, int dir, int64_t size,
 	return rc;
 }
 
-/* One Contents element's texts (NULL: no such child). */
+/* An object's Size: digits, white space around them; -1 if not, or past
+ * 2^53 (no object is that large: a lying server's size would reach the
+ * cache's offset arithmetic). */
+static int64_t s3_size(const char *s)
+{
+	char *end;
+	long long v;
+
+	while (xml_ws(*s))
+		s++;
+	if (!isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	v = strtoll(s, &end, 10);
+	while (xml_ws(*end))
+		end++;
+	return errno || *end || v > (1LL << 53) ? -1 : (int64_t)v;
+}
+
+/* One Contents element's texts (NULL: no such child); keys url-encoded
+ * when @decode. */
 static int s3_object(const char *key, const char *size, const char *mt, const char *etag,
-		     const char *prefix, struct objfs_listing *files,
+		     int decode, const char *prefix, struct objfs_listing *files,
 		     struct objfs_s3_page *page, struct sbuf *tmp)
 {
-	char *end = NULL;
-	long long sz = size ? strtoll(size, &end, 10) : -1;
+	int64_t sz = size ? s3_size(size) : -1;
 
 	page->entries += key != NULL;
-	if (key && size && end && !*end && sz >= 0)
-		return add_key(key, prefix, 0, sz, mt ? objfs_s3_parse_time(mt) : -1, etag, files,
-			       tmp);
-	objfs_info("listing: skipping an object entry without key or size");
+	if (key && sz >= 0)
+		return add_key(key, decode, prefix, 0, sz, mt ? objfs_s3_parse_time(mt) : -1, etag,
+			       files, tmp);
+	objfs_info("listing: skipping an object entry without key or a valid size");
 	return 0;
 }
 
 /* One CommonPrefixes element's Prefix (NULL: none). */
-static int s3_common_prefix(const char *p, const char *prefix, struct objfs_listing *dirs,
-			    struct objfs_s3_page *page, struct sbuf *tmp)
+static int s3_common_prefix(const char *p, int decode, const char *prefix,
+			    struct objfs_listing *dirs, struct objfs_s3_page *page,
+			    struct sbuf *tmp)
 {
 	page->entries += p != NULL;
-	return p ? add_key(p, prefix, 1, -1, -1, NULL, dirs, tmp) : 0;
+	return p ? add_key(p, decode, prefix, 1, -1, -1, NULL, dirs, tmp) : 0;
 }
 
 /*
@@ -216,7 +267,7 @@ static int s3_common_prefix(const char *p, const char *prefix, struct objfs_list
  */
 static int s3_page_end(const char *trunc, const char *token, int rc, struct objfs_s3_page *page)
 {
-	page->truncated = trunc && strcmp(trunc, "true") == 0;
+	page->truncated = trunc && (text_is(trunc, "true") || text_is(trunc, "1"));
 	if (!rc && token && *token) {
 		page->next_token = strdup(token);
 		if (!page->next_token)
@@ -258,8 +309,8 @@ int objfs_s3_parse_list_tree(const char *xml, size_t len, const char *prefix,
 	struct sbuf tmp = { 0 };
 	xmlDocPtr doc;
 	xmlNodePtr root;
-	char *trunc, *token;
-	int rc = 0;
+	char *trunc, *token, *enc;
+	int rc = 0, decode;
 
 	page->truncated = 0;
 	page->next_token = NULL;
@@ -275,6 +326,9 @@ int objfs_s3_parse_list_tree(const char *xml, size_t len, const char *prefix,
 		xmlFreeDoc(doc);
 		return -EPROTO;
 	}
+	enc = child_text(root, "EncodingType");
+	decode = enc && text_is(enc, "url");
+	xmlFree(enc);
 	for (xmlNodePtr c = root->children; c && !rc; c = c->next) {
 		if (c->type != XML_ELEMENT_NODE)
 			continue;
@@ -282,7 +336,7 @@ int objfs_s3_parse_list_tree(const char *xml, size_t len, const char *prefix,
 			char *key = child_text(c, "Key"), *size = child_text(c, "Size");
 			char *mt = child_text(c, "LastModified"), *etag = child_text(c, "ETag");
 
-			rc = s3_object(key, size, mt, etag, prefix, files, page, &tmp);
+			rc = s3_object(key, size, mt, etag, decode, prefix, files, page, &tmp);
 			xmlFree(key);
 			xmlFree(size);
 			xmlFree(mt);
@@ -290,7 +344,7 @@ int objfs_s3_parse_list_tree(const char *xml, size_t len, const char *prefix,
 		} else if (xmlStrcmp(c->name, BAD_CAST "CommonPrefixes") == 0) {
 			char *p = child_text(c, "Prefix");
 
-			rc = s3_common_prefix(p, prefix, dirs, page, &tmp);
+			rc = s3_common_prefix(p, decode, prefix, dirs, page, &tmp);
 			xmlFree(p);
 		}
 	}
@@ -321,7 +375,7 @@ static inline int cls(unsigned char c)
 }
 
 /* Fields the reader collects; a text's place in the scratch buffer. */
-enum { F_KEY, F_SIZE, F_MTIME, F_ETAG, F_PREFIX, F_TRUNC, F_TOKEN, F_N };
+enum { F_KEY, F_SIZE, F_MTIME, F_ETAG, F_PREFIX, F_TRUNC, F_TOKEN, F_ENC, F_N };
 
 struct reader {
 	const char *p, *end;
@@ -338,6 +392,7 @@ struct reader {
 	int kind;                /* element at depth 2: F_N, or 1 Contents, 2 CommonPrefixes */
 	size_t keep;             /* sc bytes of the page-level fields */
 	int rc;                  /* the entries' outcome: first error stops them */
+	int decoded;             /* an entry was url-decoded (no EncodingType seen yet) */
 	size_t textlen;          /* bytes of text since the last markup */
 	const char *names[FAST_DEPTH_MAX + 1];
 	size_t lens[FAST_DEPTH_MAX + 1];
@@ -591,6 +646,8 @@ static int elem_open(struct reader *r, const char *name, size_t len)
 			field_begin(r, F_TRUNC);
 		} else if (eq(name, len, "NextContinuationToken") && !r->have[F_TOKEN]) {
 			field_begin(r, F_TOKEN);
+		} else if (eq(name, len, "EncodingType") && !r->have[F_ENC]) {
+			field_begin(r, F_ENC);
 		}
 		return 0;
 	}
@@ -615,13 +672,17 @@ static int elem_close(struct reader *r)
 		if (r->kind == 0) {
 			r->keep = r->sc.n; /* page-level texts stay */
 		} else if (!r->rc) {
+			/* url unless the page said otherwise before its entry */
+			int decode = r->have[F_ENC] ? text_is(field(r, F_ENC), "url") : 1;
+
+			r->decoded |= decode && !r->have[F_ENC];
 			if (r->kind == 1)
 				r->rc = s3_object(field(r, F_KEY), field(r, F_SIZE), field(r, F_MTIME),
-						  field(r, F_ETAG), r->prefix, r->files, r->page,
-						  &r->tmp);
+						  field(r, F_ETAG), decode, r->prefix, r->files,
+						  r->page, &r->tmp);
 			else
-				r->rc = s3_common_prefix(field(r, F_PREFIX), r->prefix, r->dirs,
-							 r->page, &r->tmp);
+				r->rc = s3_common_prefix(field(r, F_PREFIX), decode, r->prefix,
+							 r->dirs, r->page, &r->tmp);
 			if (r->rc == -ENOMEM)
 				return -ENOMEM;
 		}
@@ -835,6 +896,8 @@ int objfs_s3_parse_list_fast(const char *xml, size_t len, const char *prefix,
 	page->next_token = NULL;
 	page->entries = 0;
 	rc = xml ? read_doc(&r) : GIVE_UP;
+	if (!rc && r.decoded && !(r.have[F_ENC] && text_is(field(&r, F_ENC), "url")))
+		rc = GIVE_UP; /* decoded on a page that never said url (top of file) */
 	if (!rc)
 		rc = s3_page_end(field(&r, F_TRUNC), field(&r, F_TOKEN), r.rc, page);
 	else {

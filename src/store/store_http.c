@@ -282,7 +282,9 @@ int objfs_store_http_new(const char *src, struct objfs_engine *engine, size_t ch
 			h->single_path = strdup(h->url.path);
 			h->single_name = strdup(slash + 1);
 			h->dir_path = strndup(h->url.path, (size_t)(slash + 1 - h->url.path));
-			if (!objfs_name_valid(h->single_name, strlen(h->single_name))) {
+			if (!h->single_path || !h->single_name || !h->dir_path) {
+				ret = -ENOMEM;
+			} else if (!objfs_name_valid(h->single_name, strlen(h->single_name))) {
 				snprintf(err, errlen, "'%s': the file name cannot be shown "
 					 "as a file", src);
 				ret = -EINVAL;

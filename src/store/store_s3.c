@@ -43,7 +43,12 @@
 #include "store_s3_i.h"
 #include "url.h"
 
-#define PAGE_MAX (64u << 20)
+/* A listing page's body: 1,000 keys of 1,024 bytes url-encoded are ~3.3
+ * MB. A page libxml2 parses as a tree takes ~30x its size (a review
+ * measured 548 MiB for 16 MiB), so the cap bounds that too; a lookup's
+ * page (max-keys=1) is smaller still. */
+#define PAGE_MAX (16u << 20)
+#define LOOKUP_PAGE_MAX (1u << 20)
 
 struct s3_store {
 	struct objfs_store base;
@@ -89,14 +94,18 @@ static void cookie_free(struct s3_cookie *c)
 	free(c);
 }
 
+/* Any length: a session token has no documented maximum (a review found
+ * tokens past ~4 KiB failing every signed request with EINVAL). */
 static int add_header(struct curl_slist **l, const char *name, const char *value)
 {
-	char buf[4096];
 	struct curl_slist *n;
+	char *line;
 
-	if ((size_t)snprintf(buf, sizeof(buf), "%s: %s", name, value) >= sizeof(buf))
-		return -EINVAL;
-	n = curl_slist_append(*l, buf);
+	if (asprintf(&line, "%s: %s", name, value) < 0)
+		return -ENOMEM;
+	n = curl_slist_append(*l, line);
+	explicit_bzero(line, strlen(line)); /* a session token's copy */
+	free(line);
 	if (!n)
 		return -ENOMEM;
 	*l = n;
@@ -670,7 +679,7 @@ static int s3_lookup(struct objfs_store *st, const char *path, struct objfs_stat
 	list.headers = lc->headers;
 	list.method = OBJFS_GET;
 	list.no_redirect = 1;
-	list.body_max = PAGE_MAX;
+	list.body_max = LOOKUP_PAGE_MAX;
 	list.deadline_ns = objfs_store_list_deadline(st);
 	(void)objfs_engine_run(s->base.engine, rs, 2);
 	herr = head.err;

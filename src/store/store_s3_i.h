@@ -21,8 +21,10 @@ struct objfs_s3_page {
 };
 
 /*
- * Parses one ListObjectsV2 page (encoding-type=url) listed under @prefix
- * (the decoded prefix asked for, "" or ending in '/'). Objects are appended
+ * Parses one ListObjectsV2 page listed under @prefix (the decoded prefix
+ * asked for, "" or ending in '/'); keys are url-decoded when the page says
+ * <EncodingType>url (we ask for it; some servers ignore it and send keys
+ * as they are), values trimmed of XML white space. Objects are appended
  * to @files, common prefixes to @dirs, as names relative to @prefix. Keys
  * that cannot be file names (empty or "."/".." segments, over 255 bytes)
  * are skipped with a log line; a directory marker ("prefix/" itself) is
