@@ -16,6 +16,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "creds_i.h"
 #include "log.h"
 #include "sigv4.h"
@@ -452,8 +454,11 @@ START_TEST(test_imds)
 	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
 	ck_assert_str_eq(c.access_key, "ASIAIMDSSTUB2"); /* fetched again already */
 	objfs_creds_clear(&c);
+	/* Those fresh ones expire within the window too: not fetched again on
+	 * every request (a review found each signer re-running the source),
+	 * only after RETRY_AFTER_S. */
 	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
-	ck_assert_str_eq(c.access_key, "ASIAIMDSSTUB3");
+	ck_assert_str_eq(c.access_key, "ASIAIMDSSTUB2");
 	objfs_creds_clear(&c);
 	objfs_creds_provider_free(p);
 	stub_stop();
@@ -584,6 +589,15 @@ static const struct json_case {
 	{ "{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\"} trailing", 0, -EPROTO },
 	{ "", 0, -EPROTO },
 	{ "{\"Code\":\"Denied\",\"Message\":\"no role\"}", 0, -EPROTO },
+	/* an Expiration that is not a date must not mean "never" (review) */
+	{ "{\"Version\":1,\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\","
+	  "\"Expiration\":1735689600}", 1, -EPROTO },
+	{ "{\"Version\":1,\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\","
+	  "\"Expiration\":null}", 1, -EPROTO },
+	/* the instance's and container's roles always expire */
+	{ "{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\",\"Token\":\"T\"}", 0, -EPROTO },
+	{ "{\"Version\":1,\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\","
+	  "\"Expiration\":\"2030-01-02T03:04:05+0000\"}", 1, 0, "AK", NULL, 1893553445 },
 };
 
 START_TEST(test_parse_json)
@@ -659,6 +673,9 @@ START_TEST(test_creds_time)
 	ck_assert_int_eq(objfs_creds_time("2030-01-02T03:04:05.999999Z"), 1893553445);
 	ck_assert_int_eq(objfs_creds_time("2030-01-02T04:04:05+01:00"), 1893553445);
 	ck_assert_int_eq(objfs_creds_time("2030-01-02T02:04:05-01:00"), 1893553445);
+	ck_assert_int_eq(objfs_creds_time("2030-01-02T04:34:05+0130"), 1893553445);
+	ck_assert_int_eq(objfs_creds_time("2030-01-02T03:04:05+01"), -1);
+	ck_assert_int_eq(objfs_creds_time("2030-01-02T03:04:05+01:0"), -1);
 	ck_assert_int_eq(objfs_creds_time("2030-01-02"), -1);
 	ck_assert_int_eq(objfs_creds_time("2030-01-02T03:04:05Q"), -1);
 	ck_assert_int_eq(objfs_creds_time(NULL), -1);
@@ -730,6 +747,20 @@ START_TEST(test_process)
 	ck_assert_int_eq(objfs_creds_from_process("/nonexistent/helper", &c, err, sizeof(err)),
 			 -EACCES);
 	ck_assert_msg(strstr(err, "exit status 127") != NULL, "%s", err);
+	/* Its output complete and closed, the program runs on: killed at the
+	 * deadline, not waited for (review: waitpid held the lock as long). */
+	write_script("linger.sh", "#!/bin/sh\nprintf '{\"Version\": 1, \"AccessKeyId\": \"A\", "
+		     "\"SecretAccessKey\": \"S\"}'\nexec >&- 2>&-\nsleep 30\n");
+	snprintf(cmd, sizeof(cmd), "%s/.aws/linger.sh", home);
+	{
+		int64_t t0 = objfs_now_ns();
+
+		ck_assert_int_eq(objfs_creds_from_process_tmo(cmd, 1000, &c, err, sizeof(err)),
+				 -ETIMEDOUT);
+		ck_assert_msg(objfs_now_ns() - t0 < 5000000000LL, "waited %lld ms",
+			      (long long)((objfs_now_ns() - t0) / 1000000));
+		ck_assert_msg(strstr(err, "did not finish within 1 s") != NULL, "%s", err);
+	}
 	/* From a profile; static keys of the same profile win over the process. */
 	snprintf(cmd, sizeof(cmd), "[profile p]\ncredential_process = %s/.aws/ok.sh\n"
 		 "[profile both]\ncredential_process = %s/.aws/fail.sh\n", home, home);
@@ -990,6 +1021,69 @@ START_TEST(test_remote_no_secret_in_logs)
 }
 END_TEST
 
+/*
+ * A refresh runs outside the provider's lock: while credential_process
+ * refreshes ones that expire within the window, another signer gets the
+ * current ones at once (a review found every signer waiting the whole
+ * refresh behind the lock). The program's second run blocks on a FIFO the
+ * test opens only after that other get() returned: no timing involved.
+ */
+static void *get_in_thread(void *arg)
+{
+	struct objfs_creds *c = malloc(sizeof(*c));
+
+	ck_assert_int_eq(objfs_creds_get(arg, c), 0);
+	return c;
+}
+
+START_TEST(test_refresh_outside_lock)
+{
+	struct objfs_creds_provider *p;
+	struct objfs_creds c, *ca;
+	char err[512] = "", text[1200], path[600];
+	pthread_t t;
+	FILE *f;
+	int n = 0;
+
+	write_script("slow.sh", "#!/bin/sh\nn=$(cat \"$HOME/.aws/n\" 2>/dev/null || echo 0)\n"
+		     "echo $((n + 1)) > \"$HOME/.aws/n\"\n"
+		     "[ \"$n\" -gt 0 ] && read x < \"$HOME/.aws/gate\"\n"
+		     "printf '{\"Version\":1,\"AccessKeyId\":\"AK%s\",\"SecretAccessKey\":\"S\","
+		     "\"Expiration\":\"%s\"}' $((n + 1)) "
+		     "\"$(date -u -d '+200 seconds' +%Y-%m-%dT%H:%M:%SZ)\"\n");
+	snprintf(path, sizeof(path), "%s/.aws/gate", home);
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+	snprintf(text, sizeof(text), "[profile slow]\ncredential_process = %s/.aws/slow.sh\n", home);
+	write_file(".aws/config", text, 0600);
+	ck_assert_int_eq(objfs_creds_provider_new("slow", 0, &p, err, sizeof(err)), 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, get_in_thread, p), 0);
+	snprintf(path, sizeof(path), "%s/.aws/n", home);
+	while (n < 2) { /* the refresh's program started */
+		struct timespec nap = { 0, 10 * 1000000 };
+
+		nanosleep(&nap, NULL);
+		if ((f = fopen(path, "r"))) {
+			if (fscanf(f, "%d", &n) != 1)
+				n = 0;
+			fclose(f);
+		}
+	}
+	ck_assert_int_eq(objfs_creds_get(p, &c), 0); /* not behind the refresh */
+	ck_assert_str_eq(c.access_key, "AK1");
+	objfs_creds_clear(&c);
+	snprintf(path, sizeof(path), "%s/.aws/gate", home);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("go\n", f);
+	fclose(f);
+	ck_assert_int_eq(pthread_join(t, (void **)&ca), 0);
+	ck_assert_str_eq(ca->access_key, "AK2");
+	objfs_creds_clear(ca);
+	free(ca);
+	objfs_creds_provider_free(p);
+}
+END_TEST
+
 static Suite *creds_suite(void)
 {
 	Suite *s = suite_create("creds");
@@ -1007,6 +1101,7 @@ static Suite *creds_suite(void)
 	tcase_add_test(tc, test_files_unreadable);
 	tcase_add_test(tc, test_no_secret_in_logs);
 	tcase_add_test(tc, test_imds);
+	tcase_add_test(tc, test_refresh_outside_lock);
 	tcase_add_test(tc, test_imds_unreachable_fast);
 	tcase_add_test(tc, test_anonymous);
 	tcase_add_test(tc, test_secrets_not_dumped);

@@ -732,6 +732,8 @@ struct file_id {
 
 struct objfs_creds_provider {
 	pthread_mutex_t lock;
+	pthread_cond_t refreshed;  /* a refresh ended */
+	int refreshing;           /* a thread resolves, outside the lock */
 	char *profile;
 	int anonymous;
 	struct objfs_creds cur;   /* guarded by lock */
@@ -770,6 +772,7 @@ int objfs_creds_provider_new(const char *profile, int no_sign, struct objfs_cred
 	if (!p)
 		return -ENOMEM;
 	pthread_mutex_init(&p->lock, NULL);
+	pthread_cond_init(&p->refreshed, NULL);
 	p->anonymous = no_sign;
 	if (profile && !(p->profile = strdup(profile)))
 		rc = -ENOMEM;
@@ -792,6 +795,7 @@ void objfs_creds_provider_free(struct objfs_creds_provider *p)
 		return;
 	objfs_creds_clear(&p->cur);
 	pthread_mutex_destroy(&p->lock);
+	pthread_cond_destroy(&p->refreshed);
 	free(p->profile);
 	free(p);
 }
@@ -816,6 +820,55 @@ static int stale(struct objfs_creds_provider *p, int64_t now)
 	return memcmp(id, p->files, sizeof(id)) != 0;
 }
 
+/*
+ * Resolves p->cur again, the lock dropped meanwhile (a remote source can
+ * take seconds, a credential_process up to a minute: signers must not
+ * wait behind it while what they hold is valid), then takes the answer
+ * or keeps the current ones. Called with p->lock held and p->refreshing
+ * set by the caller; -EACCES when the current ones expired and could not
+ * be refreshed.
+ */
+static int refresh_locked(struct objfs_creds_provider *p)
+{
+	struct objfs_creds fresh;
+	struct file_id id[2];
+	char err[512] = "";
+	int64_t now;
+	int ok, rc = 0;
+
+	pthread_mutex_unlock(&p->lock);
+	file_ids(id);
+	ok = objfs_creds_resolve(p->profile, &fresh, err, sizeof(err)) == 0;
+	pthread_mutex_lock(&p->lock);
+	now = (int64_t)time(NULL); /* after the resolve: it may have taken a while */
+	if (ok) {
+		objfs_creds_clear(&p->cur);
+		p->cur = fresh;
+		memcpy(p->files, id, sizeof(id));
+		p->failed_log = p->retry_at = 0;
+		/* already within the refresh window (a helper caching to the
+		 * end): not asked again on every request */
+		if (p->cur.expires && now > p->cur.expires - REFRESH_BEFORE_S)
+			p->retry_at = now + RETRY_AFTER_S;
+	} else if (p->cur.expires && now >= p->cur.expires) {
+		objfs_warn("credentials from %s expired and could not be refreshed: %s",
+			   p->cur.source, err);
+		p->retry_at = now + RETRY_AFTER_S;
+		rc = -EACCES;
+	} else {
+		p->retry_at = now + RETRY_AFTER_S;
+		if (!p->cur.expires) /* a file changed into something unusable: its next change */
+			memcpy(p->files, id, sizeof(id));
+	}
+	if (!ok && !rc && now - p->failed_log >= FAIL_LOG_EVERY_S) {
+		p->failed_log = now;
+		objfs_warn("credentials: refreshing those from %s failed: %s; the current ones "
+			   "are used %s", p->cur.source, err,
+			   p->cur.expires ? "until they expire" : "until the file is fixed");
+	}
+	return rc;
+}
+
 int objfs_creds_get(struct objfs_creds_provider *p, struct objfs_creds *out)
 {
 	int64_t now = (int64_t)time(NULL);
@@ -825,34 +878,21 @@ int objfs_creds_get(struct objfs_creds_provider *p, struct objfs_creds *out)
 	if (p->anonymous)
 		return -ENOKEY;
 	pthread_mutex_lock(&p->lock);
-	if (stale(p, now)) {
-		struct objfs_creds fresh;
-		struct file_id id[2];
-		char err[512] = "";
-
-		file_ids(id);
-		if (objfs_creds_resolve(p->profile, &fresh, err, sizeof(err)) == 0) {
-			objfs_creds_clear(&p->cur);
-			p->cur = fresh;
-			memcpy(p->files, id, sizeof(id));
-			p->failed_log = p->retry_at = 0;
-		} else if (p->cur.expires && now >= p->cur.expires) {
-			objfs_warn("credentials from %s expired and could not be refreshed: %s",
-				   p->cur.source, err);
-			p->retry_at = now + RETRY_AFTER_S;
-			rc = -EACCES;
-		} else {
-			p->retry_at = now + RETRY_AFTER_S;
-			if (!p->cur.expires) /* a file changed into something unusable: its next change */
-				memcpy(p->files, id, sizeof(id));
+	while (stale(p, now)) {
+		if (!p->refreshing) {
+			p->refreshing = 1;
+			rc = refresh_locked(p);
+			p->refreshing = 0;
+			pthread_cond_broadcast(&p->refreshed);
+			break;
 		}
-		if (!rc && p->retry_at && now - p->failed_log >= FAIL_LOG_EVERY_S) {
-			p->failed_log = now;
-			objfs_warn("credentials: refreshing those from %s failed: %s; the current ones "
-				   "are used %s", p->cur.source, err,
-				   p->cur.expires ? "until they expire" : "until the file is fixed");
-		}
+		/* another thread refreshes: what we hold serves while valid */
+		if (!p->cur.expires || now < p->cur.expires)
+			break;
+		pthread_cond_wait(&p->refreshed, &p->lock);
+		now = (int64_t)time(NULL);
 	}
+	now = (int64_t)time(NULL);
 	if (!rc && p->cur.expires && now >= p->cur.expires)
 		rc = -EACCES; /* expired, and the last refresh failed moments ago */
 	if (!rc)

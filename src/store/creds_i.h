@@ -72,9 +72,14 @@ int objfs_creds_container_uri_ok(const char *uri);
 /*
  * credential_process: runs @cmd with /bin/sh -c (as the SDKs do), its
  * stdout parsed as Version 1 JSON, its stderr passed to the log line by
- * line; 60 s at most. 0 or -errno with @err.
+ * line; 60 s at most, until it has exited (a program that closes its
+ * output and runs on is killed then). 0 or -errno with @err.
  */
 int objfs_creds_from_process(const char *cmd, struct objfs_creds *out, char *err, size_t errlen);
+
+/* The same within @timeout_ms (tests). */
+int objfs_creds_from_process_tmo(const char *cmd, long timeout_ms, struct objfs_creds *out,
+				 char *err, size_t errlen);
 
 /* One STS call: AssumeRoleWithWebIdentity when @token_file, else AssumeRole signed with @src. */
 struct objfs_sts_call {

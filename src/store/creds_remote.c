@@ -65,13 +65,15 @@ int64_t objfs_creds_time(const char *s)
 	if (*end == 'Z' || *end == 'z')
 		end++;
 	else if ((*end == '+' || *end == '-') && isdigit((unsigned char)end[1]) &&
-		 isdigit((unsigned char)end[2]) && end[3] == ':' &&
-		 isdigit((unsigned char)end[4]) && isdigit((unsigned char)end[5])) {
-		int off = ((end[1] - '0') * 10 + end[2] - '0') * 3600 +
-			  ((end[4] - '0') * 10 + end[5] - '0') * 60; /* "+HH:MM" */
+		 isdigit((unsigned char)end[2])) {
+		int colon = end[3] == ':'; /* "+HH:MM", or "+HHMM" as date +%z prints */
+		const char *m = end + 3 + colon;
 
-		t += *end == '+' ? -off : off;
-		end += 6;
+		if (!isdigit((unsigned char)m[0]) || !isdigit((unsigned char)m[1]))
+			return -1;
+		t += (*end == '+' ? -1 : 1) * (((end[1] - '0') * 10 + end[2] - '0') * 3600 +
+					      ((m[0] - '0') * 10 + m[1] - '0') * 60);
+		end = m + 2;
 	}
 	return *end ? -1 : t;
 }
@@ -175,7 +177,7 @@ int objfs_creds_parse_json(const char *doc, size_t len, int process, const char 
 			   struct objfs_creds *out, char *err, size_t errlen)
 {
 	struct json_tokener *tk = json_tokener_new();
-	struct json_object *j = NULL, *ver;
+	struct json_object *j = NULL, *ver, *exo;
 	const char *ak, *sk, *tok, *ex;
 	int64_t expires = 0;
 	int rc = -EPROTO;
@@ -216,6 +218,15 @@ int objfs_creds_parse_json(const char *doc, size_t len, int process, const char 
 			 code && msg ? msg : "");
 		if (code)
 			strncat(err, ")", errlen - strlen(err) - 1);
+		goto out;
+	}
+	if (json_object_object_get_ex(j, "Expiration", &exo) && !ex) {
+		/* a number or null must not mean "never expires" (a review) */
+		snprintf(err, errlen, "%s: Expiration is not a date string", source);
+		goto out;
+	}
+	if (!process && !ex) { /* the instance's and container's roles rotate */
+		snprintf(err, errlen, "%s: no Expiration in the answer", source);
 		goto out;
 	}
 	if (ex && (expires = objfs_creds_time(ex)) < 0) {
@@ -618,13 +629,44 @@ static void log_lines(char *b, size_t *n, int flush)
 	}
 }
 
+/*
+ * Reaps @pid by @deadline, else kills and reaps it: a program that closed
+ * its output but runs on must not hold the credentials lock, and every
+ * signer behind it, for as long as it runs (a review found waitpid()
+ * waiting so). 0, or -ETIMEDOUT.
+ */
+static int reap(pid_t pid, int64_t deadline, int *status)
+{
+	for (;;) {
+		pid_t r = waitpid(pid, status, WNOHANG);
+		struct timespec nap = { 0, 2 * 1000000 };
+
+		if (r == pid || (r < 0 && errno != EINTR))
+			return 0;
+		if (objfs_now_ns() >= deadline)
+			break;
+		if (r == 0)
+			nanosleep(&nap, NULL);
+	}
+	kill(pid, SIGKILL);
+	while (waitpid(pid, status, 0) < 0 && errno == EINTR)
+		;
+	return -ETIMEDOUT;
+}
+
 int objfs_creds_from_process(const char *cmd, struct objfs_creds *out, char *err, size_t errlen)
+{
+	return objfs_creds_from_process_tmo(cmd, PROCESS_TIMEOUT_MS, out, err, errlen);
+}
+
+int objfs_creds_from_process_tmo(const char *cmd, long timeout_ms, struct objfs_creds *out,
+				 char *err, size_t errlen)
 {
 	const char *src = "credential_process";
 	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, status = 0, rc = 0, open_fds = 2;
 	char *buf = objfs_secret_alloc(OBJFS_CREDS_BODY_MAX + 1), ebuf[1024];
 	size_t n = 0, en = 0;
-	int64_t deadline = objfs_now_ns() + (int64_t)PROCESS_TIMEOUT_MS * 1000000;
+	int64_t deadline = objfs_now_ns() + (int64_t)timeout_ms * 1000000;
 	pid_t pid;
 
 	memset(out, 0, sizeof(*out));
@@ -665,8 +707,6 @@ int objfs_creds_from_process(const char *cmd, struct objfs_creds *out, char *err
 
 		if (left <= 0 || poll(p, 2, (int)left) == 0) {
 			kill(pid, SIGKILL);
-			snprintf(err, errlen, "%s: '%.200s' did not finish within %d s", src, cmd,
-				 PROCESS_TIMEOUT_MS / 1000);
 			rc = -ETIMEDOUT;
 			break;
 		}
@@ -699,8 +739,11 @@ int objfs_creds_from_process(const char *cmd, struct objfs_creds *out, char *err
 		}
 	}
 	log_lines(ebuf, &en, 1);
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
+	if (reap(pid, rc ? 0 : deadline, &status) && !rc)
+		rc = -ETIMEDOUT;
+	if (rc == -ETIMEDOUT)
+		snprintf(err, errlen, "%s: '%.200s' did not finish within %ld s", src, cmd,
+			 (timeout_ms + 999) / 1000);
 	if (rc)
 		goto out;
 	if (!WIFEXITED(status) || WEXITSTATUS(status)) {
