@@ -98,6 +98,17 @@
 #define SOCK_POLL_EVERY      16 /* release waits between socket polls */
 #define BUSY_POLL_MS         10 /* session thread's socket poll while requests are open */
 #define PUMP_BATCH           64 /* messages handled per socket poll */
+/*
+ * A session's fills in flight (runs: one GET each when missed). Entries
+ * are bounded (OBJFS_SESSION_ENTS), but sparse one-byte entries are one run
+ * each: a review measured one session putting 131,072 GETs in the
+ * engine's queue at once, ~275 MB of requests under no cap, every other
+ * reader of the mount behind them. Past RUNS_MAX a job parks and goes on
+ * once its session's runs are below RUNS_RESUME; 1,024 keep the engine's
+ * connections busy (a cold batch of 10,000 sparse samples ran no slower).
+ */
+#define RUNS_MAX             1024
+#define RUNS_RESUME          768
 
 #ifndef TMPFS_MAGIC
 #define TMPFS_MAGIC 0x01021994
@@ -160,7 +171,9 @@ struct job {
 	struct run one;              /* the run of a long entry's part */
 	enum job_state state;
 	int err;                     /* positive errno with J_FAILED */
-	STAILQ_ENTRY(job) next;      /* side->jobs */
+	uint32_t at, nr;             /* runs started: from entry idx[at] on, runs[nr] next */
+	int resumed;                 /* taken off ss->parked: goes before those parked */
+	STAILQ_ENTRY(job) next;      /* side->jobs, or ss->parked */
 };
 
 /* A handle of a session: a capability reference (side_proto.h, 5). */
@@ -203,6 +216,9 @@ struct session {
 	uint64_t done_seq;           /* requests whose last DONE went out */
 	uint64_t pub_piece;          /* pieces below are published */
 	unsigned inflight;           /* jobs queued or running */
+	STAILQ_HEAD(, job) parked;   /* jobs waiting for RUNS_MAX to give room, in order */
+	unsigned nparked;            /* atomic: jobs on parked */
+	unsigned runs;               /* atomic: the session's fills in flight */
 	int failed;                  /* positive errno: nothing more is published */
 	int ending;                  /* the session is over: jobs skip their copy */
 	struct job jobs[OBJFS_RING_MAX_SLOTS]; /* by slot */
@@ -1069,12 +1085,159 @@ out:
 	free(want);
 }
 
+/* Queues @j for a fill worker. */
+static void job_queue(struct job *j)
+{
+	struct objfs_side *s = j->ss->side;
+
+	pthread_mutex_lock(&s->jlock);
+	STAILQ_INSERT_TAIL(&s->jobs, j, next);
+	pthread_cond_signal(&s->jcond);
+	pthread_mutex_unlock(&s->jlock);
+}
+
+/* The first parked job, taken off ss->parked, when the session's runs
+ * are below RUNS_RESUME; else NULL. ss->lock held. */
+static struct job *runs_wake_locked(struct session *ss)
+{
+	struct job *w = STAILQ_FIRST(&ss->parked);
+
+	if (!w || __atomic_load_n(&ss->runs, __ATOMIC_SEQ_CST) >= RUNS_RESUME)
+		return NULL;
+	STAILQ_REMOVE_HEAD(&ss->parked, next);
+	__atomic_sub_fetch(&ss->nparked, 1, __ATOMIC_SEQ_CST);
+	w->resumed = 1;
+	return w;
+}
+
+/* Wakes the first parked job of @ss if its runs are below RUNS_RESUME. */
+static void runs_wake(struct session *ss)
+{
+	struct job *w;
+
+	if (!__atomic_load_n(&ss->nparked, __ATOMIC_SEQ_CST))
+		return;
+	pthread_mutex_lock(&ss->lock);
+	w = runs_wake_locked(ss);
+	pthread_mutex_unlock(&ss->lock);
+	if (w)
+		job_queue(w);
+}
+
+/*
+ * Room for one more run of @j's session: 1, or 0 with @j parked (its
+ * start count held) until runs_wake() queues it again. A job that jobs
+ * parked before it meets parks behind them (pieces are published in
+ * order: a later piece taking the room would only hold the earlier back);
+ * one woken goes first. Parking publishes nparked before reading runs, and
+ * a run's end writes runs before reading nparked, so one of the two sees
+ * the other: no job parks with nobody left to wake it.
+ */
+static int runs_take(struct session *ss, struct job *j)
+{
+	struct job *w;
+
+	if (j->resumed || !__atomic_load_n(&ss->nparked, __ATOMIC_SEQ_CST)) {
+		if (__atomic_add_fetch(&ss->runs, 1, __ATOMIC_SEQ_CST) <= RUNS_MAX)
+			return 1;
+		__atomic_sub_fetch(&ss->runs, 1, __ATOMIC_SEQ_CST);
+	}
+	pthread_mutex_lock(&ss->lock);
+	if (j->resumed)
+		STAILQ_INSERT_HEAD(&ss->parked, j, next);
+	else
+		STAILQ_INSERT_TAIL(&ss->parked, j, next);
+	j->resumed = 0;
+	__atomic_add_fetch(&ss->nparked, 1, __ATOMIC_SEQ_CST);
+	w = runs_wake_locked(ss);
+	pthread_mutex_unlock(&ss->lock);
+	if (w == j) { /* the room came back meanwhile */
+		__atomic_add_fetch(&ss->runs, 1, __ATOMIC_SEQ_CST);
+		return 1;
+	}
+	if (w)
+		job_queue(w);
+	return 0;
+}
+
+/* A run's fill ended: its room goes back, then run_done(). */
+static void fill_done(void *arg, int err)
+{
+	struct run *u = arg;
+	struct session *ss = u->j->ss;
+
+	__atomic_sub_fetch(&ss->runs, 1, __ATOMIC_SEQ_CST);
+	runs_wake(ss); /* before run_done: the job holds the session */
+	run_done(u, err);
+}
+
+/*
+ * Starts @j's runs from where it stopped (j->at, j->nr), each as the
+ * session's RUNS_MAX gives room; parks @j when it gives none. Once every
+ * run is started (or the session ended: the rest are cancelled), drops
+ * the start count.
+ */
+static void job_start_runs(struct job *j)
+{
+	struct session *ss = j->ss;
+	struct objfs_cache *cache = ss->side->cache;
+	char *slot = ss->data + (size_t)j->slot * ss->slot_size;
+	struct ent *ents = j->r->ents;
+	uint32_t *idx = j->mem;
+	struct run *runs = (struct run *)(void *)(idx + j->ne + (j->ne & 1));
+
+	while (j->at < j->ne) {
+		uint32_t a = j->at, b = a + 1;
+		const struct ent *f = &ents[idx[a]];
+		int64_t end = f->off + (int64_t)f->len;
+		int64_t delta = (int64_t)f->slot_off - f->off;
+		int direct = 1, over = __atomic_load_n(&ss->ending, __ATOMIC_RELAXED) ||
+				      __atomic_load_n(&ss->failed, __ATOMIC_RELAXED);
+		struct run *u = &runs[j->nr];
+
+		if (!over && !runs_take(ss, j))
+			return; /* parked: resumed by a run's end */
+		for (; b < j->ne; b++) {
+			const struct ent *e = &ents[idx[b]];
+
+			if (e->cap->obj != f->cap->obj || e->off > end)
+				break;
+			if (e->off < end || (int64_t)e->slot_off - e->off != delta)
+				direct = 0;
+			if (e->off + (int64_t)e->len > end)
+				end = e->off + (int64_t)e->len;
+		}
+		*u = (struct run){ j, idx + a, b - a, f->off, NULL };
+		j->at = b;
+		j->nr++;
+		__atomic_add_fetch(&j->left, 1, __ATOMIC_ACQ_REL);
+		if (!over && !direct && !(u->tmp = malloc((size_t)(end - f->off))))
+			over = ENOMEM;
+		if (over) {
+			if (over == ENOMEM)
+				fill_done(u, -ENOMEM);
+			else
+				run_done(u, -ECANCELED);
+			continue;
+		}
+		__atomic_add_fetch(&ss->side->fill_runs, 1, __ATOMIC_RELAXED);
+		objfs_cache_fill(cache, &f->cap->obj->cobj, f->off, (size_t)(end - f->off),
+				 u->tmp ? u->tmp : slot + f->off + delta, fill_done, u);
+	}
+	if (j->resumed) {
+		j->resumed = 0;
+		runs_wake(ss); /* the next parked one, if the room is there */
+	}
+	job_put(j);
+}
+
 /*
  * Runs one job on a fill worker: its entries sorted by object and offset,
  * cut into runs of adjacent or overlapping ranges (side_proto.h, 6), one
  * objfs_cache_fill each (cached blocks are copied, the rest lands in the
  * slot from the network or the disk cache); the last fill to end
- * publishes. A long entry's part is one run.
+ * publishes. A long entry's part is one run. A job parked for its
+ * session's RUNS_MAX comes back here to go on.
  */
 static void job_run(struct job *j)
 {
@@ -1083,8 +1246,11 @@ static void job_run(struct job *j)
 	char *slot = ss->data + (size_t)j->slot * ss->slot_size;
 	struct ent *ents = j->r->ents;
 	uint32_t *idx;
-	struct run *runs;
 
+	if (j->resumed) {
+		job_start_runs(j);
+		return;
+	}
 	if (__atomic_load_n(&ss->ending, __ATOMIC_RELAXED) ||
 	    __atomic_load_n(&ss->failed, __ATOMIC_RELAXED)) {
 		job_end(j, -ECANCELED);
@@ -1102,52 +1268,19 @@ static void job_run(struct job *j)
 		return;
 	}
 	/* idx, then the runs at an 8-byte boundary; freed by job_put. */
-	idx = malloc((j->ne + 1) * sizeof(*idx) + j->ne * sizeof(*runs));
+	idx = malloc((j->ne + 1) * sizeof(*idx) + j->ne * sizeof(struct run));
 	if (!idx) {
 		j->left = 0;
 		job_end(j, -ENOMEM);
 		return;
 	}
-	runs = (struct run *)(void *)(idx + j->ne + (j->ne & 1));
 	for (uint32_t i = 0; i < j->ne; i++)
 		idx[i] = j->e0 + i;
 	qsort_r(idx, j->ne, sizeof(*idx), ent_cmp, ents);
 	j->mem = idx;
-	for (uint32_t a = 0, nr = 0; a < j->ne; nr++) {
-		const struct ent *f = &ents[idx[a]];
-		int64_t end = f->off + (int64_t)f->len;
-		int64_t delta = (int64_t)f->slot_off - f->off;
-		int direct = 1;
-		uint32_t b = a + 1;
-		struct run *u = &runs[nr];
-
-		for (; b < j->ne; b++) {
-			const struct ent *e = &ents[idx[b]];
-
-			if (e->cap->obj != f->cap->obj || e->off > end)
-				break;
-			if (e->off < end || (int64_t)e->slot_off - e->off != delta)
-				direct = 0;
-			if (e->off + (int64_t)e->len > end)
-				end = e->off + (int64_t)e->len;
-		}
-		*u = (struct run){ j, idx + a, b - a, f->off, NULL };
-		if (!direct) {
-			u->tmp = malloc((size_t)(end - f->off));
-			if (!u->tmp) {
-				__atomic_add_fetch(&j->left, 1, __ATOMIC_ACQ_REL);
-				run_done(u, -ENOMEM);
-				a = b;
-				continue;
-			}
-		}
-		__atomic_add_fetch(&j->left, 1, __ATOMIC_ACQ_REL);
-		__atomic_add_fetch(&ss->side->fill_runs, 1, __ATOMIC_RELAXED);
-		objfs_cache_fill(cache, &f->cap->obj->cobj, f->off, (size_t)(end - f->off),
-				 u->tmp ? u->tmp : slot + f->off + delta, run_done, u);
-		a = b;
-	}
-	job_put(j);
+	j->at = 0;
+	j->nr = 0;
+	job_start_runs(j);
 }
 
 static void *worker_main(void *arg)
@@ -1178,7 +1311,6 @@ static void *worker_main(void *arg)
  */
 static int dispatch_one(struct session *ss)
 {
-	struct objfs_side *s = ss->side;
 	uint64_t p = ss->fill_piece;
 	uint32_t slot = objfs_piece_slot(p, ss->slots);
 	uint32_t g = (uint32_t)objfs_piece_gen(p, ss->slots);
@@ -1205,6 +1337,7 @@ static int dispatch_one(struct session *ss)
 	j->slot = slot;
 	j->state = J_RUNNING;
 	j->err = 0;
+	j->resumed = 0;
 	j->e0 = r->disp_ent;
 	e = &r->ents[r->disp_ent];
 	if (e->len > ss->slot_size) { /* a long entry: its next part, a whole piece */
@@ -1234,11 +1367,7 @@ static int dispatch_one(struct session *ss)
 	ss->inflight++;
 	ss->fill_piece++;
 	pthread_mutex_unlock(&ss->lock);
-
-	pthread_mutex_lock(&s->jlock);
-	STAILQ_INSERT_TAIL(&s->jobs, j, next);
-	pthread_cond_signal(&s->jcond);
-	pthread_mutex_unlock(&s->jlock);
+	job_queue(j);
 	return 0;
 }
 
@@ -1452,6 +1581,7 @@ static int accept_one(struct objfs_side *s)
 	s->pending++;
 	pthread_mutex_init(&ss->lock, NULL);
 	pthread_cond_init(&ss->cond, NULL);
+	STAILQ_INIT(&ss->parked);
 	err = pthread_create(&ss->thread, NULL, session_main, ss);
 	if (err) {
 		uncount_locked(ss);
