@@ -903,10 +903,11 @@ static void publish_locked(struct session *ss)
 		if (j->state == J_FAILED) {
 			objfs_info("side: session %llu: piece %llu failed: %s",
 				   (unsigned long long)ss->id, (unsigned long long)p, strerror(j->err));
+			/* The session ends (its requests fail with it). No DONE is
+			 * owed: flushing one would free r's entries while its other
+			 * pieces may still be filling into them (review). */
 			objfs_ring_poison(ss->ring, ss->slots, p, j->err);
 			__atomic_store_n(&ss->failed, j->err, __ATOMIC_RELAXED);
-			r->err = j->err;
-			ss->qowed++;
 			pthread_mutex_lock(&s->lock);
 			s->st.fill_errors++;
 			pthread_mutex_unlock(&s->lock);
