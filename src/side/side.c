@@ -329,9 +329,13 @@ static ssize_t recv_msg(int fd, void *buf, int *fd_out)
 /* ---------------------------------------------------------- sessions */
 
 /*
- * Whether @memfd can be a ring of @bytes: a regular file of that size on
- * tmpfs (not hugetlbfs: its pages can be punched out and not come back),
- * sealed against shrinking and growing. 0 or -EBADFD.
+ * Whether @memfd can be a ring of @bytes: sealed against shrinking and
+ * growing, then a regular file of that size on tmpfs (not hugetlbfs: its
+ * pages can be punched out and not come back). The seals first (a
+ * review): F_GET_SEALS answers only for a memfd, without calling into any
+ * file system (a file of the client's own FUSE mount would have fstat
+ * wait on its server), and once they are there the size read next stays.
+ * 0 or -EBADFD.
  */
 static int ring_fd_ok(int memfd, uint64_t bytes, const char **why)
 {
@@ -340,13 +344,13 @@ static int ring_fd_ok(int memfd, uint64_t bytes, const char **why)
 	int seals;
 
 	*why = NULL;
-	if (fstat(memfd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != bytes)
+	if ((seals = fcntl(memfd, F_GET_SEALS)) < 0 ||
+	    (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
+		*why = "not sealed with F_SEAL_SHRINK and F_SEAL_GROW";
+	else if (fstat(memfd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != bytes)
 		*why = "not a file of the ring's size";
 	else if (fstatfs(memfd, &sf) || sf.f_type != TMPFS_MAGIC)
 		*why = "not a memfd on tmpfs (hugetlbfs rings are refused)";
-	else if ((seals = fcntl(memfd, F_GET_SEALS)) < 0 ||
-		 (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
-		*why = "not sealed with F_SEAL_SHRINK and F_SEAL_GROW";
 	return *why ? -EBADFD : 0;
 }
 
