@@ -460,6 +460,16 @@ START_TEST(test_imds)
 	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
 	ck_assert_str_eq(c.access_key, "ASIAIMDSSTUB2");
 	objfs_creds_clear(&c);
+	{
+		int rc = 1;
+		const struct objfs_creds *h = objfs_creds_hold(p, &rc);
+
+		ck_assert_ptr_nonnull(h);
+		ck_assert_str_eq(h->access_key, "ASIAIMDSSTUB2");
+		ck_assert_ptr_eq(objfs_creds_hold(p, &rc), h);
+		objfs_creds_drop(h);
+		objfs_creds_drop(h);
+	}
 	objfs_creds_provider_free(p);
 	stub_stop();
 }
@@ -1021,6 +1031,41 @@ START_TEST(test_remote_no_secret_in_logs)
 }
 END_TEST
 
+/* Held credentials are shared (no copy a request) and outlive a refresh
+ * or the provider itself until dropped. */
+START_TEST(test_hold_shared)
+{
+	struct objfs_creds_provider *p;
+	const struct objfs_creds *a, *b;
+	char err[512] = "";
+	int rc = 1;
+
+	setenv("AWS_ACCESS_KEY_ID", "AKHOLD", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "SKHOLD", 1);
+	setenv("AWS_SESSION_TOKEN", "TKHOLD", 1);
+	ck_assert_int_eq(objfs_creds_provider_new(NULL, 0, &p, err, sizeof(err)), 0);
+	a = objfs_creds_hold(p, &rc);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_int_eq(rc, 0);
+	b = objfs_creds_hold(p, &rc);
+	ck_assert_ptr_eq(a, b); /* one snapshot until the credentials change */
+	ck_assert_str_eq(a->access_key, "AKHOLD");
+	ck_assert_str_eq(a->session_token, "TKHOLD");
+	objfs_creds_drop(b);
+	objfs_creds_provider_free(p);
+	ck_assert_str_eq(a->secret_key, "SKHOLD"); /* still held */
+	objfs_creds_drop(a);
+	objfs_creds_drop(NULL);
+	ck_assert_int_eq(objfs_creds_provider_new(NULL, 1, &p, err, sizeof(err)), 0);
+	ck_assert_ptr_null(objfs_creds_hold(p, &rc)); /* no_sign */
+	ck_assert_int_eq(rc, -ENOKEY);
+	objfs_creds_provider_free(p);
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	unsetenv("AWS_SESSION_TOKEN");
+}
+END_TEST
+
 /*
  * A refresh runs outside the provider's lock: while credential_process
  * refreshes ones that expire within the window, another signer gets the
@@ -1102,6 +1147,7 @@ static Suite *creds_suite(void)
 	tcase_add_test(tc, test_no_secret_in_logs);
 	tcase_add_test(tc, test_imds);
 	tcase_add_test(tc, test_refresh_outside_lock);
+	tcase_add_test(tc, test_hold_shared);
 	tcase_add_test(tc, test_imds_unreachable_fast);
 	tcase_add_test(tc, test_anonymous);
 	tcase_add_test(tc, test_secrets_not_dumped);

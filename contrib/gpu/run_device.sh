@@ -42,6 +42,10 @@ pack() {
 		-o "$dev/nullfs"
 	# The machine's ceiling for one CPU copy per byte (contrib/bench/memcpy_bw.c).
 	gcc -O2 -pthread ../contrib/bench/memcpy_bw.c -o "$dev/memcpy_bw"
+	# What taking the credentials costs a signed request (contrib/bench/creds_bench.c).
+	gcc -O2 -I../src/store -I../src/util -I. ../contrib/bench/creds_bench.c \
+		src/.libs/libobjfscore.a $(pkg-config --libs libcurl fuse3 json-c libxml-2.0 \
+		openssl liburing libxxhash) -lpthread -o "$dev/creds_bench"
 	for l in $(ldd src/objfs tests/gpu/gpu_fill | awk '$3 ~ /^\// { print $3 }' | sort -u |
 		grep -v 'libc\.so\|libm\.so\|libresolv\|ld-linux\|libstdc\|libgcc_s'); do
 		cp -L "$l" "$dev/fallback/"

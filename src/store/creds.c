@@ -16,6 +16,8 @@
 #include <ctype.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -730,8 +732,23 @@ struct file_id {
 	struct timespec mtime;
 };
 
+/* Credentials shared by their holders (objfs_creds_hold). */
+struct creds_snap {
+	unsigned refs;            /* atomic: holders, and the provider while current */
+	struct objfs_creds c;
+};
+
+static void snap_drop(struct creds_snap *sn)
+{
+	if (sn && __atomic_sub_fetch(&sn->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		objfs_creds_clear(&sn->c);
+		free(sn);
+	}
+}
+
 struct objfs_creds_provider {
 	pthread_mutex_t lock;
+	struct creds_snap *snap;  /* lock: p->cur shared, made at the first hold after a change */
 	pthread_cond_t refreshed;  /* a refresh ended */
 	int refreshing;           /* a thread resolves, outside the lock */
 	char *profile;
@@ -793,6 +810,7 @@ void objfs_creds_provider_free(struct objfs_creds_provider *p)
 {
 	if (!p)
 		return;
+	snap_drop(p->snap);
 	objfs_creds_clear(&p->cur);
 	pthread_mutex_destroy(&p->lock);
 	pthread_cond_destroy(&p->refreshed);
@@ -842,6 +860,8 @@ static int refresh_locked(struct objfs_creds_provider *p)
 	pthread_mutex_lock(&p->lock);
 	now = (int64_t)time(NULL); /* after the resolve: it may have taken a while */
 	if (ok) {
+		snap_drop(p->snap); /* its holders keep it */
+		p->snap = NULL;
 		objfs_creds_clear(&p->cur);
 		p->cur = fresh;
 		memcpy(p->files, id, sizeof(id));
@@ -869,15 +889,13 @@ static int refresh_locked(struct objfs_creds_provider *p)
 	return rc;
 }
 
-int objfs_creds_get(struct objfs_creds_provider *p, struct objfs_creds *out)
+/* Refreshes p->cur if it is stale (one thread; the others use what is
+ * valid meanwhile). p->lock held. 0, or -EACCES once they expired. */
+static int current_locked(struct objfs_creds_provider *p)
 {
 	int64_t now = (int64_t)time(NULL);
 	int rc = 0;
 
-	memset(out, 0, sizeof(*out));
-	if (p->anonymous)
-		return -ENOKEY;
-	pthread_mutex_lock(&p->lock);
 	while (stale(p, now)) {
 		if (!p->refreshing) {
 			p->refreshing = 1;
@@ -895,9 +913,60 @@ int objfs_creds_get(struct objfs_creds_provider *p, struct objfs_creds *out)
 	now = (int64_t)time(NULL);
 	if (!rc && p->cur.expires && now >= p->cur.expires)
 		rc = -EACCES; /* expired, and the last refresh failed moments ago */
+	return rc;
+}
+
+int objfs_creds_get(struct objfs_creds_provider *p, struct objfs_creds *out)
+{
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (p->anonymous)
+		return -ENOKEY;
+	pthread_mutex_lock(&p->lock);
+	rc = current_locked(p);
 	if (!rc)
 		rc = objfs_creds_set(out, p->cur.access_key, p->cur.secret_key,
 				     p->cur.session_token, p->cur.expires, p->cur.source);
 	pthread_mutex_unlock(&p->lock);
 	return rc;
+}
+
+const struct objfs_creds *objfs_creds_hold(struct objfs_creds_provider *p, int *err)
+{
+	struct creds_snap *sn = NULL;
+	int rc;
+
+	if (p->anonymous) {
+		*err = -ENOKEY;
+		return NULL;
+	}
+	pthread_mutex_lock(&p->lock);
+	rc = current_locked(p);
+	if (!rc && !p->snap) {
+		if (!(p->snap = calloc(1, sizeof(*p->snap)))) {
+			rc = -ENOMEM;
+		} else if ((rc = objfs_creds_set(&p->snap->c, p->cur.access_key, p->cur.secret_key,
+						 p->cur.session_token, p->cur.expires,
+						 p->cur.source))) {
+			free(p->snap);
+			p->snap = NULL;
+		} else {
+			p->snap->refs = 1; /* the provider's */
+		}
+	}
+	if (!rc) {
+		sn = p->snap;
+		__atomic_add_fetch(&sn->refs, 1, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&p->lock);
+	*err = rc;
+	return sn ? &sn->c : NULL;
+}
+
+void objfs_creds_drop(const struct objfs_creds *c)
+{
+	if (c)
+		snap_drop((struct creds_snap *)(void *)((char *)(uintptr_t)c -
+							offsetof(struct creds_snap, c)));
 }

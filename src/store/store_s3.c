@@ -116,25 +116,25 @@ static int add_header(struct curl_slist **l, const char *name, const char *value
 static int s3_sign(struct s3_store *s, const char *method, const char *epath,
 		   const char *query, struct curl_slist **hdrs)
 {
-	struct objfs_creds cr = { 0 };
 	char date[17], auth[1024], hhost[512], hsha[128], hdate[64];
 	char *htok = NULL;
-	int err = objfs_creds_get(s->creds, &cr);
+	int err;
+	const struct objfs_creds *cr = objfs_creds_hold(s->creds, &err);
 
-	if (err)
+	if (!cr)
 		return err;
 	objfs_sigv4_amz_date(time(NULL), date);
 	snprintf(hhost, sizeof(hhost), "host:%s", s->host);
 	snprintf(hsha, sizeof(hsha), "x-amz-content-sha256:%s", OBJFS_SHA256_EMPTY);
 	snprintf(hdate, sizeof(hdate), "x-amz-date:%s", date);
-	if (cr.session_token && asprintf(&htok, "x-amz-security-token:%s", cr.session_token) < 0) {
+	if (cr->session_token && asprintf(&htok, "x-amz-security-token:%s", cr->session_token) < 0) {
 		htok = NULL;
 		err = -ENOMEM;
 		goto out;
 	}
 	{
 		const char *signed_hdrs[] = { hhost, hsha, hdate, htok, NULL };
-		struct objfs_sigv4_creds sc = { cr.access_key, cr.secret_key, cr.session_token };
+		struct objfs_sigv4_creds sc = { cr->access_key, cr->secret_key, cr->session_token };
 		struct objfs_sigv4_req sr = {
 			.method = method, .path = epath, .query = query, .headers = signed_hdrs,
 			.payload_hash = OBJFS_SHA256_EMPTY, .region = s->region,
@@ -147,8 +147,8 @@ static int s3_sign(struct s3_store *s, const char *method, const char *epath,
 		err = add_header(hdrs, "x-amz-content-sha256", OBJFS_SHA256_EMPTY);
 	if (!err)
 		err = add_header(hdrs, "x-amz-date", date);
-	if (!err && cr.session_token)
-		err = add_header(hdrs, "x-amz-security-token", cr.session_token);
+	if (!err && cr->session_token)
+		err = add_header(hdrs, "x-amz-security-token", cr->session_token);
 	if (!err)
 		err = add_header(hdrs, "Authorization", auth);
 	explicit_bzero(auth, sizeof(auth));
@@ -157,7 +157,7 @@ out:
 		explicit_bzero(htok, strlen(htok));
 		free(htok);
 	}
-	objfs_creds_clear(&cr);
+	objfs_creds_drop(cr);
 	return err;
 }
 
