@@ -884,7 +884,7 @@ struct key_vec {
 #define S3_OBJ(k) "<Contents><Key>" k "</Key><Size>7</Size></Contents>"
 #define S3_DIR(k) "<CommonPrefixes><Prefix>" k "</Prefix></CommonPrefixes>"
 #define S3_PAGE(x) "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult>" \
-	"<IsTruncated>false</IsTruncated>" x "</ListBucketResult>"
+	"<EncodingType>url</EncodingType><IsTruncated>false</IsTruncated>" x "</ListBucketResult>"
 #define OBJ(n) { n, 0, 7, -1 }
 #define JF(n) "{\"name\":\"" n "\",\"type\":\"file\"},"
 #define JD(n) "{\"name\":\"" n "\",\"type\":\"directory\"},"
