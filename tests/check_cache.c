@@ -158,7 +158,7 @@ START_TEST(test_fill_waits_without_blocking)
 	ck_assert_int_eq(objfs_cache_new(1 << 20, 65536, &c), 0);
 	obj_init(&o, &f, "obj-wait", 4 * 65536);
 	atomic_store(&f.hold, 1);
-	ck_assert_uint_eq(objfs_cache_prefetch(c, &o, 0, 2 * 65536), 2 * 65536);
+	ck_assert_uint_eq(objfs_cache_prefetch(c, &o, 0, 2 * 65536, NULL), 2 * 65536);
 	/* blocks 0 and 1 in flight, block 2 not cached: one waits, one fetches */
 	objfs_cache_fill(c, &o, 100, 2 * 65536 + 50, buf, fill_seen_cb, &w);
 	ck_assert_int_eq(atomic_load(&w.done), 0); /* returned, still open */
@@ -170,7 +170,7 @@ START_TEST(test_fill_waits_without_blocking)
 	/* a block that fails fails its waiter */
 	atomic_store(&f.hold, 1);
 	atomic_store(&f.fail_next, 1);
-	ck_assert_uint_eq(objfs_cache_prefetch(c, &o, 3 * 65536, 65536), 65536);
+	ck_assert_uint_eq(objfs_cache_prefetch(c, &o, 3 * 65536, 65536, NULL), 65536);
 	objfs_cache_fill(c, &o, 3 * 65536 + 10, 20, buf, fill_seen_cb, &w2);
 	ck_assert_int_eq(atomic_load(&w2.done), 0);
 	atomic_store(&f.hold, 0);
@@ -272,17 +272,41 @@ START_TEST(test_prefetch_respects_cap)
 	struct fake_store f = { .salt = 4, .delay_us = 50000 };
 	char buf[100];
 	size_t started;
+	int64_t reached;
 
 	ck_assert_int_eq(objfs_cache_new(4 << 20, 1 << 20, &c), 0);
 	obj_init(&o, &f, "obj-pf", 64 << 20);
-	started = objfs_cache_prefetch(c, &o, 0, 32 << 20);
+	started = objfs_cache_prefetch(c, &o, 0, 32 << 20, &reached);
 	ck_assert_uint_le(started, 4 << 20); /* only what fits */
+	ck_assert_int_eq(reached, (int64_t)started); /* where the cap stopped it */
 	objfs_cache_get_stats(c, &st);
 	ck_assert_uint_le(st.bytes, st.cap);
 	ck_assert_int_eq(objfs_cache_read(c, &o, 100, 100, buf), 0); /* waits on the prefetch */
 	check_bytes(&f, buf, 100, 100);
 	ck_assert_int_eq(atomic_load(&f.calls), (int)(started >> 20));
 	objfs_cache_free(c); /* waits for fetches in flight */
+}
+END_TEST
+
+/* A window of more than 64 blocks is started whole (a review found all
+ * but the first 64 left to be fetched on demand), and reaches its end. */
+START_TEST(test_prefetch_whole_window)
+{
+	struct objfs_cache *c;
+	struct objfs_cache_obj o;
+	struct fake_store f = { .salt = 9 };
+	int64_t reached = 0;
+
+	ck_assert_int_eq(objfs_cache_new(64 << 20, 65536, &c), 0);
+	obj_init(&o, &f, "obj-wide", 32 << 20);
+	ck_assert_uint_eq(objfs_cache_prefetch(c, &o, 65536, 200 * 65536, &reached),
+			  200 * 65536);
+	ck_assert_int_eq(reached, 201 * 65536);
+	ck_assert_uint_eq(objfs_cache_prefetch(c, &o, 65536, 300 * 65536, &reached),
+			  100 * 65536); /* the first 200 are there already */
+	ck_assert_int_eq(reached, 301 * 65536);
+	objfs_cache_free(c);
+	ck_assert_int_eq(atomic_load(&f.calls), 300);
 }
 END_TEST
 
@@ -708,6 +732,7 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, test_fill_waits_without_blocking);
 	tcase_add_test(tc, test_drop_behind);
 	tcase_add_test(tc, test_prefetch_respects_cap);
+	tcase_add_test(tc, test_prefetch_whole_window);
 	tcase_add_test(tc, test_failure_not_cached);
 	tcase_add_test(tc, test_identity);
 	tcase_add_test(tc, test_fill_direct);

@@ -756,41 +756,56 @@ int objfs_cache_read(struct objfs_cache *c, const struct objfs_cache_obj *o, int
 }
 
 size_t objfs_cache_prefetch(struct objfs_cache *c, const struct objfs_cache_obj *o,
-			    int64_t off, size_t len)
+			    int64_t off, size_t len, int64_t *reached)
 {
 	struct objfs_block *start[64];
-	size_t nstart = 0, bytes = 0;
-	uint64_t first, last;
+	size_t bytes = 0;
+	uint64_t first, last, idx;
+	int stop = 0;
 
+	if (reached)
+		*reached = off;
 	if (!len || off < 0 || off >= o->size)
 		return 0;
 	if (off + (int64_t)len > o->size)
 		len = (size_t)(o->size - off);
 	first = (uint64_t)off / c->bsize;
 	last = (uint64_t)(off + (int64_t)len - 1) / c->bsize;
-	pthread_mutex_lock(&c->lock);
-	for (uint64_t idx = first; idx <= last && nstart < 64; idx++) {
-		size_t h = key_hash(o->id, idx);
-		struct objfs_block *b = find_block(c, o->id, idx, h);
+	/* 64 blocks a round, started outside the lock, until the window's end
+	 * or the cap (a review found every block past the first 64 of a
+	 * window left to be fetched on demand) */
+	for (idx = first; idx <= last && !stop;) {
+		size_t nstart = 0;
 
-		if (b)
-			continue;
-		make_room(c);
-		if (c->bytes + c->bsize > c->cap) {
-			c->st.prefetch_capped++;
-			break; /* no room: prefetching never pushes past the cap */
+		pthread_mutex_lock(&c->lock);
+		for (; idx <= last && nstart < 64; idx++) {
+			size_t h = key_hash(o->id, idx);
+			struct objfs_block *b = find_block(c, o->id, idx, h);
+
+			if (b)
+				continue;
+			make_room(c);
+			if (c->bytes + c->bsize > c->cap) {
+				c->st.prefetch_capped++;
+				stop = 1;
+				break; /* no room: prefetching never pushes past the cap */
+			}
+			b = block_new(c, o, idx, h);
+			if (!b) {
+				stop = 1;
+				break;
+			}
+			b->prefetched = 1;
+			c->st.prefetched++;
+			start[nstart++] = b;
+			bytes += b->len;
 		}
-		b = block_new(c, o, idx, h);
-		if (!b)
-			break;
-		b->prefetched = 1;
-		c->st.prefetched++;
-		start[nstart++] = b;
-		bytes += b->len;
+		pthread_mutex_unlock(&c->lock);
+		for (size_t i = 0; i < nstart; i++)
+			start_fetch(o, start[i]);
 	}
-	pthread_mutex_unlock(&c->lock);
-	for (size_t i = 0; i < nstart; i++)
-		start_fetch(o, start[i]);
+	if (reached) /* blocks below idx are cached, coming or started */
+		*reached = idx > last ? off + (int64_t)len : (int64_t)(idx * c->bsize);
 	return bytes;
 }
 

@@ -160,10 +160,12 @@ void objfs_cache_unpin(struct objfs_cache *c, struct objfs_cache_pin *pin);
 /*
  * Starts fetching the blocks covering [off, off+len) of @o that are not
  * cached, without waiting, as long as the cache has room. Returns the
- * number of bytes of fetches started.
+ * number of bytes of fetches started; *@reached (may be NULL) is where the
+ * blocks cached, in flight or started end: off + len, or the first block
+ * the cap (or memory) refused.
  */
 size_t objfs_cache_prefetch(struct objfs_cache *c, const struct objfs_cache_obj *o,
-			    int64_t off, size_t len);
+			    int64_t off, size_t len, int64_t *reached);
 
 /*
  * Drop-behind: a sequential reader of @o is at @off, so the block before

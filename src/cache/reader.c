@@ -57,7 +57,7 @@ void objfs_reader_start(struct objfs_reader *r)
 	int64_t size = r->obj->size;
 
 	if (size > 0 && (uint64_t)size <= objfs_cache_block_size(r->cache))
-		objfs_cache_prefetch(r->cache, &r->obj->cobj, 0, (size_t)size);
+		objfs_cache_prefetch(r->cache, &r->obj->cobj, 0, (size_t)size, NULL);
 }
 
 void objfs_reader_free(struct objfs_reader *r)
@@ -172,8 +172,17 @@ int objfs_reader_read(struct objfs_reader *r, int64_t off, size_t len,
 		return err;
 	}
 	out->len = n;
-	if (plan.len)
-		objfs_cache_prefetch(r->cache, o, plan.off, plan.len);
+	if (plan.len) {
+		int64_t reached;
+
+		objfs_cache_prefetch(r->cache, o, plan.off, plan.len, &reached);
+		if (reached < plan.off + (int64_t)plan.len) { /* the cap: asked again next read */
+			pthread_mutex_lock(&r->lock);
+			if (reached < r->pf.ahead)
+				r->pf.ahead = reached;
+			pthread_mutex_unlock(&r->lock);
+		}
+	}
 	if (plan.sequential) {
 		size_t bs = objfs_cache_block_size(r->cache);
 

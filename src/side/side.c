@@ -1082,7 +1082,7 @@ static void plan_blocks(struct session *ss, const struct req *r)
 		uint64_t blk = (uint64_t)e->off / bs;
 
 		if (want[i] && !objfs_cache_has(cache, e->cap->obj->cobj.id, blk) &&
-		    !objfs_cache_prefetch(cache, &e->cap->obj->cobj, (int64_t)(blk * bs), bs))
+		    !objfs_cache_prefetch(cache, &e->cap->obj->cobj, (int64_t)(blk * bs), bs, NULL))
 			break; /* no room: the rest are filled as they are */
 	}
 out:
