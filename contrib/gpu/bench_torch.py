@@ -30,7 +30,9 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+# OBJFS_PYDIR: another objfs.py / objfs_torch.py to measure (bench_torch.sh MODE@old)
+sys.path.insert(0, os.environ.get("OBJFS_PYDIR") or
+                os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import objfs_torch  # noqa: E402
 
 B, L = 256, 110 * 1024

@@ -8,6 +8,9 @@
 # (read through the mount into host memory, copy each tensor); (3) batches of
 # 256 random 110 KiB samples across 1,000 files of 2 MiB, ShardDataset with
 # the next batch in flight vs a 16-worker DataLoader reading the mount.
+# BENCH_MODES (st_objfs st_base st_one dl_objfs dl_base; MODE@old runs MODE
+# with the Python modules in BENCH_OLD_PY), BENCH_REPS, BENCH_ST_GB,
+# BENCH_BATCHES, BENCH_OPTS.
 # Every measurement is a fresh mount (daemon caches cold; nginx's files in
 # the page cache); modes alternate, BENCH_REPS times.
 set -u
@@ -61,7 +64,9 @@ for ((rep = 0; rep < REPS; rep++)); do
 		st_*) arg=("$MNT/model.safetensors") ;;
 		*) arg=("$MNT/shards" "$NB") ;;
 		esac
-		say "rep $rep: $(timeout 120 python3 "$HERE/bench_torch.py" "$m" "${arg[@]}" 2>&1 | tail -1)"
+		pydir= # MODE@old: the Python modules in BENCH_OLD_PY
+		[ "${m%@old}" != "$m" ] && pydir=${BENCH_OLD_PY:?MODE@old needs BENCH_OLD_PY}
+		say "rep $rep: $(OBJFS_PYDIR=$pydir timeout 120 python3 "$HERE/bench_torch.py" "${m%@old}" "${arg[@]}" 2>&1 | tail -1)${pydir:+ (@old)}"
 		unmount_objfs "$MNT" >/dev/null 2>&1
 	done
 done

@@ -202,6 +202,27 @@ class Session:
         iov._keep = keep
         return iov, n, wait or (lambda: None)
 
+    def submit_ptrs(self, entries, stream=None):
+        """submit() for (path or File, offset, pointer, bytes) entries whose
+        memory the caller keeps alive: no inspection per array, for a batch
+        of samples laid out in one buffer (ShardDataset: describing each
+        tensor cost ~10 us a sample, a third of a batch's time). @stream: a
+        CUDA stream handle, or None to wait here. Returns (iov, n)."""
+        lib = _load()
+        n = len(entries)
+        iov = (IOV * max(n, 1))()
+        files = self._files
+        for i, (f, off, ptr, nbytes) in enumerate(entries):
+            if not isinstance(f, File):
+                f = files.get(f) or self.file(f)
+            e = iov[i]
+            e.h, e.buf, e.len, e.off = f._h, ptr, nbytes, off
+        if stream is None:
+            _check(lib.objfs_gpu_readv(iov, n), "objfs_gpu_readv")
+        else:
+            _check(lib.objfs_gpu_readv_async(iov, n, stream), "objfs_gpu_readv_async")
+        return iov, n
+
     def read_into(self, items, check=True):
         """Fills each array of @items, a list of (path or File, offset, array),
         in one batch; returns the byte counts (short only at a file's end).

@@ -59,19 +59,26 @@ class ShardDataset(torch.utils.data.Dataset):
         return len(self.index)
 
     def _alloc(self, idx):
-        lens = [self.index[i][2] for i in idx]
-        total = sum(lens)
+        """The batch's buffer: (out, flat, entries), @out a [n, L] view of
+        one device buffer when every length is L, else a list of 1-D views;
+        @entries the readv's (file, offset, pointer, bytes), pointers into
+        @flat by arithmetic (no per-tensor inspection)."""
+        samples = [self.index[i] for i in idx]
+        total = sum(s[2] for s in samples)
         flat = torch.empty(total, dtype=torch.uint8, device=self.device)
-        views, off = [], 0
-        for n in lens:
-            views.append(flat[off:off + n])
+        base, entries, off = flat.data_ptr(), [], 0
+        for f, foff, n in samples:
+            entries.append((f, foff, base + off, n))
             off += n
-        same = len(set(lens)) == 1
-        out = flat.view(len(lens), lens[0]) if same and lens else views
-        return out, views
-
-    def _items(self, idx, views):
-        return [(self.index[i][0], self.index[i][1], v) for i, v in zip(idx, views)]
+        n0 = samples[0][2] if samples else 0
+        if all(s[2] == n0 for s in samples):
+            out = flat.view(len(samples), n0)
+        else:
+            out, off = [], 0
+            for s in samples:
+                out.append(flat[off:off + s[2]])
+                off += s[2]
+        return out, flat, entries
 
     def _finish(self, out, iov, n, idx):
         for k in range(n):
@@ -85,11 +92,13 @@ class ShardDataset(torch.utils.data.Dataset):
         return out
 
     def __getitems__(self, idx):
-        """One batch: one readv on the current stream, waited for."""
+        """One batch: one readv, waited for."""
         idx = list(idx)
-        out, views = self._alloc(idx)
-        iov, n, wait = self.session.submit(self._items(idx, views))
-        wait()
+        out, flat, entries = self._alloc(idx)
+        st = torch.cuda.current_stream(self.device) if self.device.type == "cuda" else None
+        iov, n = self.session.submit_ptrs(entries, stream=st.cuda_stream if st else None)
+        if st is not None:
+            st.synchronize()
         return self._finish(out, iov, n, idx)
 
     def __getitem__(self, i):
@@ -116,23 +125,21 @@ class ShardDataset(torch.utils.data.Dataset):
                 return False
             idx = list(idx)
             with torch.cuda.stream(side):
-                out, views = self._alloc(idx)
-                iov, n, _ = self.session.submit(self._items(idx, views),
-                                                stream=_stream_handle(side))
+                out, flat, entries = self._alloc(idx)
+                iov, n = self.session.submit_ptrs(entries, stream=_stream_handle(side))
                 ev = torch.cuda.Event()
                 ev.record(side)
-            pending.append((idx, out, views, iov, n, ev))
+            pending.append((idx, out, flat, iov, n, ev))
             return True
 
         for _ in range(depth + 1):
             if not launch():
                 break
         while pending:
-            idx, out, views, iov, n, ev = pending.pop(0)
+            idx, out, flat, iov, n, ev = pending.pop(0)
             cur.wait_event(ev)
             ev.synchronize()  # nread is written by the stream's last host function
-            for v in views:
-                v.record_stream(cur)
+            flat.record_stream(cur)  # the views share its memory
             yield self._finish(out, iov, n, idx)
             launch()
 
