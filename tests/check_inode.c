@@ -261,14 +261,19 @@ static int pv_stat(struct objfs_store *s, const char *path, struct objfs_stat *s
 static const struct objfs_store_ops pv_ops = { .name = "pv", .list = lk_list, .stat = pv_stat,
 					       .lookup = pv_stat };
 
-/* objfs_inode_open's keep_cache for @ino (the path is freed). */
+/* objfs_inode_open's keep_cache for @ino, the handle closed at once (the
+ * path is freed). */
 static int open_keep(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a)
 {
+	struct objfs_open o;
 	char *path = NULL;
-	int keep = -1;
+	int keep;
 
-	ck_assert_int_eq(objfs_inode_open(t, ino, a, &keep, &path), 0);
+	ck_assert_int_eq(objfs_inode_open(t, ino, a, &path, &o), 0);
 	free(path);
+	keep = o.keep_cache;
+	ck_assert(!o.direct);
+	objfs_inode_close(t, &o, 1);
 	return keep;
 }
 
@@ -286,9 +291,56 @@ START_TEST(test_open_keep_cache)
 	ck_assert_int_eq(open_keep(t, a.ino, &a), 0);
 	ck_assert_str_eq(a.etag, "\"b\"");
 	ck_assert_int_eq(open_keep(t, a.ino, &a), 1);
-	pv_size = 20; /* same ETag, another size: not kept either */
-	ck_assert_int_eq(open_keep(t, a.ino, &a), 0);
+	pv_size = 20; /* same ETag, another size: the kernel looks it up again first */
+	{
+		struct objfs_open o;
+		char *path = NULL;
+
+		ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &path, &o), -ESTALE);
+		ck_assert_ptr_null(path);
+	}
+	ck_assert_int_eq(open_keep(t, a.ino, &a), 0); /* then: not kept either */
 	ck_assert_int_eq(a.size, 20);
+	objfs_inodes_free(t);
+}
+END_TEST
+
+/*
+ * The kernel's pages belong to one version at a time (a review read
+ * version B through a handle of version A): while a handle of one version
+ * is open, a handle of another reads around the pages (direct), and the
+ * pages stay the first version's; once it closes, the next open takes them
+ * over (not kept: they are the old version's). An open the kernel never
+ * got forgets the version it would have made the kernel keep.
+ */
+START_TEST(test_open_versions)
+{
+	struct objfs_store st = { .ops = &pv_ops };
+	struct objfs_inodes *t;
+	struct objfs_open h1, h2, h3;
+	struct objfs_attr a;
+	char *path;
+
+	pv_size = 10;
+	snprintf(pv_etag, sizeof(pv_etag), "\"v1\"");
+	ck_assert_int_eq(objfs_inodes_new(&st, 0, 0, &t), 0);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
+	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &path, &h1), 0);
+	free(path);
+	ck_assert(h1.counted && !h1.direct);
+	snprintf(pv_etag, sizeof(pv_etag), "\"v2\""); /* replaced, same size */
+	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &path, &h2), 0);
+	free(path);
+	ck_assert_str_eq(a.etag, "\"v2\"");
+	ck_assert(h2.direct && !h2.counted && !h2.keep_cache);
+	objfs_inode_close(t, &h2, 1);
+	objfs_inode_close(t, &h1, 1);
+	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &path, &h3), 0);
+	free(path);
+	ck_assert(h3.counted && !h3.direct && !h3.keep_cache); /* v1's pages dropped */
+	objfs_inode_close(t, &h3, 0); /* never reached the kernel */
+	ck_assert_int_eq(open_keep(t, a.ino, &a), 0); /* so v1's pages may still be there */
+	ck_assert_int_eq(open_keep(t, a.ino, &a), 1);
 	objfs_inodes_free(t);
 }
 END_TEST
@@ -337,7 +389,7 @@ START_TEST(test_deep_tree_linear)
 	uint64_t ino = OBJFS_ROOT_INO;
 	size_t before, grew;
 	char *path = NULL;
-	int keep;
+	struct objfs_open o;
 
 	ck_assert_int_eq(objfs_inodes_new(&st, 60, 60, &t), 0);
 	before = mallinfo2().uordblks;
@@ -349,10 +401,11 @@ START_TEST(test_deep_tree_linear)
 	/* 2,000 nodes: a few hundred bytes each, not 2,000 paths of ~2 KiB */
 	ck_assert_msg(grew < 2000 * 512, "2,000 nested directories took %zu bytes", grew);
 	ck_assert_int_eq(objfs_inode_lookup(t, ino, "f.bin", &a), 0);
-	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &keep, &path), 0);
+	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &path, &o), 0);
 	ck_assert_uint_eq(strlen(path), 4005);
 	ck_assert_str_eq(path + 3996, "d/d/f.bin");
 	free(path);
+	objfs_inode_close(t, &o, 1);
 	ck_assert_int_eq(atomic_load(&deep_bad), 0);
 	objfs_inodes_free(t);
 }
@@ -918,6 +971,7 @@ int main(void)
 	tcase_add_test(tc, test_deep_tree_linear);
 	tcase_add_test(tc, test_direct_lookup);
 	tcase_add_test(tc, test_open_keep_cache);
+	tcase_add_test(tc, test_open_versions);
 	tcase_add_test(tc, test_readdir_streams);
 	tcase_add_test(tc, test_dedupe_across_pages);
 	tcase_add_test(tc, test_offsets_stable);

@@ -65,12 +65,17 @@ struct fh {
 	struct objfs_reader *reader; /* NULL for the stats file */
 	char *text;                  /* the stats file: snapshot taken at open */
 	size_t text_len;
+	struct objfs_inodes *inodes; /* with open: objfs_inode_close at the end */
+	struct objfs_open open;
+	int used;                    /* the kernel got the handle */
 };
 
 static void fh_free(struct fh *h)
 {
 	if (!h)
 		return;
+	if (h->inodes)
+		objfs_inode_close(h->inodes, &h->open, h->used);
 	objfs_reader_free(h->reader);
 	objfs_object_put(h->obj);
 	free(h->text);
@@ -362,9 +367,10 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		/* reads arrive out of order over twice the kernel readahead */
 		.drop_lag = 2 * ((size_t)READAHEAD_KB << 10),
 	};
+	struct objfs_open op;
 	struct objfs_attr a;
 	struct fh *h;
-	int keep = 0, err;
+	int err;
 	char *path;
 
 	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
@@ -375,17 +381,20 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		stats_open(req, fs, fi);
 		return;
 	}
-	err = objfs_inode_open(fs->inodes, ino, &a, &keep, &path);
+	err = objfs_inode_open(fs->inodes, ino, &a, &path, &op);
 	if (err) {
 		fuse_reply_err(req, -err);
 		return;
 	}
 	h = calloc(1, sizeof(*h));
 	if (!h) {
+		objfs_inode_close(fs->inodes, &op, 0);
 		free(path);
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
+	h->inodes = fs->inodes;
+	h->open = op;
 	/* an unknown size (-1) is 0 bytes, as attr_to_stat tells the kernel */
 	err = objfs_object_new(fs->store, path, a.etag, a.mtime, a.size > 0 ? a.size : 0, NULL,
 			       NULL, &h->obj);
@@ -399,12 +408,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -err);
 		return;
 	}
-	fi->keep_cache = keep;
-	fi->direct_io = fs->direct_io;
-	if (!keep || fs->direct_io)
+	fi->keep_cache = op.keep_cache;
+	fi->direct_io = fs->direct_io || op.direct;
+	if (!op.keep_cache || fi->direct_io)
 		objfs_reader_start(h->reader); /* the first READ will come to us */
-	if (fuse_reply_open(req, fi) == -ENOENT)
+	h->used = 1; /* no RELEASE can come before the reply */
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		h->used = 0;
 		hnd_release(fi->fh); /* the opener was interrupted */
+	}
 }
 
 static void read_fh(fuse_req_t req, struct fh *h, size_t size, off_t off)
@@ -572,8 +584,14 @@ static int dirbuf_add(void *arg, const char *name, const struct objfs_attr *a)
 			e.attr.st_ino = a->ino;
 			e.attr.st_mode = S_IFDIR;
 		} else if (!a->is_dir && a->size < 0) {
-			/* Size unknown yet: make the kernel ask getattr. */
-			e.attr_timeout = 0;
+			/* Size unknown (an HTML index after attr_ttl): no attributes
+			 * at all, as for "." (no lookup counted either, dirsnap_read),
+			 * so the kernel keeps the size it has and looks up when it
+			 * needs one. A size of 0 sent here truncated the kernel's
+			 * pages of an open file (SIGBUS through a mapping: review). */
+			memset(&e, 0, sizeof(e));
+			e.attr.st_ino = a->ino;
+			e.attr.st_mode = S_IFREG;
 		}
 		used = fuse_add_direntry_plus(b->req, b->buf + b->used, left, name, &e,
 					      b->off + 1);

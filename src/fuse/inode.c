@@ -129,6 +129,7 @@ struct objfs_node {
 	uint64_t nlookup;          /* the kernel's references */
 	int64_t size, mtime;
 	int64_t open_size;
+	uint32_t open_n;           /* files: open handles of the open_etag version */
 	double attr_at;            /* monotonic time attrs were fetched, 0 never */
 	double found_at;           /* monotonic time a lookup of its own (no
 				      listing) found it, 0 never: direct_lookup */
@@ -1099,13 +1100,14 @@ int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr 
 }
 
 int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
-		     int *keep_cache, char **path)
+		     char **path, struct objfs_open *o)
 {
 	struct objfs_node *n;
 	int64_t told;
 	int err, force;
 
 	*path = NULL;
+	memset(o, 0, sizeof(*o));
 	pthread_mutex_lock(&t->lock);
 	n = node_get(t, ino);
 	if (!n) {
@@ -1133,10 +1135,13 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 	err = revalidate(t, n, force);
 	if (err)
 		goto out;
-	if (force && told >= 0 && n->size != told) {
+	if (told >= 0 && n->size != told) {
 		/* The kernel still has the old size and would cut reads short at
 		 * it: -ESTALE makes the VFS look the name up again (LOOKUP_REVAL),
-		 * which hands it the new size, and retry the open once. */
+		 * which hands it the new size, and retry the open once. Not only
+		 * when the open forced a restat: one after attr_ttl finds a new
+		 * size just the same, while a listing may have renewed the
+		 * kernel's (a review read 6 bytes of a 23-byte file so). */
 		objfs_info("'%s' changed size (%lld -> %lld bytes): open retried with the new "
 			   "size", *path, (long long)told, (long long)n->size);
 		err = -ESTALE;
@@ -1152,12 +1157,22 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 			snprintf(ver, sizeof(ver), "@%lld", (long long)n->mtime);
 			v = ver;
 		}
-		*keep_cache = v && n->open_etag && strcmp(n->open_etag, v) == 0 &&
-			      n->open_size == n->size;
-		set_str(&n->open_etag, v);
-		n->open_size = n->size;
+		int same = v && n->open_etag && strcmp(n->open_etag, v) == 0 &&
+			   n->open_size == n->size;
+
+		if (n->open_n && !same) {
+			o->direct = 1; /* the pages are another open version's */
+		} else {
+			o->keep_cache = same;
+			set_str(&n->open_etag, v);
+			n->open_size = n->size;
+			n->open_n++;
+			o->counted = 1;
+		}
 	}
 	attr_fill(n, a);
+	o->node = n;
+	n->refs++; /* the handle's, until objfs_inode_close */
 out:
 	node_put(t, n);
 	pthread_mutex_unlock(&t->lock);
@@ -1166,6 +1181,23 @@ out:
 		*path = NULL;
 	}
 	return err;
+}
+
+void objfs_inode_close(struct objfs_inodes *t, struct objfs_open *o, int used)
+{
+	struct objfs_node *n = o->node;
+
+	if (!n)
+		return;
+	pthread_mutex_lock(&t->lock);
+	if (o->counted) {
+		n->open_n--;
+		if (!used && !o->keep_cache)
+			set_str(&n->open_etag, NULL); /* the kernel kept what it had */
+	}
+	node_put(t, n);
+	pthread_mutex_unlock(&t->lock);
+	o->node = NULL;
 }
 
 /* ---- directory handles ---- */
@@ -1308,8 +1340,8 @@ int objfs_dirsnap_read(struct objfs_dirsnap *s, size_t i, int ref, objfs_dirent_
 				taken = -ENOSPC;
 			break;
 		}
-		if (ref)
-			n->nlookup++;
+		if (ref && (a.is_dir || a.size >= 0))
+			n->nlookup++; /* fs.c sends no attributes for a size unknown */
 		taken++;
 	}
 	if (!taken && l->state != L_LISTING)

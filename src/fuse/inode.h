@@ -106,14 +106,39 @@ void objfs_inode_ref(struct objfs_inodes *t, uint64_t ino);
 int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a);
 
 /*
+ * An open file handle's claim on its inode's page cache. The kernel keeps
+ * one page cache and one size per inode, and every version of an object
+ * is one inode: a handle pinned to version B reading through the pages
+ * of a handle still open on version A would mix them (a review read B's
+ * bytes through A's handle). So the pages belong to one version at a
+ * time, the one the open handles counted here pinned; a handle of another
+ * version opened meanwhile reads around them (direct I/O).
+ */
+struct objfs_open {
+	struct objfs_node *node; /* held until objfs_inode_close() */
+	int counted;             /* one of the handles of the pages' version */
+	int keep_cache;          /* the kernel's pages are of this version */
+	int direct;              /* another version owns the pages: read around them */
+};
+
+/*
  * Opens file @ino: revalidates its attributes when stale and fills @a with
- * the size and ETag the handle pins. *keep_cache is 1 when the previous open
- * saw the same ETag and size, so the kernel page cache can be kept.
- * Returns 0, -EISDIR, -ENOENT or -errno. *path receives the store path,
- * allocated: the caller frees it (NULL on error).
+ * the size and ETag the handle pins, and @o (see above; keep_cache when the
+ * previous open saw the same ETag and size). A size that changed from the
+ * one the kernel holds is -ESTALE (the kernel looks the name up again,
+ * learns the size, and retries the open). Returns 0, -EISDIR, -ENOENT,
+ * -ESTALE or -errno. *path receives the store path, allocated: the caller
+ * frees it (NULL on error). Every 0 needs one objfs_inode_close(@o).
  */
 int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
-		     int *keep_cache, char **path);
+		     char **path, struct objfs_open *o);
+
+/*
+ * Ends a handle of objfs_inode_open(). @used: the kernel got the handle
+ * (an open that failed after objfs_inode_open, or never reached the kernel,
+ * did not make it drop its pages: the next open must not keep them).
+ */
+void objfs_inode_close(struct objfs_inodes *t, struct objfs_open *o, int used);
 
 /*
  * A directory handle for readdir: the listing it reads, at stable offsets

@@ -1,0 +1,148 @@
+#!/bin/bash
+# shellcheck source-path=SCRIPTDIR
+#
+# versions.sh: an object replaced on the server while the mount has it open
+# or cached gives each reader one version, whole, never a mix or a cut
+# (a review of the FUSE layer, 2026-11-27, reproduced all three on real
+# mounts before the fix).
+#
+#   OBJFS=/path/to/objfs tests/integration/versions.sh
+#
+#   1. Two handles, two versions: handle 1 opens a 16 MiB file (version A)
+#      and reads its start; the server replaces it (version B, same size);
+#      after attr_timeout handle 2 opens it and reads 8 MiB in. Handle 2
+#      must read B, handle 1 A or EIO, never B: the kernel's page cache is
+#      one per inode, and B's handle filling it served B through A's handle.
+#   2. A size the kernel was renewed by a listing: `ls -l` twice (the second
+#      within list_ttl renews the kernel's attributes), the file grows on
+#      the server, and after attr_timeout `cat` must print the whole new
+#      content (the open pinned the new size while the kernel kept the old
+#      one and cut the read at it).
+#   3. An HTML index (no sizes): a file mapped and read, then the directory
+#      listed again after attr_timeout; the mapping must still read its
+#      bytes (READDIRPLUS sent the unknown size as 0: the kernel truncated
+#      the pages, SIGBUS).
+#
+# Needs /dev/fuse, nginx, python3.
+# Exit status: 0 all passed, 1 something failed, 77 skipped, 99 hard error.
+
+set -u
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=lib.sh
+. "$HERE/lib.sh"
+
+skip_unless_fuse
+require_objfs
+
+SRC=$TEST_TMP/src
+MNT=$TEST_TMP/mnt
+mkdir -p "$SRC/d" "$MNT"
+python3 - "$SRC" <<'EOF'
+import os, sys
+src = sys.argv[1]
+with open(os.path.join(src, "v.bin"), "wb") as f:
+    f.write(b"A" * (16 << 20))
+with open(os.path.join(src, "d", "grow.txt"), "wb") as f:
+    f.write(b"OLD\n")
+with open(os.path.join(src, "d", "map.bin"), "wb") as f:
+    f.write(bytes(range(256)) * 4096)
+EOF
+nginx_start "$SRC" || { echo "cannot start nginx" >&2; exit 99; }
+
+# 1. two handles, two versions
+if mount_objfs "http://127.0.0.1:$NGINX_PORT/data/" "$MNT" \
+	"attr_timeout=1,entry_timeout=1,list_ttl=1"; then
+	if out=$(timeout 120 python3 - "$MNT/v.bin" "$SRC/v.bin" 2>&1 <<'EOF'
+import os, sys, time
+mnt, src = sys.argv[1], sys.argv[2]
+h1 = os.open(mnt, os.O_RDONLY)
+assert os.pread(h1, 4096, 0) == b"A" * 4096, "handle 1's first read"
+tmp = src + ".new"
+with open(tmp, "wb") as f:
+    f.write(b"B" * (16 << 20))
+st = os.stat(src)
+os.utime(tmp, (st.st_atime + 10, st.st_mtime + 10))  # another ETag
+os.rename(tmp, src)
+time.sleep(1.5)  # past attr_timeout: the next open sees version B
+h2 = os.open(mnt, os.O_RDONLY)
+b2 = os.pread(h2, 4096, 8 << 20)
+try:
+    b1 = os.pread(h1, 4096, 8 << 20)
+except OSError as e:
+    b1 = "EIO" if e.errno == 5 else str(e)
+b2b = os.pread(h2, 4096, 12 << 20)
+print("h2 %s h1 %s h2-again %s" % (b2[:1], b1 if isinstance(b1, str) else b1[:1], b2b[:1]))
+ok = b2 == b"B" * 4096 and b2b == b"B" * 4096 and (b1 == "EIO" or b1 == b"A" * 4096)
+sys.exit(0 if ok else 1)
+EOF
+	); then
+		pass "two versions open at once: the new handle reads B, the old one A or EIO ($out)"
+	else
+		fail "expected each handle its own version, got: $out"
+	fi
+	unmount_objfs "$MNT" >/dev/null || fail "expected $MNT to unmount"
+else
+	fail "expected the mount for part 1"
+fi
+
+# 2. the size a listing renewed in the kernel
+if mount_objfs "http://127.0.0.1:$NGINX_PORT/data/" "$MNT" \
+	"attr_timeout=2,entry_timeout=2,list_ttl=2"; then
+	if out=$(timeout 60 python3 - "$MNT/d" "$SRC/d/grow.txt" 2>&1 <<'EOF'
+import os, sys, time
+d, src = sys.argv[1], sys.argv[2]
+os.stat(os.path.join(d, "grow.txt"))
+[os.stat(os.path.join(d, n)) for n in os.listdir(d)]   # ls -l
+time.sleep(1.2)
+[os.stat(os.path.join(d, n)) for n in os.listdir(d)]   # again, within list_ttl
+new = b"NEW CONTENT, LONGER\n" * 3
+tmp = src + ".new"
+with open(tmp, "wb") as f:
+    f.write(new)
+st = os.stat(src)
+os.utime(tmp, (st.st_atime + 10, st.st_mtime + 10))
+os.rename(tmp, src)
+time.sleep(1.3)  # past the first listing's attr_timeout, not the second's
+with open(os.path.join(d, "grow.txt"), "rb") as f:
+    got = f.read()
+print("read %d bytes of %d" % (len(got), len(new)))
+sys.exit(0 if got == new else 1)
+EOF
+	); then
+		pass "a file grown on the server reads whole after a listing renewed its old size ($out)"
+	else
+		fail "expected the whole new content, got: $out"
+	fi
+	unmount_objfs "$MNT" >/dev/null || fail "expected $MNT to unmount"
+else
+	fail "expected the mount for part 2"
+fi
+
+# 3. an HTML index: a mapping survives a listing that knows no size
+if mount_objfs "http://127.0.0.1:$NGINX_PORT/html/d/" "$MNT" \
+	"attr_timeout=1,entry_timeout=1,list_ttl=1"; then
+	if out=$(timeout 60 python3 - "$MNT" "$SRC/d/map.bin" 2>&1 <<'EOF'
+import mmap, os, sys, time
+mnt, src = sys.argv[1], sys.argv[2]
+want = open(src, "rb").read()
+with open(os.path.join(mnt, "map.bin"), "rb") as f:
+    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    assert m[:16] == want[:16]
+    time.sleep(1.5)  # past attr_timeout: the listing knows the name, not the size
+    os.listdir(mnt)
+    got = m[len(want) // 2:len(want) // 2 + 4096]  # SIGBUS here before the fix
+    print("mapping read %d bytes" % len(got))
+    sys.exit(0 if got == want[len(want) // 2:len(want) // 2 + 4096] else 1)
+EOF
+	); then
+		pass "an HTML listing after attr_timeout leaves a mapped file readable ($out)"
+	else
+		fail "expected the mapping to read its bytes, got (status $?): $out"
+	fi
+	unmount_objfs "$MNT" >/dev/null || fail "expected $MNT to unmount"
+else
+	fail "expected the mount for part 3"
+fi
+
+summary
