@@ -298,9 +298,69 @@ START_TEST(test_open_keep_cache)
 
 		ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &path, &o), -ESTALE);
 		ck_assert_ptr_null(path);
+		ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &path, &o), -ESTALE);
 	}
+	/* the kernel looks the name up again (LOOKUP_REVAL) and learns the size */
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
+	ck_assert_int_eq(a.size, 20);
 	ck_assert_int_eq(open_keep(t, a.ino, &a), 0); /* then: not kept either */
 	ck_assert_int_eq(a.size, 20);
+	objfs_inodes_free(t);
+}
+END_TEST
+
+/* An HTML-like index: names, no sizes; the object's size from its stat. */
+static int64_t hx_size = 10;
+
+static int hx_list(struct objfs_store *s, const char *path, struct objfs_listing *out)
+{
+	(void)s;
+	(void)path;
+	return objfs_listing_add(out, "f.bin", 5, 0, -1, -1);
+}
+
+static int hx_stat(struct objfs_store *s, const char *path, struct objfs_stat *st)
+{
+	(void)s;
+	(void)path;
+	memset(st, 0, sizeof(*st));
+	st->size = hx_size;
+	st->mtime = -1;
+	return 0;
+}
+
+static const struct objfs_store_ops hx_ops = { .name = "hx", .list = hx_list, .stat = hx_stat,
+					       .lookup = hx_stat };
+
+/*
+ * The size an open compares with is the one the kernel was given, not the
+ * node's: a listing with no sizes marks a file's size unknown after
+ * attr_ttl, and the kernel's (from a lookup) was not compared at all (a
+ * review: cat printed 10 of 60 bytes).
+ */
+START_TEST(test_open_told_size)
+{
+	struct objfs_store st = { .ops = &hx_ops };
+	struct objfs_inodes *t;
+	struct objfs_dirsnap *snap;
+	struct objfs_open o;
+	struct objfs_attr a;
+	char *path = NULL;
+
+	hx_size = 10;
+	ck_assert_int_eq(objfs_inodes_new(&st, 0.05, 0.05, &t), 0);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
+	ck_assert_int_eq(a.size, 10); /* the kernel holds 10 */
+	hx_size = 60;                 /* replaced */
+	usleep(100 * 1000);           /* past attr_ttl and list_ttl */
+	ck_assert_int_eq(objfs_inode_opendir(t, OBJFS_ROOT_INO, &snap), 0); /* relisted */
+	objfs_dirsnap_free(snap);
+	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &path, &o), -ESTALE);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
+	ck_assert_int_eq(a.size, 60);
+	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &path, &o), 0);
+	free(path);
+	objfs_inode_close(t, &o, 1);
 	objfs_inodes_free(t);
 }
 END_TEST
@@ -341,6 +401,22 @@ START_TEST(test_open_versions)
 	objfs_inode_close(t, &h3, 0); /* never reached the kernel */
 	ck_assert_int_eq(open_keep(t, a.ino, &a), 0); /* so v1's pages may still be there */
 	ck_assert_int_eq(open_keep(t, a.ino, &a), 1);
+	/* an open dropping the pages, not yet answered: a second keeps nothing */
+	snprintf(pv_etag, sizeof(pv_etag), "\"v3\"");
+	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &path, &h1), 0);
+	free(path);
+	ck_assert(h1.counted && !h1.keep_cache && h1.inval);
+	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &path, &h2), 0);
+	free(path);
+	ck_assert(h2.counted && !h2.keep_cache); /* v3 like h1, but h1's drop is not done */
+	objfs_inode_opened(t, &h1);
+	objfs_inode_opened(t, &h2);
+	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &path, &h3), 0);
+	free(path);
+	ck_assert(h3.counted && h3.keep_cache);
+	objfs_inode_close(t, &h3, 1);
+	objfs_inode_close(t, &h2, 1);
+	objfs_inode_close(t, &h1, 1);
 	objfs_inodes_free(t);
 }
 END_TEST
@@ -972,6 +1048,7 @@ int main(void)
 	tcase_add_test(tc, test_direct_lookup);
 	tcase_add_test(tc, test_open_keep_cache);
 	tcase_add_test(tc, test_open_versions);
+	tcase_add_test(tc, test_open_told_size);
 	tcase_add_test(tc, test_readdir_streams);
 	tcase_add_test(tc, test_dedupe_across_pages);
 	tcase_add_test(tc, test_offsets_stable);

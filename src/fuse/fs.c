@@ -369,6 +369,7 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	};
 	struct objfs_open op;
 	struct objfs_attr a;
+	struct hnd *ref;
 	struct fh *h;
 	int err;
 	char *path;
@@ -408,15 +409,20 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -err);
 		return;
 	}
-	fi->keep_cache = op.keep_cache;
+	/* a handle reading around the pages leaves them to their version */
+	fi->keep_cache = op.keep_cache || op.direct;
 	fi->direct_io = fs->direct_io || op.direct;
 	if (!op.keep_cache || fi->direct_io)
 		objfs_reader_start(h->reader); /* the first READ will come to us */
 	h->used = 1; /* no RELEASE can come before the reply */
+	(void)hnd_get(fi->fh, &ref); /* h stays while it is marked opened below */
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		h->used = 0;
 		hnd_release(fi->fh); /* the opener was interrupted */
+	} else {
+		objfs_inode_opened(fs->inodes, &h->open);
 	}
+	hnd_put(ref);
 }
 
 static void read_fh(fuse_req_t req, struct fh *h, size_t size, off_t off)

@@ -129,7 +129,10 @@ struct objfs_node {
 	uint64_t nlookup;          /* the kernel's references */
 	int64_t size, mtime;
 	int64_t open_size;
+	int64_t told;              /* files: the size the kernel was last given, -1 none */
 	uint32_t open_n;           /* files: open handles of the open_etag version */
+	uint32_t open_inval;       /* files: of those, opens dropping the kernel's pages
+				      that the kernel has not got yet (objfs_inode_opened) */
 	double attr_at;            /* monotonic time attrs were fetched, 0 never */
 	double found_at;           /* monotonic time a lookup of its own (no
 				      listing) found it, 0 never: direct_lookup */
@@ -236,6 +239,7 @@ static struct objfs_node *node_new_h(struct objfs_inodes *t, struct objfs_node *
 	n->hash = h;
 	n->is_dir = is_dir ? 1 : 0;
 	n->size = -1;
+	n->told = -1;
 	n->mtime = -1;
 	n->ino = t->next_ino++;
 	n->inext = t->itab[n->ino & (t->nitab - 1)];
@@ -480,6 +484,15 @@ static void attr_fill(const struct objfs_node *n, struct objfs_attr *a)
 	a->mtime = n->mtime;
 	memcpy(a->etag, etag, len);
 	a->etag[len] = '\0';
+}
+
+/* attr_fill() for a reply that gives the kernel @n's attributes: what
+ * size it now holds (attr_to_stat: an unknown size is 0). */
+static void attr_tell(struct objfs_node *n, struct objfs_attr *a)
+{
+	attr_fill(n, a);
+	if (!n->is_dir)
+		n->told = n->size > 0 ? n->size : 0;
 }
 
 /* ---- listings ---- */
@@ -899,7 +912,7 @@ static int lookup_in(struct objfs_inodes *t, struct objfs_dirlist *l, const char
 	err = revalidate(t, n, 0);
 	if (!err) {
 		n->nlookup++;
-		attr_fill(n, a);
+		attr_tell(n, a);
 	}
 	node_put(t, n);
 	return err;
@@ -961,7 +974,7 @@ static int direct_lookup(struct objfs_inodes *t, struct objfs_node *d, const cha
 	}
 found:
 	n->nlookup++;
-	attr_fill(n, a);
+	attr_tell(n, a);
 	return 0;
 }
 
@@ -1092,7 +1105,7 @@ int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr 
 		n->refs++;
 		err = revalidate(t, n, 0);
 		if (!err)
-			attr_fill(n, a);
+			attr_tell(n, a);
 		node_put(t, n);
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -1125,7 +1138,7 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 	 * HTTP index's mtime (to the second, as Last-Modified) pins the version
 	 * without a HEAD: every GET's Last-Modified must match it (issue 13:
 	 * small files paid a HEAD and a GET each). */
-	told = n->size;
+	told = n->told; /* what the kernel holds (a listing may have changed n->size) */
 	*path = node_path(n);
 	if (!*path) {
 		err = -ENOMEM;
@@ -1163,11 +1176,17 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 		if (n->open_n && !same) {
 			o->direct = 1; /* the pages are another open version's */
 		} else {
-			o->keep_cache = same;
+			/* not while an open that drops them has not reached the
+			 * kernel: its pages may still be the old version's (review) */
+			o->keep_cache = same && !n->open_inval;
 			set_str(&n->open_etag, v);
 			n->open_size = n->size;
 			n->open_n++;
 			o->counted = 1;
+			if (!o->keep_cache) {
+				n->open_inval++;
+				o->inval = 1;
+			}
 		}
 	}
 	attr_fill(n, a);
@@ -1183,6 +1202,16 @@ out:
 	return err;
 }
 
+void objfs_inode_opened(struct objfs_inodes *t, struct objfs_open *o)
+{
+	if (!o->inval)
+		return;
+	pthread_mutex_lock(&t->lock);
+	o->node->open_inval--;
+	pthread_mutex_unlock(&t->lock);
+	o->inval = 0;
+}
+
 void objfs_inode_close(struct objfs_inodes *t, struct objfs_open *o, int used)
 {
 	struct objfs_node *n = o->node;
@@ -1190,6 +1219,8 @@ void objfs_inode_close(struct objfs_inodes *t, struct objfs_open *o, int used)
 	if (!n)
 		return;
 	pthread_mutex_lock(&t->lock);
+	if (o->inval)
+		n->open_inval--;
 	if (o->counted) {
 		n->open_n--;
 		if (!used && !o->keep_cache)
@@ -1198,6 +1229,7 @@ void objfs_inode_close(struct objfs_inodes *t, struct objfs_open *o, int used)
 	node_put(t, n);
 	pthread_mutex_unlock(&t->lock);
 	o->node = NULL;
+	o->inval = 0;
 }
 
 /* ---- directory handles ---- */
@@ -1340,8 +1372,10 @@ int objfs_dirsnap_read(struct objfs_dirsnap *s, size_t i, int ref, objfs_dirent_
 				taken = -ENOSPC;
 			break;
 		}
-		if (ref && (a.is_dir || a.size >= 0))
+		if (ref && (a.is_dir || a.size >= 0)) {
 			n->nlookup++; /* fs.c sends no attributes for a size unknown */
+			attr_tell(n, &a);
+		}
 		taken++;
 	}
 	if (!taken && l->state != L_LISTING)

@@ -112,13 +112,19 @@ int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr 
  * of a handle still open on version A would mix them (a review read B's
  * bytes through A's handle). So the pages belong to one version at a
  * time, the one the open handles counted here pinned; a handle of another
- * version opened meanwhile reads around them (direct I/O).
+ * version opened meanwhile reads around them (direct I/O). Not for a
+ * mapping: the kernel maps a direct I/O file through the page cache all the
+ * same (MAP_PRIVATE; MAP_SHARED fails with ENODEV), so a mapping of the
+ * new version shares pages with the old handles until those close; only a
+ * node per version would separate them.
  */
 struct objfs_open {
 	struct objfs_node *node; /* held until objfs_inode_close() */
 	int counted;             /* one of the handles of the pages' version */
 	int keep_cache;          /* the kernel's pages are of this version */
 	int direct;              /* another version owns the pages: read around them */
+	int inval;               /* drops the pages: until objfs_inode_opened(), no
+				    other open may keep them */
 };
 
 /*
@@ -132,6 +138,9 @@ struct objfs_open {
  */
 int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 		     char **path, struct objfs_open *o);
+
+/* The kernel got the handle (its open dropped the pages, if it was to). */
+void objfs_inode_opened(struct objfs_inodes *t, struct objfs_open *o);
 
 /*
  * Ends a handle of objfs_inode_open(). @used: the kernel got the handle
