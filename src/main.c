@@ -15,6 +15,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -325,6 +326,48 @@ static int open_log_file(const struct objfs_opts *o)
 	return 0;
 }
 
+static pid_t forward_to;
+
+static void forward(int sig)
+{
+	kill(forward_to, sig);
+}
+
+/*
+ * The waiting parent passes SIGINT, SIGTERM and SIGHUP on to the child (in
+ * a session of its own, it gets none from the terminal or from timeout(1)):
+ * an objfs interrupted while it probed the server mounted all the same
+ * after its command had failed (a review). The parent then waits for the
+ * child's end as for any failure.
+ */
+static void forward_signals(pid_t child)
+{
+	struct sigaction sa = { .sa_handler = forward, .sa_flags = SA_RESTART };
+
+	forward_to = child;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+}
+
+/*
+ * Overwrites the user:password of every proxy= URL in @arg with '*', in
+ * place (parsed already): /proc/PID/cmdline is readable by every user, and
+ * a review found a proxy's password in ps.
+ */
+static void hide_proxy_password(char *arg)
+{
+	for (char *p = strstr(arg, "proxy="); p; p = strstr(p + 1, "proxy=")) {
+		char *v = p + 6, *end = v + strcspn(v, ","), *host = strstr(v, "://"), *at;
+
+		host = host && host < end ? host + 3 : v;
+		at = memchr(host, '@', (size_t)(end - host));
+		if (at && !memchr(host, '/', (size_t)(at - host)))
+			memset(host, '*', (size_t)(at - host));
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct cli c = { .ready_fd = -1 };
@@ -350,6 +393,8 @@ int main(int argc, char **argv)
 		objfs_opts_clear(&c.opts);
 		return 1;
 	}
+	for (int i = 1; i < argc; i++)
+		hide_proxy_password(argv[i]);
 	objfs_log_set_level((enum objfs_log_level)c.opts.log_level);
 	{
 		struct objfs_machine mach;
@@ -398,7 +443,9 @@ int main(int argc, char **argv)
 		objfs_opts_clear(&c.opts);
 		return ret;
 	}
-	if (pipe(pipefd)) {
+	/* close-on-exec: a credential_process's own children must not hold
+	 * the parent's wait open after the daemon gave up (review) */
+	if (pipe2(pipefd, O_CLOEXEC)) {
 		perror("objfs: pipe");
 		return 1;
 	}
@@ -413,6 +460,7 @@ int main(int argc, char **argv)
 		 * stays quiet on both exits */
 		objfs_opts_clear(&c.opts);
 		close(pipefd[1]);
+		forward_signals(pid);
 		if (read(pipefd[0], &byte, 1) == 1)
 			return 0; /* mounted; the child serves */
 		waitpid(pid, &status, 0);

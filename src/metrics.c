@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "clock.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -144,10 +145,24 @@ static void make_labels(struct objfs_metrics *m, const char *source, const char 
 	strcat(m->labels, "\"");
 }
 
-static void send_all(int fd, const char *p, size_t n)
+/*
+ * Waits for @events on @fd until @deadline (monotonic ns): 1 ready, 0 not.
+ * One deadline for a whole request or answer: a per-call timeout let a
+ * client sending a byte a second hold the thread (and the unmount that
+ * joins it) for hours (a review).
+ */
+static int wait_io(int fd, short events, int64_t deadline)
 {
-	while (n) {
-		ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+	struct pollfd p = { fd, events, 0 };
+	int64_t left = (deadline - objfs_now_ns()) / 1000000;
+
+	return left > 0 && poll(&p, 1, (int)left) == 1;
+}
+
+static void send_all(int fd, const char *p, size_t n, int64_t deadline)
+{
+	while (n && wait_io(fd, POLLOUT, deadline)) {
+		ssize_t k = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
 
 		if (k <= 0)
 			return;
@@ -158,17 +173,18 @@ static void send_all(int fd, const char *p, size_t n)
 
 static void serve_one(struct objfs_metrics *m, int fd)
 {
-	struct timeval tv = { IO_TIMEOUT, 0 };
 	char req[REQ_MAX + 1], head[256], *body, *text;
+	int64_t deadline = objfs_now_ns() + (int64_t)IO_TIMEOUT * 1000000000;
 	size_t got = 0, blen;
 	struct objfs_stats s;
 	int ok;
 
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	while (got < REQ_MAX) {
-		ssize_t k = recv(fd, req + got, REQ_MAX - got, 0);
+		ssize_t k;
 
+		if (!wait_io(fd, POLLIN, deadline))
+			return; /* the whole request within IO_TIMEOUT, or nothing */
+		k = recv(fd, req + got, REQ_MAX - got, MSG_DONTWAIT);
 		if (k <= 0)
 			return;
 		got += (size_t)k;
@@ -182,7 +198,7 @@ static void serve_one(struct objfs_metrics *m, int fd)
 	if (!ok) {
 		static const char nf[] = "HTTP/1.0 404 Not Found\r\nContent-Type: text/plain\r\n"
 					 "Content-Length: 25\r\n\r\nonly GET /metrics is here";
-		send_all(fd, nf, sizeof(nf) - 1);
+		send_all(fd, nf, sizeof(nf) - 1, objfs_now_ns() + (int64_t)IO_TIMEOUT * 1000000000);
 		return;
 	}
 	text = malloc(8192);
@@ -199,8 +215,9 @@ static void serve_one(struct objfs_metrics *m, int fd)
 		blen = BODY_MAX - 1;
 	snprintf(head, sizeof(head), "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4; "
 		 "charset=utf-8\r\nContent-Length: %zu\r\n\r\n", blen);
-	send_all(fd, head, strlen(head));
-	send_all(fd, body, blen);
+	deadline = objfs_now_ns() + (int64_t)IO_TIMEOUT * 1000000000;
+	send_all(fd, head, strlen(head), deadline);
+	send_all(fd, body, blen, deadline);
 	free(text);
 	free(body);
 }
@@ -251,8 +268,9 @@ static int split_spec(const char *spec, char *host, size_t hcap, char *port, siz
 		snprintf(host, hcap, "127.0.0.1");
 		colon = spec - 1;
 	}
-	if (!colon[1] || strlen(colon + 1) >= pcap || strspn(colon + 1, "0123456789") !=
-	    strlen(colon + 1) || atoi(colon + 1) > 65535)
+	if (!colon[1] || strlen(colon + 1) >= pcap || strlen(colon + 1) > 5 ||
+	    strspn(colon + 1, "0123456789") != strlen(colon + 1) || atoi(colon + 1) > 65535 ||
+	    atoi(colon + 1) < 1) /* 1-65535: 4294967297 was port 1, 0 a random one (review) */
 		return -EINVAL;
 	snprintf(port, pcap, "%s", colon + 1);
 	return 0;

@@ -313,25 +313,33 @@ static void mounted(void *arg)
 static int serve(struct objfs_mount *m)
 {
 	const struct objfs_mount_cfg *cfg = m->cfg;
-	char fopts[4096] = "ro,subtype=objfs,fsname=";
-	char *fargv[4];
-	int fargc = 0;
+	const char *fo = cfg->opts->fuse_opts;
+	/* room for every part, the source escaped at twice its length (a
+	 * fixed 4 KiB overflowed with a long source and allow_other: review) */
+	size_t cap = 96 + 2 * strlen(cfg->source) + (fo ? strlen(fo) : 0);
+	char *fopts = malloc(cap), *fargv[4];
+	int fargc = 0, err;
 
-	opt_escape(fopts, sizeof(fopts), cfg->source);
+	if (!fopts)
+		return -ENOMEM;
+	strcpy(fopts, "ro,subtype=objfs,fsname=");
+	opt_escape(fopts, cap, cfg->source);
 	if (cfg->opts->allow_other)
 		strcat(fopts, ",allow_other");
 	if (cfg->opts->default_permissions)
 		strcat(fopts, ",default_permissions");
-	if (cfg->opts->fuse_opts && strlen(fopts) + strlen(cfg->opts->fuse_opts) + 2 < sizeof(fopts)) {
+	if (fo) {
 		strcat(fopts, ",");
-		strcat(fopts, cfg->opts->fuse_opts);
+		strcat(fopts, fo);
 	}
 	fargv[fargc++] = (char *)cfg->argv0;
 	fargv[fargc++] = "-o";
 	fargv[fargc++] = fopts;
 	if (cfg->debug)
 		fargv[fargc++] = "-d";
-	return objfs_fs_run(&m->fs, fargc, fargv, cfg->mountpoint, mounted, m);
+	err = objfs_fs_run(&m->fs, fargc, fargv, cfg->mountpoint, mounted, m);
+	free(fopts);
+	return err;
 }
 
 int objfs_mount_run(const struct objfs_mount_cfg *cfg)

@@ -186,6 +186,13 @@ START_TEST(test_mount_options)
 					  "x-gvfs-hide,comment=x,dev,sync", err, sizeof(err)), 0);
 	ck_assert_int_eq(o.saw_rw, 1);
 	ck_assert_str_eq(o.fuse_opts, "nodev,nosuid,noexec,noatime,dev,sync");
+	/* util-linux <= 2.38 hands a helper "user=NAME" for a "user" line; the
+	 * other generic options mount(8) may pass on (a review: refused) */
+	ck_assert_int_eq(objfs_opts_parse(&o, "user=alice,owner,group,nosymfollow,lazytime,"
+					  "strictatime,norelatime,silent,loud,helper=objfs",
+					  err, sizeof(err)), 0);
+	ck_assert_str_eq(o.fuse_opts, "nodev,nosuid,noexec,noatime,dev,sync");
+	ck_assert_int_eq(objfs_opts_parse(&o, "owner=bob", err, sizeof(err)), -EINVAL);
 	ck_assert_int_eq(objfs_opts_parse(&o, "log_file=/var/log/o.log,metrics=127.0.0.1:9464,"
 					  "proxy=http://p:3128,credentials_file=/c,"
 					  "config_file=/f,chunk_size=8M", err, sizeof(err)), 0);
@@ -211,6 +218,12 @@ START_TEST(test_mount_options)
 	ck_assert_int_eq(objfs_opts_parse(&o, "threads=8", err, sizeof(err)), 0);
 	objfs_opts_describe(&o, &m16, desc, sizeof(desc));
 	ck_assert_str_eq(desc, "threads=8");
+	/* a proxy's password stays out of the log's summary (review) */
+	ck_assert_int_eq(objfs_opts_parse(&o, "proxy=http://alice:S3cret@proxy.corp:3128/x",
+					  err, sizeof(err)), 0);
+	objfs_opts_describe(&o, &m16, desc, sizeof(desc));
+	ck_assert_msg(strstr(desc, "proxy=http://***@proxy.corp:3128/x") && !strstr(desc, "S3cret") &&
+		      !strstr(desc, "alice"), "%s", desc);
 	objfs_opts_clear(&o);
 }
 END_TEST

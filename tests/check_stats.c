@@ -6,9 +6,15 @@
 #include "config.h"
 
 #include <check.h>
+#include <arpa/inet.h>
 #include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "metrics.h"
 #include "mount.h"
@@ -159,6 +165,63 @@ START_TEST(test_metrics_render)
 }
 END_TEST
 
+static size_t no_text(void *arg, char *buf, size_t cap)
+{
+	(void)arg;
+	if (cap)
+		buf[0] = '\0';
+	return 0;
+}
+
+/*
+ * The metrics endpoint gives a request IO_TIMEOUT (2 s) in all: a client
+ * sending a byte now and then held its thread, and the unmount joining it,
+ * for as long as it went on (a review: 11 s for 12 bytes, hours possible).
+ * Ports are 1-65535 (4294967297 was port 1, 0 a random one).
+ */
+START_TEST(test_metrics_slow_client)
+{
+	struct objfs_metrics *m = NULL;
+	struct sockaddr_in sa = { .sin_family = AF_INET };
+	socklen_t sl = sizeof(sa);
+	char err[256], spec[64];
+	struct timespec t0, t1;
+	int l = socket(AF_INET, SOCK_STREAM, 0), c, closed = 0;
+
+	ck_assert_int_eq(objfs_metrics_start("127.0.0.1:4294967297", "http://h/", "/m", no_text, NULL,
+					     &m, err, sizeof(err)), -EINVAL);
+	ck_assert_int_eq(objfs_metrics_start("127.0.0.1:0", "http://h/", "/m", no_text, NULL, &m,
+					     err, sizeof(err)), -EINVAL);
+	/* a free port */
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(l, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	ck_assert_int_eq(getsockname(l, (struct sockaddr *)&sa, &sl), 0);
+	close(l);
+	snprintf(spec, sizeof(spec), "127.0.0.1:%d", ntohs(sa.sin_port));
+	ck_assert_int_eq(objfs_metrics_start(spec, "http://h/", "/m", no_text, NULL, &m, err,
+					     sizeof(err)), 0);
+	c = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_eq(connect(c, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	/* a byte of "GET /metrics" every 0.4 s: never silent for 2 s */
+	for (int i = 0; i < 10 && !closed; i++) {
+		char b;
+
+		if (send(c, "GET /metrics" + i, 1, MSG_NOSIGNAL) != 1 ||
+		    recv(c, &b, 1, MSG_DONTWAIT) == 0)
+			closed = 1;
+		else
+			usleep(400 * 1000);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	close(c);
+	objfs_metrics_stop(m);
+	/* cut at 2 s (before: served as long as the bytes came) */
+	ck_assert_msg(closed && t1.tv_sec - t0.tv_sec <= 3, "closed %d after %ld s", closed,
+		      (long)(t1.tv_sec - t0.tv_sec));
+}
+END_TEST
+
 static Suite *stats_suite(void)
 {
 	Suite *s = suite_create("stats");
@@ -169,6 +232,7 @@ static Suite *stats_suite(void)
 	tcase_add_test(tc, test_format);
 	tcase_add_test(tc, test_format_disk);
 	tcase_add_test(tc, test_metrics_render);
+	tcase_add_test(tc, test_metrics_slow_client);
 	suite_add_tcase(s, tc);
 	return s;
 }
