@@ -25,6 +25,7 @@ static const char *const bad[] = {
 	"http://h:65536/", "http://h:12ab/", "http://user:pw@h/", "http://h/a b",
 	"http://h/a?q=1", "http://h/a#f", "http://h/%zz", "http://h/%00", "http://h/%4",
 	"http://[::1/", "http://h\x01/", "http://ho st/", "s3://bucket/",
+	"http://h/a%2Fb/", "http://h/a%2f", /* an encoded '/': another path once decoded */
 };
 
 START_TEST(test_good)

@@ -173,6 +173,12 @@ int objfs_url_parse(const char *s, struct objfs_url *u, const char **why)
 		*h = (char)tolower((unsigned char)*h);
 	if (*path == '\0')
 		path = "/";
+	if (strcasestr(path, "%2f")) {
+		/* decoded it would be a '/', and the requests would ask for
+		 * another path (a review: http://h/a%2Fb/ listed /a/b/) */
+		msg = "URL path has an encoded '/' (%2F), which cannot be told from a '/'";
+		goto bad;
+	}
 	u->path = objfs_url_decode(path, strlen(path));
 	if (!u->path) {
 		msg = "URL path has a malformed %-escape";
