@@ -50,10 +50,30 @@ with open(os.path.join(src, "d", "map.bin"), "wb") as f:
 EOF
 nginx_start "$SRC" || { echo "cannot start nginx" >&2; exit 99; }
 
+# part URL OPTS PASS FAIL ARGS... <<SCRIPT: mounts URL with OPTS, runs the
+# Python SCRIPT with ARGS (its status is the check, its output the detail),
+# unmounts.
+part() {
+	local url=$1 opts=$2 ok=$3 bad=$4 out
+	shift 4
+	if ! mount_objfs "$url" "$MNT" "$opts"; then
+		fail "expected $url to mount for: $ok"
+		return
+	fi
+	if out=$(timeout 120 python3 - "$@" 2>&1); then
+		pass "$ok ($out)"
+	else
+		fail "$bad, got (status $?): $out"
+	fi
+	unmount_objfs "$MNT" >/dev/null || fail "expected $MNT to unmount"
+}
+
 # 1. two handles, two versions
-if mount_objfs "http://127.0.0.1:$NGINX_PORT/data/" "$MNT" \
-	"attr_timeout=1,entry_timeout=1,list_ttl=1"; then
-	if out=$(timeout 120 python3 - "$MNT/v.bin" "$SRC/v.bin" 2>&1 <<'EOF'
+part "http://127.0.0.1:$NGINX_PORT/data/" \
+	"attr_timeout=1,entry_timeout=1,list_ttl=1" \
+	"two versions open at once: the new handle reads B, the old one A or EIO" \
+	"expected each handle its own version" \
+	"$MNT/v.bin" "$SRC/v.bin" <<'EOF'
 import os, sys, time
 mnt, src = sys.argv[1], sys.argv[2]
 h1 = os.open(mnt, os.O_RDONLY)
@@ -76,20 +96,13 @@ print("h2 %s h1 %s h2-again %s" % (b2[:1], b1 if isinstance(b1, str) else b1[:1]
 ok = b2 == b"B" * 4096 and b2b == b"B" * 4096 and (b1 == "EIO" or b1 == b"A" * 4096)
 sys.exit(0 if ok else 1)
 EOF
-	); then
-		pass "two versions open at once: the new handle reads B, the old one A or EIO ($out)"
-	else
-		fail "expected each handle its own version, got: $out"
-	fi
-	unmount_objfs "$MNT" >/dev/null || fail "expected $MNT to unmount"
-else
-	fail "expected the mount for part 1"
-fi
 
 # 2. the size a listing renewed in the kernel
-if mount_objfs "http://127.0.0.1:$NGINX_PORT/data/" "$MNT" \
-	"attr_timeout=2,entry_timeout=2,list_ttl=2"; then
-	if out=$(timeout 60 python3 - "$MNT/d" "$SRC/d/grow.txt" 2>&1 <<'EOF'
+part "http://127.0.0.1:$NGINX_PORT/data/" \
+	"attr_timeout=2,entry_timeout=2,list_ttl=2" \
+	"a file grown on the server reads whole after a listing renewed its old size" \
+	"expected the whole new content" \
+	"$MNT/d" "$SRC/d/grow.txt" <<'EOF'
 import os, sys, time
 d, src = sys.argv[1], sys.argv[2]
 os.stat(os.path.join(d, "grow.txt"))
@@ -109,20 +122,13 @@ with open(os.path.join(d, "grow.txt"), "rb") as f:
 print("read %d bytes of %d" % (len(got), len(new)))
 sys.exit(0 if got == new else 1)
 EOF
-	); then
-		pass "a file grown on the server reads whole after a listing renewed its old size ($out)"
-	else
-		fail "expected the whole new content, got: $out"
-	fi
-	unmount_objfs "$MNT" >/dev/null || fail "expected $MNT to unmount"
-else
-	fail "expected the mount for part 2"
-fi
 
 # 3. an HTML index: a mapping survives a listing that knows no size
-if mount_objfs "http://127.0.0.1:$NGINX_PORT/html/d/" "$MNT" \
-	"attr_timeout=1,entry_timeout=1,list_ttl=1"; then
-	if out=$(timeout 60 python3 - "$MNT" "$SRC/d/map.bin" 2>&1 <<'EOF'
+part "http://127.0.0.1:$NGINX_PORT/html/d/" \
+	"attr_timeout=1,entry_timeout=1,list_ttl=1" \
+	"an HTML listing after attr_timeout leaves a mapped file readable" \
+	"expected the mapping to read its bytes" \
+	"$MNT" "$SRC/d/map.bin" <<'EOF'
 import mmap, os, sys, time
 mnt, src = sys.argv[1], sys.argv[2]
 want = open(src, "rb").read()
@@ -135,14 +141,5 @@ with open(os.path.join(mnt, "map.bin"), "rb") as f:
     print("mapping read %d bytes" % len(got))
     sys.exit(0 if got == want[len(want) // 2:len(want) // 2 + 4096] else 1)
 EOF
-	); then
-		pass "an HTML listing after attr_timeout leaves a mapped file readable ($out)"
-	else
-		fail "expected the mapping to read its bytes, got (status $?): $out"
-	fi
-	unmount_objfs "$MNT" >/dev/null || fail "expected $MNT to unmount"
-else
-	fail "expected the mount for part 3"
-fi
 
 summary
