@@ -272,7 +272,6 @@ static int open_keep(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a)
 	ck_assert_int_eq(objfs_inode_open(t, ino, a, &path, &o), 0);
 	free(path);
 	keep = o.keep_cache;
-	ck_assert(!o.direct);
 	objfs_inode_close(t, &o, 1);
 	return keep;
 }
@@ -365,58 +364,101 @@ START_TEST(test_open_told_size)
 }
 END_TEST
 
+/* The inode number of @name in the root's current listing, 0 when absent. */
+static uint64_t listed_ino(struct objfs_inodes *t, const char *name)
+{
+	struct objfs_dirsnap *snap;
+	struct objfs_attr a;
+	char got[256];
+	uint64_t ino = 0;
+
+	ck_assert_int_eq(objfs_inode_opendir(t, OBJFS_ROOT_INO, &snap), 0);
+	for (size_t i = 0; objfs_dirsnap_entry(snap, i, 0, got, &a, NULL, NULL) > 0; i++)
+		if (strcmp(got, name) == 0)
+			ino = a.ino;
+	objfs_dirsnap_free(snap);
+	return ino;
+}
+
 /*
- * The kernel's pages belong to one version at a time (a review read
- * version B through a handle of version A): while a handle of one version
- * is open, a handle of another reads around the pages (direct), and the
- * pages stay the first version's; once it closes, the next open takes them
- * over (not kept: they are the old version's). An open the kernel never
- * got forgets the version it would have made the kernel keep.
+ * An inode is one version while a handle has it open (a review read
+ * version B through a handle of version A, and through a mapping of B): an
+ * open finding another version gives the name a new node and answers
+ * -ESTALE; the lookup the kernel then makes finds the new node, in the
+ * directory's listing too, and the old one keeps version A's attributes
+ * for its handles (getattr asks the store nothing) and refuses opens.
+ * Once A's handles closed, a new version of the same node takes the pages
+ * over in place (not kept). An open the kernel never got forgets the
+ * version it would have made the kernel keep.
  */
 START_TEST(test_open_versions)
 {
 	struct objfs_store st = { .ops = &pv_ops };
 	struct objfs_inodes *t;
 	struct objfs_open h1, h2, h3;
-	struct objfs_attr a;
+	struct objfs_attr a, b;
+	uint64_t old;
 	char *path;
 
 	pv_size = 10;
 	snprintf(pv_etag, sizeof(pv_etag), "\"v1\"");
-	ck_assert_int_eq(objfs_inodes_new(&st, 0, 0, &t), 0);
+	ck_assert_int_eq(objfs_inodes_new(&st, 60, 0, &t), 0);
+	old = listed_ino(t, "f.bin"); /* listed (list_ttl 60 s) */
 	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
-	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &path, &h1), 0);
+	ck_assert_uint_eq(a.ino, old);
+	ck_assert_int_eq(objfs_inode_open(t, old, &a, &path, &h1), 0);
 	free(path);
-	ck_assert(h1.counted && !h1.direct);
-	snprintf(pv_etag, sizeof(pv_etag), "\"v2\""); /* replaced, same size */
+	ck_assert(!h1.keep_cache && h1.inval);
+	objfs_inode_opened(t, &h1);
+	snprintf(pv_etag, sizeof(pv_etag), "\"v2\""); /* replaced */
+	pv_size = 12;
+	path = (char *)1;
+	ck_assert_int_eq(objfs_inode_open(t, old, &a, &path, &h2), -ESTALE);
+	ck_assert_ptr_null(path);
+	ck_assert_int_eq(objfs_inode_open(t, old, &a, &path, &h2), -ESTALE); /* the old node */
+	ck_assert_int_eq(objfs_inode_getattr(t, old, &b), 0);
+	ck_assert_int_eq(b.size, 10);
+	ck_assert_str_eq(b.etag, "\"v1\"");
+	/* the kernel's second lookup: a new inode, with the new version */
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
+	ck_assert_uint_ne(a.ino, old);
+	ck_assert_int_eq(a.size, 12);
+	ck_assert_uint_eq(listed_ino(t, "f.bin"), a.ino);
 	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &path, &h2), 0);
 	free(path);
 	ck_assert_str_eq(a.etag, "\"v2\"");
-	ck_assert(h2.direct && !h2.counted && !h2.keep_cache);
-	objfs_inode_close(t, &h2, 1);
+	ck_assert(!h2.keep_cache);
+	objfs_inode_opened(t, &h2);
+	ck_assert_int_eq(objfs_inode_getattr(t, old, &b), 0); /* still A's */
+	ck_assert_int_eq(b.size, 10);
 	objfs_inode_close(t, &h1, 1);
+	objfs_inode_forget(t, old, 1);
+	objfs_inode_close(t, &h2, 1);
+	/* no handle open: a new version takes the same node over */
+	snprintf(pv_etag, sizeof(pv_etag), "\"v3\"");
 	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &path, &h3), 0);
 	free(path);
-	ck_assert(h3.counted && !h3.direct && !h3.keep_cache); /* v1's pages dropped */
+	ck_assert(!h3.keep_cache); /* v2's pages dropped */
 	objfs_inode_close(t, &h3, 0); /* never reached the kernel */
-	ck_assert_int_eq(open_keep(t, a.ino, &a), 0); /* so v1's pages may still be there */
+	ck_assert_int_eq(open_keep(t, a.ino, &a), 0); /* so v2's pages may still be there */
 	ck_assert_int_eq(open_keep(t, a.ino, &a), 1);
 	/* an open dropping the pages, not yet answered: a second keeps nothing */
-	snprintf(pv_etag, sizeof(pv_etag), "\"v3\"");
+	snprintf(pv_etag, sizeof(pv_etag), "\"v4\"");
 	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &path, &h1), 0);
 	free(path);
-	ck_assert(h1.counted && !h1.keep_cache && h1.inval);
+	ck_assert(!h1.keep_cache && h1.inval);
 	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &path, &h2), 0);
 	free(path);
-	ck_assert(h2.counted && !h2.keep_cache); /* v3 like h1, but h1's drop is not done */
+	ck_assert(!h2.keep_cache); /* v4 like h1, but h1's drop is not done */
 	objfs_inode_opened(t, &h1);
 	objfs_inode_opened(t, &h2);
 	ck_assert_int_eq(objfs_inode_open(t, a.ino, &a, &path, &h3), 0);
 	free(path);
-	ck_assert(h3.counted && h3.keep_cache);
+	ck_assert(h3.keep_cache);
 	objfs_inode_close(t, &h3, 1);
 	objfs_inode_close(t, &h2, 1);
 	objfs_inode_close(t, &h1, 1);
+	objfs_inode_forget(t, a.ino, 1);
 	objfs_inodes_free(t);
 }
 END_TEST

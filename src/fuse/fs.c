@@ -11,7 +11,8 @@
  * response ETag and size), so a reader sees one version of an object or
  * gets EIO, never a mix. keep_cache is granted when the ETag and size match
  * the last open, so the kernel page cache survives across opens of
- * unchanged objects.
+ * unchanged objects; a version opened while another is open gets an inode
+ * of its own (inode.h, struct objfs_open), so each page cache is one version.
  *
  * Reads: the handle's reader (reader.h) owns the whole read policy --
  * clamping, sequential or random, whole blocks or pages, prefetch and
@@ -409,9 +410,8 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -err);
 		return;
 	}
-	/* a handle reading around the pages leaves them to their version */
-	fi->keep_cache = op.keep_cache || op.direct;
-	fi->direct_io = fs->direct_io || op.direct;
+	fi->keep_cache = op.keep_cache;
+	fi->direct_io = fs->direct_io;
 	if (!op.keep_cache || fi->direct_io)
 		objfs_reader_start(h->reader); /* the first READ will come to us */
 	h->used = 1; /* no RELEASE can come before the reply */

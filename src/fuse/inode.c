@@ -128,9 +128,11 @@ struct objfs_node {
 	uint64_t ino;
 	uint64_t nlookup;          /* the kernel's references */
 	int64_t size, mtime;
-	int64_t open_size;
+	int64_t open_size, open_mtime; /* files: open_etag's size and mtime */
 	int64_t told;              /* files: the size the kernel was last given, -1 none */
-	uint32_t open_n;           /* files: open handles of the open_etag version */
+	uint32_t open_n;           /* files: open handles of the open_etag version
+				      (a node is one version while it has any:
+				      split_version) */
 	uint32_t open_inval;       /* files: of those, opens dropping the kernel's pages
 				      that the kernel has not got yet (objfs_inode_opened) */
 	double attr_at;            /* monotonic time attrs were fetched, 0 never */
@@ -139,7 +141,8 @@ struct objfs_node {
 	uint32_t refs;             /* holds from inside (see above) */
 	uint8_t is_dir;            /* immutable: a type change makes a new node */
 	uint8_t hashed;            /* findable by (parent, name): a newer node of
-				      the same name unhashes an old one */
+				      the same name unhashes an old one (a file
+				      node unhashed keeps its attributes) */
 	char name[];               /* immutable; the store path is built from
 				      the names up to the root (node_path): a
 				      node holding its full path cost
@@ -497,6 +500,26 @@ static void attr_tell(struct objfs_node *n, struct objfs_attr *a)
 
 /* ---- listings ---- */
 
+/* Puts @m in @old's slot of listing @l, if @l gave @old out (its hold
+ * moves to @m). Lock held. */
+static void list_swap(struct objfs_inodes *t, struct objfs_dirlist *l, struct objfs_node *old,
+		      struct objfs_node *m)
+{
+	size_t i;
+
+	if (old->list_gen != l->gen)
+		return;
+	for (i = l->n; i > 0 && l->ents[i - 1] != old; i--)
+		;
+	if (!i)
+		return; /* cannot be: list_gen is set when appended */
+	m->refs++;
+	m->list_gen = l->gen;
+	old->list_gen = 0;
+	l->ents[i - 1] = m;
+	node_put(t, old);
+}
+
 /*
  * Gives listing @l entry @e (a copy is made when its node is new): appended
  * unless listed already (a directory wins over an object of the same name).
@@ -507,7 +530,6 @@ static int list_add(struct objfs_inodes *t, struct objfs_dirlist *l,
 {
 	uint32_t h = name_hash(l->dir->ino, e->name); /* once for the find and the new node */
 	struct objfs_node *d = l->dir, *n = hash_find_h(t, d->ino, e->name, h), *m;
-	size_t i;
 
 	if (n && n->list_gen == l->gen) {
 		if (n->is_dir && !e->is_dir)
@@ -516,21 +538,13 @@ static int list_add(struct objfs_inodes *t, struct objfs_dirlist *l,
 			return 0; /* listed already */
 		/* The directory of an object already given out (a server that
 		 * lists out of order): its slot becomes the directory. */
-		for (i = l->n; i > 0 && l->ents[i - 1] != n; i--)
-			;
-		if (!i)
-			return -EIO; /* cannot be: list_gen is set when appended */
 		m = node_new_h(t, d, e->name, 1, h);
 		if (!m)
 			return -ENOMEM;
 		hash_remove(t, n);
-		m->refs++;
-		m->list_gen = l->gen;
-		n->list_gen = 0;
-		l->ents[i - 1] = m;
+		list_swap(t, l, n, m);
 		objfs_info("listing: '%s' came as a directory after it was listed as an object "
 			   "(server out of order): shown as the directory from here on", e->name);
-		node_put(t, n);
 		return 0;
 	}
 	if (l->n == l->cap) {
@@ -875,8 +889,8 @@ static int revalidate(struct objfs_inodes *t, struct objfs_node *n, int force)
 	char *path;
 	int err;
 
-	if (n->is_dir)
-		return 0;
+	if (n->is_dir || !n->hashed)
+		return 0; /* an old version's node keeps its attributes (split_version) */
 	if (!force && n->size >= 0 && objfs_now_s() - n->attr_at < t->attr_ttl)
 		return 0;
 	path = node_path(n);
@@ -1112,12 +1126,46 @@ int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr 
 	return err;
 }
 
+/*
+ * File node @n, open on its pinned version, found another: the name gets a
+ * new node with the new attributes (in @n's place in the hash and in its
+ * directory's current listing), and @n goes back to the version its
+ * handles read, unhashed, so that nothing revalidates it again. The kernel
+ * then has one inode, one page cache and one size per version. Lock held.
+ * 0 or -ENOMEM.
+ */
+static int split_version(struct objfs_inodes *t, struct objfs_node *n)
+{
+	struct objfs_node *d = n->parent, *m = node_new_h(t, d, n->name, 0, n->hash);
+	const char *v = n->open_etag;
+
+	if (!m)
+		return -ENOMEM;
+	if (n->etag && !(m->etag = strdup(n->etag))) {
+		node_release(t, m);
+		return -ENOMEM;
+	}
+	m->size = n->size;
+	m->mtime = n->mtime;
+	m->attr_at = n->attr_at;
+	m->found_at = n->found_at;
+	hash_remove(t, n);
+	if (d->cur)
+		list_swap(t, d->cur, n, m);
+	n->size = n->open_size;
+	n->mtime = n->open_mtime;
+	set_str(&n->etag, v && v[0] != '@' ? v : NULL);
+	return 0;
+}
+
 int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 		     char **path, struct objfs_open *o)
 {
 	struct objfs_node *n;
+	const char *v;
+	char ver[32];
 	int64_t told;
-	int err, force;
+	int err, force, same;
 
 	*path = NULL;
 	memset(o, 0, sizeof(*o));
@@ -1130,6 +1178,10 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 	n->refs++;
 	if (n->is_dir) {
 		err = -EISDIR;
+		goto out;
+	}
+	if (!n->hashed) {
+		err = -ESTALE; /* an old version (split_version): look the name up again */
 		goto out;
 	}
 	/* A read found this object changed (an S3 listing's ETag would pin the
@@ -1148,6 +1200,23 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 	err = revalidate(t, n, force);
 	if (err)
 		goto out;
+	/* the version the kernel's pages are of: the ETag, or with none the
+	 * pinned mtime ("@<mtime>": ETags are quoted) */
+	v = n->etag;
+	if (!v && n->mtime >= 0) {
+		snprintf(ver, sizeof(ver), "@%lld", (long long)n->mtime);
+		v = ver;
+	}
+	same = v && n->open_etag && strcmp(n->open_etag, v) == 0 && n->open_size == n->size;
+	if (n->open_n && !same) {
+		err = split_version(t, n);
+		if (!err) {
+			objfs_info("'%s' changed while open: the new version gets a new inode, "
+				   "the open is retried there", *path);
+			err = -ESTALE;
+		}
+		goto out;
+	}
 	if (told >= 0 && n->size != told) {
 		/* The kernel still has the old size and would cut reads short at
 		 * it: -ESTALE makes the VFS look the name up again (LOOKUP_REVAL),
@@ -1160,34 +1229,16 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 		err = -ESTALE;
 		goto out;
 	}
-	{
-		/* the version the kernel's pages are of: the ETag, or with none
-		 * the pinned mtime ("@<mtime>": ETags are quoted) */
-		char ver[32];
-		const char *v = n->etag;
-
-		if (!v && n->mtime >= 0) {
-			snprintf(ver, sizeof(ver), "@%lld", (long long)n->mtime);
-			v = ver;
-		}
-		int same = v && n->open_etag && strcmp(n->open_etag, v) == 0 &&
-			   n->open_size == n->size;
-
-		if (n->open_n && !same) {
-			o->direct = 1; /* the pages are another open version's */
-		} else {
-			/* not while an open that drops them has not reached the
-			 * kernel: its pages may still be the old version's (review) */
-			o->keep_cache = same && !n->open_inval;
-			set_str(&n->open_etag, v);
-			n->open_size = n->size;
-			n->open_n++;
-			o->counted = 1;
-			if (!o->keep_cache) {
-				n->open_inval++;
-				o->inval = 1;
-			}
-		}
+	/* not while an open that drops them has not reached the kernel: its
+	 * pages may still be the old version's (review) */
+	o->keep_cache = same && !n->open_inval;
+	set_str(&n->open_etag, v);
+	n->open_size = n->size;
+	n->open_mtime = n->mtime;
+	n->open_n++;
+	if (!o->keep_cache) {
+		n->open_inval++;
+		o->inval = 1;
 	}
 	attr_fill(n, a);
 	o->node = n;
@@ -1221,11 +1272,9 @@ void objfs_inode_close(struct objfs_inodes *t, struct objfs_open *o, int used)
 	pthread_mutex_lock(&t->lock);
 	if (o->inval)
 		n->open_inval--;
-	if (o->counted) {
-		n->open_n--;
-		if (!used && !o->keep_cache)
-			set_str(&n->open_etag, NULL); /* the kernel kept what it had */
-	}
+	n->open_n--;
+	if (!used && !o->keep_cache)
+		set_str(&n->open_etag, NULL); /* the kernel kept what it had */
 	node_put(t, n);
 	pthread_mutex_unlock(&t->lock);
 	o->node = NULL;

@@ -107,22 +107,20 @@ int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr 
 
 /*
  * An open file handle's claim on its inode's page cache. The kernel keeps
- * one page cache and one size per inode, and every version of an object
- * is one inode: a handle pinned to version B reading through the pages
- * of a handle still open on version A would mix them (a review read B's
- * bytes through A's handle). So the pages belong to one version at a
- * time, the one the open handles counted here pinned; a handle of another
- * version opened meanwhile reads around them (direct I/O). Not for a
- * mapping: the kernel maps a direct I/O file through the page cache all the
- * same (MAP_PRIVATE; MAP_SHARED fails with ENODEV), so a mapping of the
- * new version shares pages with the old handles until those close; only a
- * node per version would separate them.
+ * one page cache and one size per inode, so an inode is one version of an
+ * object while any handle has it open: a handle pinned to version B
+ * reading or mapping the pages of a handle still open on version A would
+ * mix them (a review read B's bytes through A's handle, then through a
+ * mapping of B's). An open that finds the object changed while handles of
+ * the old version are open gives the name a new node (a new inode number)
+ * and answers -ESTALE: the kernel looks the name up again, gets the new
+ * inode and retries the open there. The old node keeps its version's
+ * attributes (no revalidation) until the kernel forgets it; an open of it
+ * is -ESTALE too.
  */
 struct objfs_open {
 	struct objfs_node *node; /* held until objfs_inode_close() */
-	int counted;             /* one of the handles of the pages' version */
 	int keep_cache;          /* the kernel's pages are of this version */
-	int direct;              /* another version owns the pages: read around them */
 	int inval;               /* drops the pages: until objfs_inode_opened(), no
 				    other open may keep them */
 };
@@ -132,7 +130,8 @@ struct objfs_open {
  * the size and ETag the handle pins, and @o (see above; keep_cache when the
  * previous open saw the same ETag and size). A size that changed from the
  * one the kernel holds is -ESTALE (the kernel looks the name up again,
- * learns the size, and retries the open). Returns 0, -EISDIR, -ENOENT,
+ * learns the size, and retries the open), and so is a new version while
+ * the old one is open (above). Returns 0, -EISDIR, -ENOENT,
  * -ESTALE or -errno. *path receives the store path, allocated: the caller
  * frees it (NULL on error). Every 0 needs one objfs_inode_close(@o).
  */

@@ -10,9 +10,12 @@
 #
 #   1. Two handles, two versions: handle 1 opens a 16 MiB file (version A)
 #      and reads its start; the server replaces it (version B, same size);
-#      after attr_timeout handle 2 opens it and reads 8 MiB in. Handle 2
-#      must read B, handle 1 A or EIO, never B: the kernel's page cache is
-#      one per inode, and B's handle filling it served B through A's handle.
+#      after attr_timeout handle 2 opens it, reads 8 MiB in and is mapped
+#      (MAP_PRIVATE) and read at 0 and 12 MiB; then handle 1 reads at 12
+#      MiB. Handle 2 and its mapping must read B, handle 1 A or EIO, never
+#      B: the kernel's page cache is one per inode, and B's handle filling
+#      it served B through A's handle (with B read by direct I/O, the
+#      mapping still did; each version has its own inode now).
 #   2. A size the kernel was renewed by a listing: `ls -l` twice (the second
 #      within list_ttl renews the kernel's attributes), the file grows on
 #      the server, and after attr_timeout `cat` must print the whole new
@@ -71,10 +74,10 @@ part() {
 # 1. two handles, two versions
 part "http://127.0.0.1:$NGINX_PORT/data/" \
 	"attr_timeout=1,entry_timeout=1,list_ttl=1" \
-	"two versions open at once: the new handle reads B, the old one A or EIO" \
+	"two versions open at once: the new handle and its mapping read B, the old handle A or EIO" \
 	"expected each handle its own version" \
 	"$MNT/v.bin" "$SRC/v.bin" <<'EOF'
-import os, sys, time
+import mmap, os, sys, time
 mnt, src = sys.argv[1], sys.argv[2]
 h1 = os.open(mnt, os.O_RDONLY)
 assert os.pread(h1, 4096, 0) == b"A" * 4096, "handle 1's first read"
@@ -87,13 +90,17 @@ os.rename(tmp, src)
 time.sleep(1.5)  # past attr_timeout: the next open sees version B
 h2 = os.open(mnt, os.O_RDONLY)
 b2 = os.pread(h2, 4096, 8 << 20)
+m = mmap.mmap(h2, 0, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ)
+m2 = m[:4096] + m[12 << 20:(12 << 20) + 4096]  # a page handle 1 read, one it did not
 try:
-    b1 = os.pread(h1, 4096, 8 << 20)
+    b1 = os.pread(h1, 4096, 12 << 20)
 except OSError as e:
     b1 = "EIO" if e.errno == 5 else str(e)
-b2b = os.pread(h2, 4096, 12 << 20)
-print("h2 %s h1 %s h2-again %s" % (b2[:1], b1 if isinstance(b1, str) else b1[:1], b2b[:1]))
-ok = b2 == b"B" * 4096 and b2b == b"B" * 4096 and (b1 == "EIO" or b1 == b"A" * 4096)
+b2b = os.pread(h2, 4096, 14 << 20)
+print("h2 %s map %s%s h1 %s h2-again %s" % (b2[:1], m2[:1], m2[-1:],
+      b1 if isinstance(b1, str) else b1[:1], b2b[:1]))
+ok = (b2 == b"B" * 4096 and m2 == b"B" * 8192 and b2b == b"B" * 4096 and
+      (b1 == "EIO" or b1 == b"A" * 4096))
 sys.exit(0 if ok else 1)
 EOF
 
