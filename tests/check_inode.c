@@ -276,6 +276,15 @@ static int open_keep(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a)
 	return keep;
 }
 
+/* objfs_inode_open of @ino that must succeed (the path is freed). */
+static void open_ok(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a, struct objfs_open *h)
+{
+	char *path = NULL;
+
+	ck_assert_int_eq(objfs_inode_open(t, ino, a, &path, h), 0);
+	free(path);
+}
+
 START_TEST(test_open_keep_cache)
 {
 	struct objfs_store st = { .ops = &pv_ops };
@@ -459,6 +468,173 @@ START_TEST(test_open_versions)
 	objfs_inode_close(t, &h2, 1);
 	objfs_inode_close(t, &h1, 1);
 	objfs_inode_forget(t, a.ino, 1);
+	objfs_inodes_free(t);
+}
+END_TEST
+
+/*
+ * A review of the node per version: a getattr or an open whose stat was
+ * under way (the lock dropped) while another open split the node wrote
+ * version B into the old node, which then told the kernel B's size for A's
+ * inode for good; two such opens split twice and left the name's second
+ * new node unlisted (lookups ENOENT). The racing call now leaves a split
+ * node alone, and the name's next lookup finds the one new node.
+ */
+static sem_t race_in, race_go;
+static atomic_int race_block; /* the next stat waits for race_go */
+
+static int race_stat(struct objfs_store *s, const char *path, struct objfs_stat *st)
+{
+	if (atomic_exchange(&race_block, 0)) {
+		sem_post(&race_in);
+		sem_wait(&race_go);
+	}
+	return pv_stat(s, path, st);
+}
+
+static const struct objfs_store_ops race_ops = { .name = "race", .list = lk_list,
+						 .stat = race_stat, .lookup = race_stat };
+
+struct race_op {
+	struct objfs_inodes *t;
+	uint64_t ino;
+	int open; /* 0: getattr */
+	int err;
+	struct objfs_attr a;
+};
+
+static void *race_run(void *p)
+{
+	struct race_op *o = p;
+	struct objfs_open h;
+	char *path = NULL;
+
+	if (!o->open) {
+		o->err = objfs_inode_getattr(o->t, o->ino, &o->a);
+		return NULL;
+	}
+	o->err = objfs_inode_open(o->t, o->ino, &o->a, &path, &h);
+	free(path);
+	if (!o->err)
+		objfs_inode_close(o->t, &h, 1);
+	return NULL;
+}
+
+static void split_race(int open)
+{
+	struct objfs_store st = { .ops = &race_ops };
+	struct objfs_inodes *t;
+	struct objfs_open h1, h2;
+	struct objfs_attr a, b;
+	struct race_op o;
+	pthread_t th;
+	uint64_t old;
+	char *path;
+
+	ck_assert_int_eq(sem_init(&race_in, 0, 0), 0);
+	ck_assert_int_eq(sem_init(&race_go, 0, 0), 0);
+	pv_size = 10;
+	snprintf(pv_etag, sizeof(pv_etag), "\"v1\"");
+	ck_assert_int_eq(objfs_inodes_new(&st, 60, 0, &t), 0);
+	old = listed_ino(t, "f.bin");
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
+	ck_assert_int_eq(objfs_inode_open(t, old, &a, &path, &h1), 0);
+	free(path);
+	objfs_inode_opened(t, &h1);
+	snprintf(pv_etag, sizeof(pv_etag), "\"v2\""); /* replaced */
+	pv_size = 12;
+	o = (struct race_op){ .t = t, .ino = old, .open = open };
+	atomic_store(&race_block, 1);
+	ck_assert_int_eq(pthread_create(&th, NULL, race_run, &o), 0);
+	sem_wait(&race_in); /* its stat is under way, the lock dropped */
+	ck_assert_int_eq(objfs_inode_open(t, old, &a, &path, &h2), -ESTALE); /* the split */
+	sem_post(&race_go);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	if (open)
+		ck_assert_int_eq(o.err, -ESTALE);
+	else
+		ck_assert_int_eq(o.a.size, 10); /* the getattr of A's inode: A's size */
+	ck_assert_int_eq(objfs_inode_getattr(t, old, &b), 0);
+	ck_assert_int_eq(b.size, 10);
+	ck_assert_str_eq(b.etag, "\"v1\"");
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
+	ck_assert_uint_ne(a.ino, old);
+	ck_assert_int_eq(a.size, 12);
+	ck_assert_uint_eq(listed_ino(t, "f.bin"), a.ino);
+	objfs_inode_close(t, &h1, 1);
+	objfs_inode_forget(t, old, 1);
+	objfs_inode_forget(t, a.ino, 1);
+	ck_assert_uint_eq(objfs_inodes_live(t), 4); /* root, d, both, f.bin: listed */
+	objfs_inodes_free(t);
+	sem_destroy(&race_in);
+	sem_destroy(&race_go);
+}
+
+START_TEST(test_split_race_getattr)
+{
+	split_race(0);
+}
+END_TEST
+
+START_TEST(test_split_race_open)
+{
+	split_race(1);
+}
+END_TEST
+
+/*
+ * A server giving neither an ETag nor a Last-Modified: nothing tells
+ * versions apart, so opens while the file is open stay on its node (a
+ * review: each split it, and the kernel's one retry of an open found the
+ * next split: open(2) failed with ESTALE). An open the kernel never got
+ * leaves the version pinned while other handles hold it (the review: the
+ * next open of the unchanged object split the node).
+ */
+START_TEST(test_open_no_version)
+{
+	struct objfs_store st = { .ops = &hx_ops };
+	struct objfs_inodes *t;
+	struct objfs_open h1, h2, h3;
+	struct objfs_attr a;
+
+	hx_size = 10;
+	ck_assert_int_eq(objfs_inodes_new(&st, 60, 60, &t), 0);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
+	open_ok(t, a.ino, &a, &h1);
+	objfs_inode_opened(t, &h1);
+	open_ok(t, a.ino, &a, &h2);
+	ck_assert(!h2.keep_cache); /* no version: never kept */
+	objfs_inode_opened(t, &h2);
+	open_ok(t, a.ino, &a, &h3);
+	objfs_inode_close(t, &h3, 1);
+	objfs_inode_close(t, &h2, 1);
+	objfs_inode_close(t, &h1, 1);
+	objfs_inodes_free(t);
+}
+END_TEST
+
+START_TEST(test_open_interrupted_keeps_version)
+{
+	struct objfs_store st = { .ops = &pv_ops };
+	struct objfs_inodes *t;
+	struct objfs_open h1, h2, h3;
+	struct objfs_attr a;
+	uint64_t ino;
+
+	pv_size = 10;
+	snprintf(pv_etag, sizeof(pv_etag), "\"v1\"");
+	ck_assert_int_eq(objfs_inodes_new(&st, 60, 60, &t), 0);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
+	ino = a.ino;
+	open_ok(t, ino, &a, &h1);
+	open_ok(t, ino, &a, &h2);
+	objfs_inode_close(t, &h2, 0); /* its opener was interrupted */
+	objfs_inode_opened(t, &h1);
+	open_ok(t, ino, &a, &h3); /* unchanged: no split */
+	ck_assert_uint_eq(a.ino, ino);
+	ck_assert(h3.keep_cache);
+	objfs_inode_close(t, &h3, 1);
+	objfs_inode_close(t, &h1, 1);
 	objfs_inodes_free(t);
 }
 END_TEST
@@ -1091,6 +1267,10 @@ int main(void)
 	tcase_add_test(tc, test_open_keep_cache);
 	tcase_add_test(tc, test_open_versions);
 	tcase_add_test(tc, test_open_told_size);
+	tcase_add_test(tc, test_split_race_getattr);
+	tcase_add_test(tc, test_split_race_open);
+	tcase_add_test(tc, test_open_no_version);
+	tcase_add_test(tc, test_open_interrupted_keeps_version);
 	tcase_add_test(tc, test_readdir_streams);
 	tcase_add_test(tc, test_dedupe_across_pages);
 	tcase_add_test(tc, test_offsets_stable);

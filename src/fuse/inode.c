@@ -900,6 +900,8 @@ static int revalidate(struct objfs_inodes *t, struct objfs_node *n, int force)
 	err = t->store->ops->stat(t->store, path, &st);
 	free(path);
 	pthread_mutex_lock(&t->lock);
+	if (!n->hashed)
+		return 0; /* split meanwhile (an open): it keeps its version */
 	if (err)
 		return err;
 	if (st.is_dir)
@@ -917,19 +919,26 @@ static int revalidate(struct objfs_inodes *t, struct objfs_node *n, int force)
 static int lookup_in(struct objfs_inodes *t, struct objfs_dirlist *l, const char *name,
 		     struct objfs_attr *a)
 {
-	struct objfs_node *n = hash_find(t, l->dir->ino, name);
-	int err;
+	struct objfs_node *n;
+	int err, again, tries = 0;
 
-	if (!n || n->list_gen != l->gen)
-		return -ENOENT;
-	n->refs++;
-	err = revalidate(t, n, 0);
-	if (!err) {
-		n->nlookup++;
-		attr_tell(n, a);
+	for (;;) {
+		n = hash_find(t, l->dir->ino, name);
+		if (!n || n->list_gen != l->gen)
+			return -ENOENT;
+		n->refs++;
+		err = revalidate(t, n, 0);
+		/* an open split it while the store was asked: the name's node is
+		 * the new one */
+		again = !err && !n->hashed && ++tries < 4;
+		if (!err && !again) {
+			n->nlookup++;
+			attr_tell(n, a);
+		}
+		node_put(t, n);
+		if (!again)
+			return err;
 	}
-	node_put(t, n);
-	return err;
 }
 
 /*
@@ -1198,6 +1207,8 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 	}
 	force = objfs_store_take_stale(t->store, *path) || (!n->etag && n->mtime < 0);
 	err = revalidate(t, n, force);
+	if (!err && !n->hashed)
+		err = -ESTALE;
 	if (err)
 		goto out;
 	/* the version the kernel's pages are of: the ETag, or with none the
@@ -1208,7 +1219,7 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 		v = ver;
 	}
 	same = v && n->open_etag && strcmp(n->open_etag, v) == 0 && n->open_size == n->size;
-	if (n->open_n && !same) {
+	if (n->open_n && !same && v) { /* with no version at all, one node */
 		err = split_version(t, n);
 		if (!err) {
 			objfs_info("'%s' changed while open: the new version gets a new inode, "
@@ -1272,9 +1283,11 @@ void objfs_inode_close(struct objfs_inodes *t, struct objfs_open *o, int used)
 	pthread_mutex_lock(&t->lock);
 	if (o->inval)
 		n->open_inval--;
-	n->open_n--;
-	if (!used && !o->keep_cache)
-		set_str(&n->open_etag, NULL); /* the kernel kept what it had */
+	/* an open the kernel never got kept the pages it was to drop: the next
+	 * must not keep them, unless open handles of the version still hold
+	 * them (a node is one version while it has any) */
+	if (!--n->open_n && !used && !o->keep_cache)
+		set_str(&n->open_etag, NULL);
 	node_put(t, n);
 	pthread_mutex_unlock(&t->lock);
 	o->node = NULL;

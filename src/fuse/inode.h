@@ -115,8 +115,14 @@ int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr 
  * the old version are open gives the name a new node (a new inode number)
  * and answers -ESTALE: the kernel looks the name up again, gets the new
  * inode and retries the open there. The old node keeps its version's
- * attributes (no revalidation) until the kernel forgets it; an open of it
- * is -ESTALE too.
+ * attributes (no revalidation, not even one under way when it was split)
+ * until the kernel forgets it; an open of it is -ESTALE too (so is a
+ * reopen through /proc/self/fd of a file whose object changed: the kernel
+ * does not look such a path up again). A version with neither ETag nor
+ * mtime cannot be told from another: such a file stays one node. Until an
+ * open splits it, a listing or getattr past attr_timeout may still give
+ * the kernel the new size for the open inode (reads of the old handles
+ * then end at it: short, never mixed).
  */
 struct objfs_open {
 	struct objfs_node *node; /* held until objfs_inode_close() */
