@@ -8,8 +8,9 @@
  *
  * Sessions. One per (process, mount), found in a registry by the daemon's
  * socket name (side_proto.h, 5): the first objfs_gpu_open of a mount makes
- * the session (socket, a sealed memfd ring mapped here and in the daemon,
- * registered with cudaHostRegister by client_cuda.c when a GPU is usable,
+ * the session (socket, a sealed memfd ring the daemon makes and hands over
+ * with HELLO_OK, mapped here and in the daemon, registered with
+ * cudaHostRegister by client_cuda.c when a GPU is usable,
  * a watchdog thread) with HELLO; later opens ATTACH their capability to
  * it: no memory to pin, and no round trip either: objfs_gpu_open returns
  * once the ATTACH is sent, the watchdog records the answer (handle id or
@@ -62,6 +63,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -743,18 +745,38 @@ static int connect_sock(const char *name)
 	return fd;
 }
 
-/* Sends HELLO with the ring and waits for the answer. 0 or -errno. */
-static int hello(struct objfs_sess *s, const struct objfs_side_cap *cap, int memfd)
+/*
+ * The ring descriptor of HELLO_OK: a memfd of @bytes whose size is sealed
+ * (F_GET_SEALS answers for a memfd only). Closes @fd and returns -EPROTO
+ * otherwise.
+ */
+static int ring_fd_check(int fd, uint64_t bytes)
+{
+	struct stat st;
+	int seals = fcntl(fd, F_GET_SEALS);
+
+	if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW) ||
+	    fstat(fd, &st) || (uint64_t)st.st_size != bytes) {
+		close(fd);
+		return -EPROTO;
+	}
+	return fd;
+}
+
+/* Sends HELLO and waits for the answer: the ring's descriptor, or -errno. */
+static int hello(struct objfs_sess *s, const struct objfs_side_cap *cap)
 {
 	struct objfs_msg_hello m = { 0 };
 	union objfs_fd_cmsg cbuf;
-	struct iovec iov = { &m, sizeof(m) };
-	struct msghdr mh = { 0 };
 	char buf[OBJFS_MSG_MAX] __attribute__((aligned(8)));
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = cbuf.b, .msg_controllen = sizeof(cbuf.b) };
 	const struct objfs_msg_hdr *r = (const void *)buf;
 	struct pollfd p = { s->sock, POLLIN, 0 };
+	struct cmsghdr *cm;
+	int err, fd = -1;
 	ssize_t n;
-	int err;
 
 	objfs_msg_init(&m.h, OBJFS_MSG_HELLO, sizeof(m));
 	memcpy(m.token, cap->token, sizeof(m.token));
@@ -762,23 +784,30 @@ static int hello(struct objfs_sess *s, const struct objfs_side_cap *cap, int mem
 	m.slots = s->slots;
 	m.slot_size = s->slot_size;
 	m.ring_bytes = s->ring_bytes;
-	mh.msg_iov = &iov;
-	mh.msg_iovlen = 1;
-	objfs_msg_attach_fd(&mh, &cbuf, memfd);
-	if (sendmsg(s->sock, &mh, MSG_NOSIGNAL) != (ssize_t)sizeof(m))
+	if (send(s->sock, &m, sizeof(m), MSG_NOSIGNAL) != (ssize_t)sizeof(m))
 		return -errno ? -errno : -EIO;
 	n = poll(&p, 1, HELLO_TIMEOUT_MS);
 	if (n <= 0)
 		return n == 0 ? -ETIMEDOUT : -errno;
-	n = recv(s->sock, buf, sizeof(buf), 0);
+	memset(&cbuf, 0, sizeof(cbuf));
+	n = recvmsg(s->sock, &mh, MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return -errno;
+	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
+		    cm->cmsg_len == CMSG_LEN(sizeof(int)))
+			memcpy(&fd, CMSG_DATA(cm), sizeof(int));
 	err = objfs_msg_check(buf, (size_t)n);
-	if (err)
+	if (!err && r->type == OBJFS_MSG_ERR)
+		err = -peer_errno(((const struct objfs_msg_err *)buf)->err);
+	else if (!err && (r->type != OBJFS_MSG_HELLO_OK || fd < 0 || (mh.msg_flags & MSG_CTRUNC)))
+		err = -EPROTO;
+	if (err) {
+		if (fd >= 0)
+			close(fd);
 		return err;
-	if (r->type == OBJFS_MSG_ERR)
-		return -peer_errno(((const struct objfs_msg_err *)buf)->err);
-	return r->type == OBJFS_MSG_HELLO_OK ? 0 : -EPROTO;
+	}
+	return ring_fd_check(fd, s->ring_bytes);
 }
 
 /* Makes a session with @cap as its handle 0 (one reference). 0 or -errno. */
@@ -802,45 +831,33 @@ static int sess_new(const struct objfs_side_cap *cap, struct objfs_sess **out)
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->cond, NULL);
 
-	memfd = memfd_create("objfs-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (memfd < 0) {
-		err = -errno;
-		goto out_s;
-	}
-	if (ftruncate(memfd, (off_t)s->ring_bytes) ||
-	    fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
-		err = -errno;
-		goto out_memfd;
-	}
-	map = mmap(NULL, s->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-	if (map == MAP_FAILED) {
-		err = -errno;
-		goto out_memfd;
-	}
-	s->ring = map;
-	objfs_cuda_place(s); /* before the first touch below */
-	s->data = (char *)map + objfs_ring_hdr_size(s->slots);
-	s->ring->magic = OBJFS_SIDE_MAGIC;
-	s->ring->version = OBJFS_SIDE_VERSION;
-	s->ring->slots = s->slots;
-	s->ring->slot_size = s->slot_size;
-	s->ring->hdr_size = objfs_ring_hdr_size(s->slots);
-	s->ring->err_piece = UINT64_MAX;
-
 	s->sock = connect_sock(cap->sock);
 	if (s->sock < 0) {
 		err = s->sock;
-		goto out_map;
+		goto out_s;
 	}
-	err = hello(s, cap, memfd);
+	memfd = hello(s, cap);
+	if (memfd < 0) {
+		err = memfd;
+		goto out_sock;
+	}
+	map = mmap(NULL, s->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
+	err = map == MAP_FAILED ? -errno : 0;
+	close(memfd);
 	if (err)
 		goto out_sock;
-	close(memfd);
-	memfd = -1;
+	s->ring = map;
+	if (s->ring->magic != OBJFS_SIDE_MAGIC || s->ring->slots != s->slots ||
+	    s->ring->slot_size != s->slot_size || s->ring->hdr_size != objfs_ring_hdr_size(s->slots)) {
+		err = -EPROTO; /* the header the daemon wrote; no slot touched yet */
+		goto out_map;
+	}
+	objfs_cuda_place(s); /* before the first touch of a slot */
+	s->data = (char *)map + objfs_ring_hdr_size(s->slots);
 	s->wakefd = eventfd(0, EFD_CLOEXEC);
 	if (s->wakefd < 0) {
 		err = -errno;
-		goto out_sock;
+		goto out_map;
 	}
 	err = -pthread_create(&s->watchdog, NULL, watchdog_main, s);
 	if (err)
@@ -850,13 +867,10 @@ static int sess_new(const struct objfs_side_cap *cap, struct objfs_sess **out)
 	return 0;
 out_wake:
 	close(s->wakefd);
-out_sock:
-	close(s->sock);
 out_map:
 	munmap(s->ring, s->ring_bytes);
-out_memfd:
-	if (memfd >= 0)
-		close(memfd);
+out_sock:
+	close(s->sock);
 out_s:
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
@@ -1079,7 +1093,6 @@ const char *objfs_strerror(int err)
 			    "(side_ring_budget)";
 	case ENOSPC: return "the objfs daemon holds too many capabilities for this user "
 			    "(unused ones expire)";
-	case EBADFD: return "the daemon refused the ring (not a sealed tmpfs memfd)";
 	default: {
 		const char *s = strerrordesc_np(err);
 

@@ -26,6 +26,7 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -235,8 +236,7 @@ static void wait_sessions(uint64_t open, double secs)
 
 struct raw {
 	int sock;
-	int memfd;
-	struct objfs_ring_hdr *ring;
+	struct objfs_ring_hdr *ring; /* the daemon's, once HELLO_OK gave it */
 	size_t bytes;
 	char *data;
 	uint32_t slots, slot_size;
@@ -256,30 +256,13 @@ static int raw_connect(const char *name)
 	return fd;
 }
 
-/*
- * A ring of @bytes (0: the right size); @seal 1: sealed against shrinking
- * and growing, 2: against shrinking only, 0: not sealed.
- */
-static void raw_ring(struct raw *r, uint32_t slots, uint32_t slot_size, size_t bytes, int seal)
+/* A connection that will ask for a ring of @slots x @slot_size. */
+static void raw_ring(struct raw *r, uint32_t slots, uint32_t slot_size)
 {
 	memset(r, 0, sizeof(*r));
 	r->slots = slots;
 	r->slot_size = slot_size;
-	r->bytes = bytes ? bytes : objfs_ring_bytes(slots, slot_size);
-	r->memfd = memfd_create("test-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	ck_assert_int_ge(r->memfd, 0);
-	ck_assert_int_eq(ftruncate(r->memfd, (off_t)r->bytes), 0);
-	if (seal)
-		ck_assert_int_eq(fcntl(r->memfd, F_ADD_SEALS,
-				       seal == 2 ? F_SEAL_SHRINK : F_SEAL_SHRINK | F_SEAL_GROW), 0);
-	r->ring = mmap(NULL, r->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, r->memfd, 0);
-	ck_assert(r->ring != MAP_FAILED);
-	r->ring->magic = OBJFS_SIDE_MAGIC;
-	r->ring->version = OBJFS_SIDE_VERSION;
-	r->ring->slots = slots;
-	r->ring->slot_size = slot_size;
-	r->ring->err_piece = UINT64_MAX;
-	r->data = (char *)r->ring + objfs_ring_hdr_size(slots);
+	r->bytes = objfs_ring_bytes(slots, slot_size);
 	r->sock = raw_connect(cap.sock);
 }
 
@@ -287,8 +270,8 @@ static void raw_free(struct raw *r)
 {
 	if (r->sock >= 0)
 		close(r->sock);
-	close(r->memfd);
-	munmap(r->ring, r->bytes);
+	if (r->ring)
+		munmap(r->ring, r->bytes);
 }
 
 static void raw_send(int sock, const void *m, size_t len, int fd)
@@ -340,19 +323,54 @@ static void hello_msg(struct objfs_msg_hello *m, const struct raw *r, const uint
 	m->ring_bytes = objfs_ring_bytes(r->slots, r->slot_size);
 }
 
-/* HELLO; returns 0 when accepted, else the errno the daemon answered. */
+/*
+ * HELLO; returns 0 when accepted (the ring HELLO_OK carried is then mapped
+ * at r->ring: a sealed memfd of the ring's size, its header written), else
+ * the errno the daemon answered.
+ */
 static int raw_hello(struct raw *r, const uint8_t *token, uint64_t ino)
 {
+	char buf[OBJFS_MSG_MAX] __attribute__((aligned(8)));
+	union objfs_fd_cmsg cbuf;
+	struct iovec iov = { buf, sizeof(buf) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = cbuf.b, .msg_controllen = sizeof(cbuf.b) };
+	const struct objfs_msg_hdr *h = (const void *)buf;
+	struct pollfd p = { r->sock, POLLIN, 0 };
 	struct objfs_msg_hello m;
-	int err = 0, t;
+	struct cmsghdr *cm;
+	struct stat st;
+	int fd = -1, seals;
+	ssize_t n;
 
 	hello_msg(&m, r, token, ino);
-	raw_send(r->sock, &m, sizeof(m), r->memfd);
-	t = raw_recv(r->sock, NULL, 0, 5000, &err);
-	if (t == OBJFS_MSG_HELLO_OK)
-		return 0;
-	ck_assert_msg(t == OBJFS_MSG_ERR, "expected HELLO_OK or ERR, got %d", t);
-	return err;
+	raw_send(r->sock, &m, sizeof(m), -1);
+	ck_assert_int_eq(poll(&p, 1, 5000), 1);
+	n = recvmsg(r->sock, &mh, MSG_CMSG_CLOEXEC);
+	ck_assert_int_ge(n, (ssize_t)sizeof(*h));
+	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+			memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	if (h->type == OBJFS_MSG_ERR) {
+		ck_assert_int_lt(fd, 0);
+		return ((const struct objfs_msg_err *)buf)->err;
+	}
+	ck_assert_int_eq(h->type, OBJFS_MSG_HELLO_OK);
+	ck_assert_int_ge(fd, 0);
+	seals = fcntl(fd, F_GET_SEALS);
+	ck_assert_int_eq(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+			 F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	ck_assert_int_eq(fstat(fd, &st), 0);
+	ck_assert_uint_eq((uint64_t)st.st_size, r->bytes);
+	r->ring = mmap(NULL, r->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	ck_assert(r->ring != MAP_FAILED);
+	close(fd);
+	ck_assert_uint_eq(r->ring->magic, OBJFS_SIDE_MAGIC);
+	ck_assert_uint_eq(r->ring->slots, r->slots);
+	ck_assert_uint_eq(r->ring->slot_size, r->slot_size);
+	ck_assert_uint_eq(r->ring->err_piece, UINT64_MAX);
+	r->data = (char *)r->ring + objfs_ring_hdr_size(r->slots);
+	return 0;
 }
 
 /* A FILL of one entry, laid out as struct objfs_msg_fill with ent[1]. */
@@ -534,7 +552,7 @@ START_TEST(test_ring_sequence)
 	const uint32_t npieces = 10;
 	int err = 0;
 
-	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r, SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
 	fill_msg(&f, 0, 0, 5, (uint64_t)SLOT_SIZE * (npieces - 1) + 10);
 	raw_send(r.sock, &f, sizeof(f), -1);
@@ -586,7 +604,7 @@ START_TEST(test_fill_error)
 	int err = 0;
 
 	atomic_store(&fail_from, 2 * SLOT_SIZE + 1);
-	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r, SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
 	fill_msg(&f, 0, 0, 0, 3 * SLOT_SIZE);
 	raw_send(r.sock, &f, sizeof(f), -1);
@@ -630,7 +648,7 @@ START_TEST(test_wrong_uid)
 	struct raw r;
 
 	ck_assert_int_eq(grant(side, getuid() + 1, 42, &other), 0);
-	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r, SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_hello(&r, other.token, 42), EACCES);
 	raw_free(&r);
 	{
@@ -653,19 +671,19 @@ START_TEST(test_wrong_inode)
 
 	ck_assert_int_eq(grant(side, getuid(), 43, &other), 0);
 	/* HELLO naming another inode than the token's. */
-	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r, SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_hello(&r, other.token, 42), EACCES);
 	raw_free(&r);
 	/* A forged token. */
 	memcpy(forged, cap.token, sizeof(forged));
 	forged[7] ^= 1;
-	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r, SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_hello(&r, forged, 42), EACCES);
 	raw_free(&r);
 	/* In a session for inode 42: inode 43's token attached as 42 (refused,
 	 * the session goes on), a forged one, then a FILL naming a handle the
 	 * session does not have (it ends). */
-	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r, SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
 	ck_assert_int_eq(raw_attach(&r, other.token, 42, NULL), EACCES);
 	ck_assert_int_eq(raw_attach(&r, forged, 42, NULL), EACCES);
@@ -682,9 +700,9 @@ END_TEST
 
 /* Malformed, oversized and out-of-order messages: table-driven. */
 enum bad_kind {
-	BAD_HUGE, BAD_MAGIC, BAD_VERSION, BAD_LEN, BAD_RESERVED, BAD_TYPE, HELLO_NO_FD,
-	HELLO_SHORT, FILL_FIRST, UNSEALED, SHRINK_ONLY, RING_SIZE, GEOMETRY, FILL_EOF, FILL_ZERO,
-	FILL_NEG, FILL_PIECE, FILL_WITH_FD, HELLO_TWICE,
+	BAD_HUGE, BAD_MAGIC, BAD_VERSION, BAD_LEN, BAD_RESERVED, BAD_TYPE, HELLO_WITH_FD,
+	HELLO_SHORT, FILL_FIRST, RING_SIZE, GEOMETRY, FILL_EOF, FILL_ZERO, FILL_NEG, FILL_PIECE,
+	FILL_WITH_FD, HELLO_TWICE,
 };
 static const struct { const char *name; enum bad_kind kind; int err; } bad[] = {
 	{ "oversized message", BAD_HUGE, EMSGSIZE },
@@ -693,12 +711,10 @@ static const struct { const char *name; enum bad_kind kind; int err; } bad[] = {
 	{ "header length lies", BAD_LEN, EPROTO },
 	{ "reserved field set", BAD_RESERVED, EPROTO },
 	{ "unknown type", BAD_TYPE, EPROTO },
-	{ "HELLO without ring", HELLO_NO_FD, EPROTO },
+	{ "HELLO carrying a descriptor", HELLO_WITH_FD, EPROTO },
 	{ "HELLO too short", HELLO_SHORT, EPROTO },
 	{ "FILL before HELLO", FILL_FIRST, EPROTO },
-	{ "ring not sealed", UNSEALED, EBADFD },
-	{ "ring sealed against shrinking only", SHRINK_ONLY, EBADFD },
-	{ "ring of the wrong size", RING_SIZE, EBADFD },
+	{ "ring size not the geometry's", RING_SIZE, EINVAL },
 	{ "one-slot ring", GEOMETRY, EINVAL },
 	{ "FILL past the end", FILL_EOF, EINVAL },
 	{ "FILL of nothing", FILL_ZERO, EINVAL },
@@ -714,12 +730,10 @@ START_TEST(test_malformed)
 	struct objfs_msg_hello m;
 	struct fill1 f;
 	struct raw r;
-	int err = 0, t;
+	int err = 0, t, spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
-	raw_ring(&r, k == GEOMETRY ? 1 : SLOTS, SLOT_SIZE,
-		 k == RING_SIZE ? objfs_ring_bytes(SLOTS, SLOT_SIZE) + 4096 :
-		 k == GEOMETRY ? objfs_ring_bytes(2, SLOT_SIZE) : 0,
-		 k == UNSEALED ? 0 : k == SHRINK_ONLY ? 2 : 1);
+	ck_assert_int_ge(spare, 0);
+	raw_ring(&r, k == GEOMETRY ? 1 : SLOTS, SLOT_SIZE);
 	hello_msg(&m, &r, cap.token, 42);
 	fill_msg(&f, 0, 0, 0, 100);
 	if (k >= FILL_EOF)
@@ -731,30 +745,30 @@ START_TEST(test_malformed)
 		memset(big, 0, sizeof(big));
 		memcpy(big, &m, sizeof(m));
 		((struct objfs_msg_hdr *)big)->len = sizeof(big);
-		raw_send(r.sock, big, sizeof(big), r.memfd);
+		raw_send(r.sock, big, sizeof(big), -1);
 		break;
 	}
-	case BAD_MAGIC: m.h.magic ^= 1; raw_send(r.sock, &m, sizeof(m), r.memfd); break;
-	case BAD_VERSION: m.h.version = 99; raw_send(r.sock, &m, sizeof(m), r.memfd); break;
-	case BAD_LEN: m.h.len = 40; raw_send(r.sock, &m, sizeof(m), r.memfd); break;
-	case BAD_RESERVED: m.h.reserved = 1; raw_send(r.sock, &m, sizeof(m), r.memfd); break;
-	case BAD_TYPE: m.h.type = 77; raw_send(r.sock, &m, sizeof(m), r.memfd); break;
-	case HELLO_NO_FD: raw_send(r.sock, &m, sizeof(m), -1); break;
+	case BAD_MAGIC: m.h.magic ^= 1; raw_send(r.sock, &m, sizeof(m), -1); break;
+	case BAD_VERSION: m.h.version = 99; raw_send(r.sock, &m, sizeof(m), -1); break;
+	case BAD_LEN: m.h.len = 40; raw_send(r.sock, &m, sizeof(m), -1); break;
+	case BAD_RESERVED: m.h.reserved = 1; raw_send(r.sock, &m, sizeof(m), -1); break;
+	case BAD_TYPE: m.h.type = 77; raw_send(r.sock, &m, sizeof(m), -1); break;
+	case HELLO_WITH_FD: raw_send(r.sock, &m, sizeof(m), spare); break;
 	case HELLO_SHORT:
 		m.h.len = sizeof(m) - 8;
-		raw_send(r.sock, &m, sizeof(m) - 8, r.memfd);
+		raw_send(r.sock, &m, sizeof(m) - 8, -1);
 		break;
 	case FILL_FIRST: raw_send(r.sock, &f, sizeof(f), -1); break;
-	case UNSEALED: case SHRINK_ONLY: case RING_SIZE: case GEOMETRY:
-		raw_send(r.sock, &m, sizeof(m), r.memfd);
-		break;
+	case RING_SIZE: m.ring_bytes += 4096; raw_send(r.sock, &m, sizeof(m), -1); break;
+	case GEOMETRY: raw_send(r.sock, &m, sizeof(m), -1); break;
 	case FILL_EOF: f.e.off = FILE_SIZE - 10; f.e.len = 11; raw_send(r.sock, &f, sizeof(f), -1); break;
 	case FILL_ZERO: f.e.len = 0; raw_send(r.sock, &f, sizeof(f), -1); break;
 	case FILL_NEG: f.e.off = -1; raw_send(r.sock, &f, sizeof(f), -1); break;
 	case FILL_PIECE: f.first_piece = 5; raw_send(r.sock, &f, sizeof(f), -1); break;
-	case FILL_WITH_FD: raw_send(r.sock, &f, sizeof(f), r.memfd); break;
-	case HELLO_TWICE: raw_send(r.sock, &m, sizeof(m), r.memfd); break;
+	case FILL_WITH_FD: raw_send(r.sock, &f, sizeof(f), spare); break;
+	case HELLO_TWICE: raw_send(r.sock, &m, sizeof(m), -1); break;
 	}
+	close(spare);
 	t = raw_recv(r.sock, NULL, 0, 5000, &err);
 	ck_assert_msg(t == OBJFS_MSG_ERR && err == bad[_i].err, "%s: expected ERR %d, got type %d err %d",
 		      bad[_i].name, bad[_i].err, t, err);
@@ -771,7 +785,7 @@ START_TEST(test_peer_vanishes)
 	struct fill1 f;
 	struct raw r;
 
-	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r, SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
 	fill_msg(&f, 0, 0, 0, 20 * SLOT_SIZE);
 	raw_send(r.sock, &f, sizeof(f), -1);
@@ -800,7 +814,7 @@ START_TEST(test_client_killed)
 		struct raw r;
 
 		close(pfd[0]);
-		raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+		raw_ring(&r, SLOTS, SLOT_SIZE);
 		if (raw_hello(&r, cap.token, 42))
 			_exit(1);
 		fill_msg(&f, 0, 0, 0, 40 * SLOT_SIZE);
@@ -881,10 +895,10 @@ START_TEST(test_limits)
 	side = server_new(2, 64);
 	ck_assert_int_eq(grant(side, getuid(), 42, &cap), 0);
 	for (int i = 0; i < 2; i++) {
-		raw_ring(&r[i], SLOTS, SLOT_SIZE, 0, 1);
+		raw_ring(&r[i], SLOTS, SLOT_SIZE);
 		ck_assert_int_eq(raw_hello(&r[i], cap.token, 42), 0);
 	}
-	raw_ring(&r[2], SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r[2], SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_hello(&r[2], cap.token, 42), EBUSY);
 	objfs_side_get_stats(side, &st);
 	ck_assert_uint_eq(st.sessions_refused, 1);
@@ -926,7 +940,7 @@ START_TEST(test_uid_shares)
 	ck_assert_int_eq(grant(side, other + 1, 42, &c), -ENOSPC);
 	/* Connections waiting for HELLO: 4 per uid, the fifth refused at once. */
 	for (int i = 0; i <= OBJFS_SIDE_PENDING_PER_UID; i++)
-		raw_ring(&r[i], SLOTS, SLOT_SIZE, 0, 1);
+		raw_ring(&r[i], SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_recv(r[OBJFS_SIDE_PENDING_PER_UID].sock, NULL, 0, 5000, &err),
 			 OBJFS_MSG_ERR);
 	ck_assert_int_eq(err, EBUSY);
@@ -955,9 +969,9 @@ START_TEST(test_ring_budget)
 	objfs_side_free(side);
 	side = server_cfg(&cfg);
 	ck_assert_int_eq(grant(side, getuid(), 42, &cap), 0);
-	raw_ring(&r[0], SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r[0], SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_hello(&r[0], cap.token, 42), 0);
-	raw_ring(&r[1], SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r[1], SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_hello(&r[1], cap.token, 42), EDQUOT);
 	raw_free(&r[0]);
 	raw_free(&r[1]);
@@ -967,15 +981,15 @@ START_TEST(test_ring_budget)
 	cfg.uid_ring_budget = cfg.ring_budget;
 	side = server_cfg(&cfg);
 	ck_assert_int_eq(grant(side, getuid(), 42, &cap), 0);
-	raw_ring(&r[0], SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r[0], SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_hello(&r[0], cap.token, 42), 0);
-	raw_ring(&r[1], SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r[1], SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_hello(&r[1], cap.token, 42), ENOMEM);
 	raw_free(&r[1]);
 	/* Freed with its session: the budget is whole again. */
 	raw_free(&r[0]);
 	wait_sessions(0, 2);
-	raw_ring(&r[2], SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r[2], SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_hello(&r[2], cap.token, 42), 0);
 	raw_free(&r[2]);
 	wait_sessions(0, 2);
@@ -994,7 +1008,7 @@ START_TEST(test_only_uid)
 	objfs_side_free(side);
 	side = server_cfg(&cfg);
 	ck_assert_int_eq(grant(side, getuid(), 42, &cap), 0);
-	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r, SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_recv(r.sock, NULL, 0, 5000, NULL), 0); /* EOF */
 	raw_free(&r);
 }
@@ -1019,7 +1033,7 @@ START_TEST(test_unread_dones)
 
 	objfs_side_get_stats(side, &st);
 	deferred0 = st.replies_deferred;
-	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r, SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
 	for (uint32_t i = 0; i < SLOTS; i++) /* every slot released for good */
 		__atomic_store_n(&r.ring->ctl[i].rel, OBJFS_RING_GEN_MAX - 1, __ATOMIC_RELEASE);
@@ -1088,7 +1102,7 @@ START_TEST(test_late_reader)
 	struct raw r;
 	const unsigned n = 800;
 
-	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r, SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
 	for (uint32_t i = 0; i < SLOTS; i++)
 		__atomic_store_n(&r.ring->ctl[i].rel, OBJFS_RING_GEN_MAX - 1, __ATOMIC_RELEASE);
@@ -1692,7 +1706,7 @@ START_TEST(test_batch_hostile)
 	size_t len = objfs_msg_size(OBJFS_MSG_FILL, 2);
 	int err = 0, t;
 
-	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r, SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
 	objfs_msg_init(&m->h, OBJFS_MSG_FILL, (uint32_t)len);
 	m->req_id = 1;
@@ -1870,7 +1884,7 @@ START_TEST(test_detach_queued)
 	side = server_cfg(&cfg);
 	ck_assert_int_eq(grant(side, getuid(), 42, &cap), 0);
 	ck_assert_int_eq(grant(side, getuid(), 43, &c2), 0);
-	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r, SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
 	ck_assert_int_eq(raw_attach(&r, c2.token, 43, &h1), 0);
 	fill_msg(&f, 0, 0, 0, 100); /* request id 1 ... */
@@ -1963,7 +1977,7 @@ START_TEST(test_attach_unread)
 	double t0 = now();
 	int sent = 0, err = 0;
 
-	raw_ring(&r, SLOTS, SLOT_SIZE, 0, 1);
+	raw_ring(&r, SLOTS, SLOT_SIZE);
 	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
 	objfs_msg_init(&m.h, OBJFS_MSG_ATTACH, sizeof(m));
 	m.ino = 42; /* a zero token: refused, answered each time */

@@ -8,6 +8,8 @@
  *                                       prints "reading", then "read ended:
  *                                       RESULT" (the script may kill it)
  *   side_client wrongino MNT_A MNT_B    a token of B is refused for A
+ *   side_client ringfd MNTFILE PATH     HELLO carrying a descriptor of PATH:
+ *                                       refused (EPROTO), never opened
  *   side_client open MNTFILE            prints objfs_gpu_open's result
  *   side_client cap MNTFILE OUT         writes the file's capability to OUT
  *   side_client batch MNTDIR SRCDIR     every file of MNTDIR opened (one
@@ -38,8 +40,6 @@
  * user, findings of the security audit in docs/reliability.md); each prints
  * one line of what it got and exits 0 unless it could not even try:
  *   side_client nodone CAPFILE SECS     FILLs for SECS s, DONEs never read
- *   side_client hugetlb CAPFILE         a hugetlbfs ring; if accepted, punch
- *                                       its page out, take the pool, FILL
  *   side_client pending CAPFILE N SECS  N connections that never say HELLO
  *   side_client sessions CAPFILE N SECS N sessions held for SECS s
  *   side_client caps MNTFILE N          N capability ioctls
@@ -446,18 +446,19 @@ static int cap_of(const char *path, struct objfs_side_cap *cap)
 
 /* A raw session: its socket and ring (the client's side of it). */
 struct raw {
-	int sock, memfd;
+	int sock;
 	struct objfs_ring_hdr *ring;
 	uint64_t bytes;
 };
 
 /*
- * HELLO for @ino with @token and a ring on a memfd made with @mfd_flags;
- * returns 0 or the errno the daemon answered, -1 when the client could not
- * even ask (errno set). @r (may be NULL) keeps the socket and ring.
+ * Sends HELLO for @ino with @token (and descriptor @pass, unless -1: the
+ * daemon must refuse that), reads the answer into @buf (OBJFS_MSG_MAX
+ * bytes) and the ring HELLO_OK carries into *@ringfd (-1 none). Returns the
+ * connected socket, or -1 when the client could not even ask (errno set).
  */
-static int raw_session(const struct objfs_side_cap *cap, const uint8_t *token, uint64_t ino,
-		       unsigned mfd_flags, struct raw *r_out)
+static int hello_send(const struct objfs_side_cap *cap, const uint8_t *token, uint64_t ino,
+		      int pass, char *buf, int *ringfd)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	size_t n = strlen(cap->sock);
@@ -465,55 +466,77 @@ static int raw_session(const struct objfs_side_cap *cap, const uint8_t *token, u
 	union objfs_fd_cmsg cb;
 	struct iovec iov = { &m, sizeof(m) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	char buf[OBJFS_MSG_MAX];
-	uint64_t bytes = objfs_ring_bytes(cap->ring_slots, cap->ring_slot_size);
-	struct objfs_ring_hdr *r;
-	int sock, memfd;
+	struct cmsghdr *cm;
+	int sock;
 
-	memfd = memfd_create("side-client", MFD_CLOEXEC | MFD_ALLOW_SEALING | mfd_flags);
-	if (memfd < 0 || ftruncate(memfd, (off_t)bytes) ||
-	    fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW)) {
-		if (memfd >= 0)
-			close(memfd);
-		return -1;
-	}
-	r = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-	if (r == MAP_FAILED) {
-		close(memfd);
-		return -1;
-	}
-	r->magic = OBJFS_SIDE_MAGIC;
-	r->version = OBJFS_SIDE_VERSION;
-	r->slots = cap->ring_slots;
-	r->slot_size = cap->ring_slot_size;
+	*ringfd = -1;
 	memcpy(sa.sun_path, cap->sock, n);
 	sa.sun_path[0] = '\0';
 	sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-	if (connect(sock, (struct sockaddr *)&sa,
-		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)))
+	if (sock < 0)
 		return -1;
+	if (connect(sock, (struct sockaddr *)&sa,
+		    (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n))) {
+		close(sock);
+		return -1;
+	}
 	objfs_msg_init(&m.h, OBJFS_MSG_HELLO, sizeof(m));
 	memcpy(m.token, token, OBJFS_TOKEN_LEN);
 	m.ino = ino;
 	m.slots = cap->ring_slots;
 	m.slot_size = cap->ring_slot_size;
-	m.ring_bytes = bytes;
-	objfs_msg_attach_fd(&mh, &cb, memfd);
-	if (sendmsg(sock, &mh, 0) != (ssize_t)sizeof(m) || recv(sock, buf, sizeof(buf), 0) < 16) {
-		close(memfd);
+	m.ring_bytes = objfs_ring_bytes(cap->ring_slots, cap->ring_slot_size);
+	if (pass >= 0)
+		objfs_msg_attach_fd(&mh, &cb, pass);
+	if (sendmsg(sock, &mh, 0) != (ssize_t)sizeof(m)) {
 		close(sock);
-		munmap(r, bytes);
 		return -1;
+	}
+	iov = (struct iovec){ buf, OBJFS_MSG_MAX };
+	mh = (struct msghdr){ .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cb.b,
+			      .msg_controllen = sizeof(cb.b) };
+	if (recvmsg(sock, &mh, MSG_CMSG_CLOEXEC) < 16) {
+		close(sock);
+		return -1;
+	}
+	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+			memcpy(ringfd, CMSG_DATA(cm), sizeof(int));
+	return sock;
+}
+
+/*
+ * HELLO for @ino with @token; returns 0 or the errno the daemon answered,
+ * -1 when the client could not even ask (errno set). @r (may be NULL)
+ * keeps the socket and the ring the daemon gave, mapped.
+ */
+static int raw_session(const struct objfs_side_cap *cap, const uint8_t *token, uint64_t ino,
+		       struct raw *r_out)
+{
+	char buf[OBJFS_MSG_MAX] __attribute__((aligned(8)));
+	uint64_t bytes = objfs_ring_bytes(cap->ring_slots, cap->ring_slot_size);
+	struct objfs_ring_hdr *r = NULL;
+	int sock, ringfd;
+
+	sock = hello_send(cap, token, ino, -1, buf, &ringfd);
+	if (sock < 0)
+		return -1;
+	if (ringfd >= 0) {
+		r = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, ringfd, 0);
+		close(ringfd);
+		if (r == MAP_FAILED) {
+			close(sock);
+			return -1;
+		}
 	}
 	if (r_out) {
 		r_out->sock = sock;
-		r_out->memfd = memfd;
 		r_out->ring = r;
 		r_out->bytes = bytes;
 	} else {
-		close(memfd);
 		close(sock);
-		munmap(r, bytes);
+		if (r)
+			munmap(r, bytes);
 	}
 	if (((struct objfs_msg_hdr *)buf)->type == OBJFS_MSG_HELLO_OK)
 		return 0;
@@ -524,15 +547,48 @@ static int raw_session(const struct objfs_side_cap *cap, const uint8_t *token, u
 static int raw_hello(const struct objfs_side_cap *cap, const uint8_t *token, uint64_t ino,
 		     int *sock_out)
 {
-	struct raw r = { -1, -1, NULL, 0 };
-	int rc = raw_session(cap, token, ino, 0, &r);
+	struct raw r = { -1, NULL, 0 };
+	int rc = raw_session(cap, token, ino, &r);
 
 	*sock_out = r.sock;
-	if (r.ring) {
-		close(r.memfd);
+	if (r.ring)
 		munmap(r.ring, r.bytes);
-	}
 	return rc;
+}
+
+/*
+ * HELLO for @mnt's file carrying a descriptor of @path (a file of a FUSE
+ * mount whose FLUSH is never answered: tests/hang_fuse.c). The daemon must
+ * refuse it at once (EPROTO) without ever opening it, so that nothing of
+ * it waits on that mount. Prints the answer. The descriptor stays open
+ * here: this process's exit then waits for hang_fuse.
+ */
+static int do_ringfd(const char *mnt, const char *path)
+{
+	char buf[OBJFS_MSG_MAX] __attribute__((aligned(8)));
+	struct objfs_side_cap cap;
+	int fd, sock, rc, ringfd;
+
+	if (cap_of(mnt, &cap)) {
+		fprintf(stderr, "ioctl failed: %s\n", strerror(errno));
+		return 2;
+	}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "%s: %s\n", path, strerror(errno));
+		return 2;
+	}
+	sock = hello_send(&cap, cap.token, cap.ino, fd, buf, &ringfd);
+	if (sock < 0) {
+		printf("no answer: %s\n", strerror(errno));
+		return 1;
+	}
+	rc = ((struct objfs_msg_hdr *)buf)->type == OBJFS_MSG_HELLO_OK
+		     ? 0 : ((struct objfs_msg_err *)buf)->err;
+	printf("HELLO carrying a descriptor: %s\n", rc ? strerror(rc) : "accepted");
+	fflush(stdout);
+	close(sock);
+	return rc == EPROTO && ringfd < 0 ? 0 : 1;
 }
 
 static int do_wrongino(const char *a, const char *b)
@@ -701,7 +757,7 @@ static int hostile_session(const char *capfile, struct objfs_side_cap *cap, stru
 
 	if (read_cap(capfile, cap))
 		return 2;
-	rc = raw_session(cap, cap->token, cap->ino, 0, r);
+	rc = raw_session(cap, cap->token, cap->ino, r);
 	if (rc) {
 		printf("refused %s\n", rc < 0 ? strerror(errno) : strerror(rc));
 		return 0;
@@ -743,49 +799,6 @@ static int do_nodone(const char *capfile, double secs)
 	return 0;
 }
 
-/*
- * A ring on hugetlbfs (the geometry must make it a whole number of huge
- * pages). If the daemon takes it: punch the page out, take every free huge
- * page, then ask for a fill, which the daemon's copy would fault on.
- */
-static int do_hugetlb(const char *capfile)
-{
-	struct objfs_side_cap cap;
-	struct raw r;
-	int rc;
-
-	if (read_cap(capfile, &cap))
-		return 2;
-	rc = raw_session(&cap, cap.token, cap.ino, MFD_HUGETLB, &r);
-	if (rc < 0) {
-		printf("no hugetlb ring: %s\n", strerror(errno));
-		return 77;
-	}
-	if (rc) {
-		printf("refused %s\n", strerror(rc));
-		return 0;
-	}
-	{
-		int hog;
-		ssize_t k;
-		char *m;
-
-		munmap(r.ring, r.bytes);
-		if (fallocate(r.memfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, (off_t)r.bytes))
-			printf("punching the ring failed: %s\n", strerror(errno));
-		hog = memfd_create("hog", MFD_HUGETLB);
-		for (off_t sz = 2 << 20; hog >= 0 && !ftruncate(hog, sz); sz += 2 << 20) {
-			m = mmap(NULL, 2 << 20, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-				 hog, sz - (2 << 20));
-			if (m == MAP_FAILED)
-				break;
-		}
-		fill(r.sock, &cap, 0, 0, cap.size < 4096 ? (uint64_t)cap.size : 4096, 0, &k);
-		sleep(2);
-		printf("accepted a hugetlb ring\n");
-	}
-	return 0;
-}
 
 /* N connections that never say HELLO, held SECS s: how many were refused. */
 static int do_pending(const char *capfile, int n, double secs)
@@ -829,7 +842,7 @@ static int do_sessions(const char *capfile, int n, double secs)
 		return 2;
 	for (int i = 0; i < n; i++) {
 		struct raw r;
-		int rc = raw_session(&cap, cap.token, cap.ino, 0, &r);
+		int rc = raw_session(&cap, cap.token, cap.ino, &r);
 
 		if (rc == 0)
 			ok++;
@@ -895,6 +908,8 @@ int main(int argc, char **argv)
 		return do_hang(argv[2]);
 	if (argc == 4 && strcmp(argv[1], "wrongino") == 0)
 		return do_wrongino(argv[2], argv[3]);
+	if (argc == 4 && strcmp(argv[1], "ringfd") == 0)
+		return do_ringfd(argv[2], argv[3]);
 	if (argc == 4 && strcmp(argv[1], "cap") == 0)
 		return do_cap(argv[2], argv[3]);
 	if (argc == 4 && strcmp(argv[1], "fill") == 0)
@@ -903,8 +918,6 @@ int main(int argc, char **argv)
 		return do_hello(argv[2]);
 	if (argc == 4 && strcmp(argv[1], "nodone") == 0)
 		return do_nodone(argv[2], atof(argv[3]));
-	if (argc == 3 && strcmp(argv[1], "hugetlb") == 0)
-		return do_hugetlb(argv[2]);
 	if (argc == 5 && strcmp(argv[1], "pending") == 0)
 		return do_pending(argv[2], atoi(argv[3]), atof(argv[4]));
 	if (argc == 5 && strcmp(argv[1], "sessions") == 0)

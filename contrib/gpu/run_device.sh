@@ -23,11 +23,11 @@ pack() {
 	mkdir -p "$top/build-gpu"
 	cd "$top/build-gpu"
 	[ -f Makefile ] || ../configure -q --disable-shared --enable-static
-	make -s -j2 src/objfs tests/side_client tests/gpu/gpu_fill tests/gpu/gpu_batch
+	make -s -j2 src/objfs tests/side_client tests/hang_fuse tests/gpu/gpu_fill tests/gpu/gpu_batch
 	rm -rf "$dev"
 	mkdir -p "$dev/fallback"
-	cp src/objfs tests/side_client tests/gpu/gpu_fill tests/gpu/gpu_batch "$dev/"
-	strip "$dev/objfs" "$dev/side_client"
+	cp src/objfs tests/side_client tests/hang_fuse tests/gpu/gpu_fill tests/gpu/gpu_batch "$dev/"
+	strip "$dev/objfs" "$dev/side_client" "$dev/hang_fuse"
 	# A shared libobjfs for the Python binding (this build is static).
 	gcc -std=gnu11 -O2 -shared -fPIC -fvisibility=hidden -pthread -I. -I../include \
 		$(sed -n 's/^CUDA_CPPFLAGS = //p' Makefile) ../lib/client.c ../lib/client_cuda.c \
@@ -80,6 +80,7 @@ setup() {
 	} 2>&1 | tee "$out/device.txt"
 	# OBJFS may name another daemon binary (bench: compare builds).
 	export OBJFS=${OBJFS:-$dev/objfs} SIDE_CLIENT=$dev/side_client GPU_FILL=$dev/gpu_fill GPU_BATCH=$dev/gpu_batch
+	export HANG_FUSE=$dev/hang_fuse
 	export OBJFS_LIB=$dev/libobjfs.so.0
 	export NGINX=$root/usr/sbin/nginx
 }

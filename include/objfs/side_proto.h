@@ -16,13 +16,18 @@
  *
  * 2. Session. The client connects to the socket (SOCK_SEQPACKET; a name
  *    starting with '@' is in the abstract namespace) and sends HELLO with
- *    the token and a memfd (SCM_RIGHTS): the bounce ring. The daemon checks
- *    SO_PEERCRED's uid against the token's uid, the memfd's size, that it
- *    lives on tmpfs (not hugetlbfs) and its seals (F_SEAL_SHRINK and
- *    F_SEAL_GROW are required: a ring that could shrink, or lose a huge
- *    page, would make the daemon's copies fault), then the session and ring
- *    bounds of its uid, maps it and answers HELLO_OK or ERR (EACCES,
- *    EBADFD, EBUSY, ENOMEM, EDQUOT). DONE replies are never awaited by the
+ *    the token and the ring geometry. The daemon checks SO_PEERCRED's uid
+ *    against the token's uid, then the session and ring bounds of its uid,
+ *    makes the bounce ring (a memfd on tmpfs of the geometry's size, its
+ *    header written, sealed against shrinking, growing and new seals),
+ *    maps it and answers HELLO_OK carrying the memfd (SCM_RIGHTS), or ERR
+ *    (EACCES, EINVAL, EBUSY, ENOMEM, EDQUOT). No message to the daemon
+ *    carries a descriptor: one that does is refused, and the kernel drops
+ *    its descriptors unopened (version 3; before, HELLO carried a memfd
+ *    the client made, and a file of the client's own FUSE mount sent in
+ *    its place had the daemon's close() wait for that mount's server,
+ *    unkillably, its exit with it). The client places the ring (NUMA)
+ *    before it touches a slot, as before. DONE replies are never awaited by the
  *    daemon: a client must read them (libobjfs's watchdog thread does);
  *    one that lets 1,024 requests' DONEs pile up has its session ended.
  *
@@ -113,7 +118,7 @@
 #include <unistd.h>
 
 #define OBJFS_SIDE_MAGIC   0x4f424a53u /* "OBJS" */
-#define OBJFS_SIDE_VERSION 2
+#define OBJFS_SIDE_VERSION 3
 #define OBJFS_TOKEN_LEN    32
 #define OBJFS_SOCK_LEN     108 /* sizeof(sun_path) */
 
@@ -292,8 +297,8 @@ static inline int objfs_sock_addr(const char *name, struct sockaddr_un *sa, sock
 
 /* Messages: a fixed header, then a body whose size is fixed per type. */
 enum objfs_msg_type {
-	OBJFS_MSG_HELLO = 1,    /* client -> daemon, carries the ring memfd */
-	OBJFS_MSG_HELLO_OK = 2, /* daemon -> client */
+	OBJFS_MSG_HELLO = 1,    /* client -> daemon */
+	OBJFS_MSG_HELLO_OK = 2, /* daemon -> client, carries the ring memfd */
 	OBJFS_MSG_FILL = 3,     /* client -> daemon; a request is 1+ of them */
 	OBJFS_MSG_DONE = 4,     /* daemon -> client, 1+ per request */
 	OBJFS_MSG_ERR = 5,      /* daemon -> client; the daemon then closes */
@@ -447,7 +452,7 @@ static inline int objfs_msg_check(const void *buf, size_t n)
 	return n == objfs_msg_size(h->type, count) ? 0 : -EPROTO;
 }
 
-/* Control buffer for one descriptor passed with SCM_RIGHTS (HELLO's ring). */
+/* Control buffer for one descriptor passed with SCM_RIGHTS (HELLO_OK's ring). */
 union objfs_fd_cmsg {
 	struct cmsghdr align;
 	char b[CMSG_SPACE(sizeof(int))];

@@ -58,9 +58,10 @@
  * at once when the mount admits one uid only) and counts as pending, at
  * most OBJFS_SIDE_PENDING_PER_UID per uid, until its HELLO; only a HELLO
  * with a capability of the same uid turns it into a session, within the
- * session and ring-byte bounds of side.h, global and per uid. The ring
- * must be a memfd on tmpfs sealed against shrinking and growing: no access
- * inside it can fault (side_guard.c says why, and guards it anyway).
+ * session and ring-byte bounds of side.h, global and per uid. The daemon
+ * makes the ring (a memfd sealed against shrinking and growing: no access
+ * inside it can fault; side_guard.c guards it anyway) and hands it over
+ * with HELLO_OK; it never takes a descriptor from a client (recv_msg).
  *
  * Locking (side_i.h has side->lock and the capabilities): ss->lock guards
  * a session's request queue, job states and publication cursor, and comes
@@ -84,7 +85,6 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -109,10 +109,6 @@
  */
 #define RUNS_MAX             1024
 #define RUNS_RESUME          768
-
-#ifndef TMPFS_MAGIC
-#define TMPFS_MAGIC 0x01021994
-#endif
 
 enum sess_state { S_HELLO, S_SERVING, S_CLOSED };
 
@@ -191,6 +187,7 @@ struct session {
 	enum sess_state state;
 	uid_t uid;
 	pid_t pid;
+	int node_logged;             /* session thread: log_ring_node done */
 	struct hnd *hnd;             /* session thread: the handle table, handle 0 = HELLO's */
 	uint32_t nhnd, hcount;       /* table size, handles held (detached ones included) */
 	uint32_t hmax;               /* the uid's capability share */
@@ -240,14 +237,26 @@ static void sess_state(struct session *ss, enum sess_state to, const char *why)
 	ss->state = to;
 }
 
-/* Never blocks: -EAGAIN when the client's socket is full. */
-static int send_msg(int fd, const void *m, size_t len)
+/* Sends @m with descriptor @pass (SCM_RIGHTS), or none when -1. Never
+ * blocks: -EAGAIN when the client's socket is full. */
+static int send_msg_fd(int fd, const void *m, size_t len, int pass)
 {
-	ssize_t n = send(fd, m, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	struct iovec iov = { (void *)m, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	union objfs_fd_cmsg cb;
+	ssize_t n;
 
+	if (pass >= 0)
+		objfs_msg_attach_fd(&mh, &cb, pass);
+	n = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (n < 0)
 		return -errno;
 	return (size_t)n == len ? 0 : -EIO;
+}
+
+static int send_msg(int fd, const void *m, size_t len)
+{
+	return send_msg_fd(fd, m, len, -1);
 }
 
 static void send_err(int fd, int err)
@@ -259,100 +268,42 @@ static void send_err(int fd, int err)
 	(void)send_msg(fd, &m, sizeof(m));
 }
 
-static void close_fds(const int *fds, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		close(fds[i]);
-}
-
 /*
  * Receives one message into @buf (OBJFS_MSG_MAX bytes) and checks its
- * header and size against its type. At most one descriptor is accepted, and
- * only with HELLO (*fd_out, else every received descriptor is closed).
+ * header and size against its type. No message to the daemon carries a
+ * descriptor: with no control buffer the kernel drops any sent, unopened
+ * (MSG_CTRUNC), so none is ever closed here (closing a file of the
+ * client's own FUSE mount waits for that mount's server, unkillably).
  * Returns the message size, -ECONNRESET on EOF, or -errno (-EMSGSIZE,
  * -EPROTO, -EPROTONOSUPPORT) for a malformed message.
  */
-static ssize_t recv_msg(int fd, void *buf, int *fd_out)
+static ssize_t recv_msg(int fd, void *buf)
 {
-	union {
-		struct cmsghdr align;
-		char b[CMSG_SPACE(sizeof(int) * 8)];
-	} cbuf;
 	struct iovec iov = { buf, OBJFS_MSG_MAX };
 	struct msghdr mh = { 0 };
-	struct objfs_msg_hdr *h = buf;
-	int fds[8], err;
-	size_t nfds = 0;
+	const struct objfs_msg_hdr *h = buf;
 	ssize_t n;
+	int err;
 
-	if (fd_out)
-		*fd_out = -1;
 	mh.msg_iov = &iov;
 	mh.msg_iovlen = 1;
-	mh.msg_control = cbuf.b;
-	mh.msg_controllen = sizeof(cbuf.b);
 	n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
 	if (n < 0)
 		return -errno;
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-			size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-
-			for (size_t i = 0; i < k && nfds < 8; i++)
-				memcpy(&fds[nfds++], CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-		}
-	}
-	if (n == 0) {
-		close_fds(fds, nfds);
+	if (n == 0)
 		return -ECONNRESET;
-	}
-	if (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
-		close_fds(fds, nfds);
+	if (mh.msg_flags & MSG_TRUNC)
 		return -EMSGSIZE;
-	}
 	err = objfs_msg_check(buf, (size_t)n);
-	/* Clients send HELLO (with the ring, and only then a descriptor), FILL,
-	 * ATTACH and DETACH. */
-	if (!err && (h->type == OBJFS_MSG_HELLO ? nfds != 1 || !fd_out
-						: (h->type != OBJFS_MSG_FILL && h->type != OBJFS_MSG_ATTACH &&
-						   h->type != OBJFS_MSG_DETACH) || nfds != 0))
+	/* Clients send HELLO, FILL, ATTACH and DETACH, none with a descriptor. */
+	if (!err && ((mh.msg_flags & MSG_CTRUNC) ||
+		     (h->type != OBJFS_MSG_HELLO && h->type != OBJFS_MSG_FILL &&
+		      h->type != OBJFS_MSG_ATTACH && h->type != OBJFS_MSG_DETACH)))
 		err = -EPROTO;
-	if (err) {
-		close_fds(fds, nfds);
-		return err;
-	}
-	if (nfds)
-		*fd_out = fds[0];
-	return n;
+	return err ? err : n;
 }
 
 /* ---------------------------------------------------------- sessions */
-
-/*
- * Whether @memfd can be a ring of @bytes: sealed against shrinking and
- * growing, then a regular file of that size on tmpfs (not hugetlbfs: its
- * pages can be punched out and not come back). The seals first (a
- * review): F_GET_SEALS answers only for a memfd, without calling into any
- * file system (a file of the client's own FUSE mount would have fstat
- * wait on its server), and once they are there the size read next stays.
- * 0 or -EBADFD.
- */
-static int ring_fd_ok(int memfd, uint64_t bytes, const char **why)
-{
-	struct statfs sf;
-	struct stat st;
-	int seals;
-
-	*why = NULL;
-	if ((seals = fcntl(memfd, F_GET_SEALS)) < 0 ||
-	    (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW))
-		*why = "not sealed with F_SEAL_SHRINK and F_SEAL_GROW";
-	else if (fstat(memfd, &st) || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != bytes)
-		*why = "not a file of the ring's size";
-	else if (fstatfs(memfd, &sf) || sf.f_type != TMPFS_MAGIC)
-		*why = "not a memfd on tmpfs (hugetlbfs rings are refused)";
-	return *why ? -EBADFD : 0;
-}
 
 /*
  * Turns a pending connection into a session of @bytes of ring, within the
@@ -405,10 +356,11 @@ static int admit(struct session *ss, uint64_t bytes)
 }
 
 /*
- * Logs the NUMA node of a new ring, on a machine of several: the client
- * places it by its GPU's node (lib/client_cuda.c), and this line is how an
- * operator sees the choice. Reading the node faults the page in under the
- * ring's own policy, so it lands where the client asked.
+ * Logs the NUMA node of a new ring, on a machine of several, at its first
+ * FILL: the client places it by its GPU's node (lib/client_cuda.c) once it
+ * has it, and this line is how an operator sees the choice. Reading the
+ * node faults the page in under the ring's own policy, so it lands where
+ * the client asked.
  */
 static void log_ring_node(const struct session *ss)
 {
@@ -424,69 +376,86 @@ static void log_ring_node(const struct session *ss)
 		   (unsigned long long)(ss->ring_bytes >> 20), node);
 }
 
-/* Validates HELLO and maps the ring. Takes ownership of @memfd. 0 or -errno. */
-static int do_hello(struct session *ss, const struct objfs_msg_hello *m, int memfd)
+/*
+ * The bounce ring of @ss's HELLO @m: a memfd of the ring's size, sealed
+ * against shrinking, growing and new seals (no access inside it can then
+ * fault: side_guard.c guards it anyway), mapped here with its header
+ * written. Returns the memfd to hand to the client, or -errno.
+ */
+static int ring_make(struct session *ss, const struct objfs_msg_hello *m)
+{
+	int fd = memfd_create("objfs-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING), err = 0;
+	void *map;
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)m->ring_bytes) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	map = mmap(NULL, m->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (map == MAP_FAILED) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	ss->ring = map;
+	ss->ring_bytes = m->ring_bytes;
+	ss->slots = m->slots;
+	ss->slot_size = m->slot_size;
+	ss->data = (char *)map + objfs_ring_hdr_size(m->slots);
+	/* the header only: the client places the slots before it touches them */
+	ss->ring->magic = OBJFS_SIDE_MAGIC;
+	ss->ring->version = OBJFS_SIDE_VERSION;
+	ss->ring->slots = m->slots;
+	ss->ring->slot_size = m->slot_size;
+	ss->ring->hdr_size = objfs_ring_hdr_size(m->slots);
+	ss->ring->err_piece = UINT64_MAX;
+	return fd;
+}
+
+/* Validates HELLO, makes the ring and answers with it. 0 or -errno. */
+static int do_hello(struct session *ss, const struct objfs_msg_hello *m)
 {
 	struct objfs_side *s = ss->side;
 	struct objfs_msg_hello_ok ok = { 0 };
 	struct cap *c;
-	const char *why;
-	void *map;
-	int err;
+	int err, fd;
 
 	c = objfs_side_cap_ref(s, m->token);
 	/* One answer for every mismatch: no oracle for tokens. */
 	if (!c || c->uid != ss->uid || c->ino != m->ino) {
 		objfs_side_cap_unref(s, c);
-		err = -EACCES;
-		goto out_fd;
+		return -EACCES;
 	}
 	ss->hnd = calloc(16, sizeof(*ss->hnd));
 	if (!ss->hnd) {
 		objfs_side_cap_unref(s, c);
-		err = -ENOMEM;
-		goto out_fd;
+		return -ENOMEM;
 	}
 	ss->nhnd = 16;
 	ss->hnd[0].cap = c;
 	ss->hcount = 1;
 	ss->hmax = (uint32_t)objfs_side_share(s->cfg.max_caps, s->cfg.uid_caps);
 	if (!objfs_ring_geometry_ok(m->slots, m->slot_size) ||
-	    m->ring_bytes != objfs_ring_bytes(m->slots, m->slot_size)) {
-		err = -EINVAL;
-		goto out_fd;
-	}
-	err = ring_fd_ok(memfd, m->ring_bytes, &why);
-	if (err) {
-		objfs_info("side: session %llu (pid %d uid %u): ring refused: %s",
-			   (unsigned long long)ss->id, (int)ss->pid, (unsigned)ss->uid, why);
-		goto out_fd;
-	}
+	    m->ring_bytes != objfs_ring_bytes(m->slots, m->slot_size))
+		return -EINVAL;
 	err = admit(ss, m->ring_bytes);
 	if (err)
-		goto out_fd;
-	map = mmap(NULL, m->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-	if (map == MAP_FAILED) {
-		err = -errno;
-		goto out_fd;
-	}
-	close(memfd);
-	ss->ring = map;
-	ss->ring_bytes = m->ring_bytes;
-	if (objfs_side_guard_add(map, m->ring_bytes, &ss->failed))
+		return err;
+	fd = ring_make(ss, m);
+	if (fd < 0)
+		return fd;
+	if (objfs_side_guard_add(ss->ring, ss->ring_bytes, &ss->failed)) {
+		close(fd);
 		return -EBUSY; /* more rings than the guard's table: cannot happen below its size */
-	ss->slots = m->slots;
-	ss->slot_size = m->slot_size;
-	ss->data = (char *)map + objfs_ring_hdr_size(m->slots);
-	if (ss->ring->magic != OBJFS_SIDE_MAGIC || ss->ring->slots != m->slots ||
-	    ss->ring->slot_size != m->slot_size)
-		return -EINVAL; /* the client's own header disagrees: a broken client */
-	log_ring_node(ss);
+	}
 	objfs_msg_init(&ok.h, OBJFS_MSG_HELLO_OK, sizeof(ok));
 	ok.session = ss->id;
-	return send_msg(ss->fd, &ok, sizeof(ok));
-out_fd:
-	close(memfd);
+	err = send_msg_fd(ss->fd, &ok, sizeof(ok), fd);
+	close(fd); /* ours: a memfd, whose close waits for nothing */
 	return err;
 }
 
@@ -634,6 +603,10 @@ static int do_fill(struct session *ss, const struct objfs_msg_fill *m)
 	r = &ss->q[(ss->qhead + ss->qlen) % OBJFS_SESSION_QUEUE];
 	pthread_mutex_unlock(&ss->lock);
 
+	if (!ss->node_logged) {
+		ss->node_logged = 1;
+		log_ring_node(ss);
+	}
 	if (!ss->assembling) {
 		if (m->first != 0 || m->first_piece != ss->next_piece)
 			return -EPROTO;
@@ -816,7 +789,7 @@ static int pump(struct session *ss, int timeout_ms)
 	 * waits, so one message a call held such a request back by seconds.
 	 */
 	for (int k = 0; k < PUMP_BATCH; k++) {
-		n = recv_msg(ss->fd, buf, NULL);
+		n = recv_msg(ss->fd, buf);
 		if (n == -EAGAIN)
 			return 0;
 		if (n < 0)
@@ -1416,7 +1389,7 @@ static void *session_main(void *arg)
 	struct objfs_side *s = ss->side;
 	char buf[OBJFS_MSG_MAX] __attribute__((aligned(8)));
 	struct pollfd p = { ss->fd, POLLIN, 0 };
-	int memfd = -1, err;
+	int err;
 	ssize_t n;
 
 	/* HELLO, within a bounded time. */
@@ -1425,7 +1398,7 @@ static void *session_main(void *arg)
 		err = err == 0 ? -ETIMEDOUT : -errno;
 		goto out;
 	}
-	n = recv_msg(ss->fd, buf, &memfd);
+	n = recv_msg(ss->fd, buf);
 	if (n < 0) {
 		err = (int)n;
 		goto out;
@@ -1434,7 +1407,7 @@ static void *session_main(void *arg)
 		err = -EPROTO;
 		goto out;
 	}
-	err = do_hello(ss, (const struct objfs_msg_hello *)buf, memfd);
+	err = do_hello(ss, (const struct objfs_msg_hello *)buf);
 	if (err)
 		goto out;
 	sess_state(ss, S_SERVING, NULL);

@@ -11,7 +11,9 @@
 # short count; FUSE reads and side reads of one file agree; a token of
 # another inode is refused; a non-objfs file gives ENOTTY and side=off gives
 # EOPNOTSUPP; a client killed mid-fill leaves the daemon serving and its
-# ring unmapped; the daemon still unmounts cleanly; with cache_dir, side reads
+# ring unmapped; a HELLO carrying a descriptor whose close() never returns
+# (a file of tests/hang_fuse) is refused at once and the daemon still
+# unmounts; with cache_dir, side reads
 # are served from the disk cache with the server stopped.
 #
 # Exit status: 0 all passed, 1 something failed, 77 skipped (no FUSE),
@@ -179,12 +181,49 @@ case $out in
 esac
 check_unmount "side=off mount" "$MNT_OFF"
 
+# A descriptor whose close() never returns, sent with HELLO: a file of a
+# FUSE mount that never answers FLUSH (tests/hang_fuse). The daemon must
+# refuse the HELLO at once and never hold the descriptor, so that it goes
+# on serving and unmounts below while hang_fuse is still up (before
+# protocol version 3 HELLO carried the client's ring: the session thread
+# waited in close(), unkillably, and the daemon's exit with it). The
+# client's own exit closes it too, and waits for hang_fuse, killed after.
+HANG_FS=$(test_binary hang_fuse HANG_FUSE) || exit 99
+HANG_MNT=$TEST_TMP/hang
+mkdir -p "$HANG_MNT"
+"$HANG_FS" "$HANG_MNT" 2>"$TEST_TMP/hang_fuse.err" &
+HANG_PID=$!
+at_cleanup "kill $HANG_PID 2>/dev/null"
+for ((i = 0; i < 50; i++)); do
+	is_mounted "$HANG_MNT" && break
+	sleep 0.1
+done
+: >"$TEST_TMP/ringfd.out"
+"$CLIENT" ringfd "$MNT/small.bin" "$HANG_MNT/f" >>"$TEST_TMP/ringfd.out" 2>&1 &
+RINGFD_PID=$!
+for ((i = 0; i < 100; i++)); do
+	grep -q . "$TEST_TMP/ringfd.out" && break
+	sleep 0.1
+done
+out=$(cat "$TEST_TMP/ringfd.out")
+case $out in
+*"Protocol error"*) pass "HELLO carrying a descriptor whose close() hangs: refused at once ($out)" ;;
+*) fail "expected HELLO carrying hang_fuse's file refused with EPROTO within 10 s, got '$out'" ;;
+esac
+if out=$(timeout 60 "$CLIENT" reads "$MNT/small.bin" "$SRC/small.bin" 2>&1); then
+	pass "side reads go on after it"
+else
+	fail "expected side reads to go on; side_client said: $(printf '%s' "$out" | head -c 300)"
+fi
 if kill -0 "$FAST_PID" 2>/dev/null && [ "$(rings "$FAST_PID")" -eq 0 ]; then
 	pass "after all clients closed, the daemon maps no ring"
 else
 	fail "expected no ring mapped in the daemon after the clients closed (rings: $(rings "$FAST_PID"))"
 fi
-check_unmount "side API mount" "$MNT"
+check_unmount "side API mount (hang_fuse still up)" "$MNT"
+kill "$HANG_PID" 2>/dev/null
+wait "$HANG_PID" "$RINGFD_PID" 2>/dev/null
+timeout 10 fusermount3 -u "$HANG_MNT" 2>/dev/null
 
 # Disk cache under the side API (issue 7): one whole-file side read (the
 # first epoch: fetched straight into the ring, written behind from copies)
