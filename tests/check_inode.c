@@ -640,6 +640,59 @@ START_TEST(test_open_interrupted_keeps_version)
 END_TEST
 
 /*
+ * A listing that finds a new version of an open file (an HTTP index: size
+ * and mtime, no ETag) gives the name a new node there and then: the open
+ * node keeps its version, so getattr of it (fstat of the old handle) and
+ * the kernel's size for its pages stay the old ones (a review: the listing
+ * overwrote them, and reads of the old handle ended at the new size).
+ */
+static int64_t vl_size = 10, vl_mtime = 5;
+
+static int vl_list(struct objfs_store *s, const char *path, struct objfs_listing *out)
+{
+	(void)s;
+	(void)path;
+	return objfs_listing_add(out, "f.bin", 5, 0, vl_size, vl_mtime);
+}
+
+static const struct objfs_store_ops vl_ops = { .name = "vl", .list = vl_list };
+
+START_TEST(test_listing_new_version_while_open)
+{
+	struct objfs_store st = { .ops = &vl_ops };
+	struct objfs_inodes *t;
+	struct objfs_open h1, h2;
+	struct objfs_attr a, b;
+	uint64_t old;
+
+	vl_size = 10;
+	vl_mtime = 5;
+	ck_assert_int_eq(objfs_inodes_new(&st, 0.05, 60, &t), 0);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
+	old = a.ino;
+	open_ok(t, old, &a, &h1);
+	objfs_inode_opened(t, &h1);
+	vl_size = 4; /* replaced by a shorter object */
+	vl_mtime = 6;
+	usleep(100 * 1000); /* past list_ttl */
+	ck_assert_uint_ne(listed_ino(t, "f.bin"), old); /* relisted: the new version's node */
+	ck_assert_int_eq(objfs_inode_getattr(t, old, &b), 0);
+	ck_assert_int_eq(b.size, 10);
+	ck_assert_int_eq(b.mtime, 5);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
+	ck_assert_uint_ne(a.ino, old);
+	ck_assert_int_eq(a.size, 4);
+	open_ok(t, a.ino, &a, &h2);
+	ck_assert(!h2.keep_cache);
+	objfs_inode_close(t, &h2, 1);
+	objfs_inode_close(t, &h1, 1);
+	objfs_inode_forget(t, old, 1);
+	objfs_inode_forget(t, a.ino, 1);
+	objfs_inodes_free(t);
+}
+END_TEST
+
+/*
  * A deep tree (security audit, finding 9): every directory holds "d" and,
  * at the bottom, "f.bin". Each node used to keep its full path, so a walk
  * to depth N cost O(N^2) bytes (825 MiB at 20,000); with names and parent
@@ -1271,6 +1324,7 @@ int main(void)
 	tcase_add_test(tc, test_split_race_open);
 	tcase_add_test(tc, test_open_no_version);
 	tcase_add_test(tc, test_open_interrupted_keeps_version);
+	tcase_add_test(tc, test_listing_new_version_while_open);
 	tcase_add_test(tc, test_readdir_streams);
 	tcase_add_test(tc, test_dedupe_across_pages);
 	tcase_add_test(tc, test_offsets_stable);

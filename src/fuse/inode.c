@@ -520,6 +520,64 @@ static void list_swap(struct objfs_inodes *t, struct objfs_dirlist *l, struct ob
 	node_put(t, old);
 }
 
+/* Versions. */
+
+/*
+ * Whether attributes (@etag, "" or NULL for none; @size; @mtime, -1 none)
+ * are of another version than the one @n's open handles read. A version
+ * with neither ETag nor mtime cannot be told from another: no.
+ */
+static int other_version(const struct objfs_node *n, const char *etag, int64_t size,
+			 int64_t mtime)
+{
+	char ver[32];
+	const char *v = etag && *etag ? etag : NULL;
+
+	if (n->is_dir || !n->open_n || !n->open_etag)
+		return 0;
+	if (!v && mtime >= 0) {
+		snprintf(ver, sizeof(ver), "@%lld", (long long)mtime);
+		v = ver;
+	}
+	return v && (strcmp(n->open_etag, v) != 0 || n->open_size != size);
+}
+
+/*
+ * Gives file node @n's name a new node, in @n's place in the hash and in
+ * its directory's current listing: the kernel then has one inode, one page
+ * cache and one size per version. @n keeps its attributes, the version its
+ * open handles read, and is never revalidated again (an open of it is
+ * -ESTALE). Lock held. The new node, with no attributes yet, or NULL (out
+ * of memory: nothing changed).
+ */
+static struct objfs_node *split_node(struct objfs_inodes *t, struct objfs_node *n)
+{
+	struct objfs_node *d = n->parent, *m = node_new_h(t, d, n->name, 0, n->hash);
+
+	if (!m)
+		return NULL;
+	hash_remove(t, n);
+	if (d->cur)
+		list_swap(t, d->cur, n, m);
+	return m;
+}
+
+/*
+ * The node that takes attributes (@etag, @size, @mtime) found for @n's
+ * name: @n, or a new one when they are another version than @n's open
+ * handles read (split_node; @n itself when that fails). Lock held.
+ */
+static struct objfs_node *version_node(struct objfs_inodes *t, struct objfs_node *n,
+				       const char *etag, int64_t size, int64_t mtime)
+{
+	struct objfs_node *m;
+
+	if (!other_version(n, etag, size, mtime) || !(m = split_node(t, n)))
+		return n;
+	objfs_info("'%s' changed while open: the new version gets a new inode", n->name);
+	return m;
+}
+
 /*
  * Gives listing @l entry @e (a copy is made when its node is new): appended
  * unless listed already (a directory wins over an object of the same name).
@@ -561,6 +619,8 @@ static int list_add(struct objfs_inodes *t, struct objfs_dirlist *l,
 		node_release(t, n);
 		n = NULL;
 	}
+	if (n && e->size >= 0)
+		n = version_node(t, n, e->etag, e->size, e->mtime >= 0 ? e->mtime : n->mtime);
 	if (!n && !(n = node_new_h(t, d, e->name, e->is_dir, h)))
 		return -ENOMEM;
 	n->refs++;
@@ -901,11 +961,13 @@ static int revalidate(struct objfs_inodes *t, struct objfs_node *n, int force)
 	free(path);
 	pthread_mutex_lock(&t->lock);
 	if (!n->hashed)
-		return 0; /* split meanwhile (an open): it keeps its version */
+		return 0; /* split meanwhile: it keeps its version */
 	if (err)
 		return err;
 	if (st.is_dir)
 		return -EIO; /* became a directory: the parent's next listing sorts it out */
+	/* a new version while open: to a new node, @n keeps its own */
+	n = version_node(t, n, st.etag, st.size, st.mtime >= 0 ? st.mtime : n->mtime);
 	n->size = st.size;
 	if (st.mtime >= 0)
 		n->mtime = st.mtime;
@@ -983,6 +1045,8 @@ static int direct_lookup(struct objfs_inodes *t, struct objfs_node *d, const cha
 		node_release(t, n);
 		n = NULL;
 	}
+	if (n && !st.is_dir)
+		n = version_node(t, n, st.etag, st.size, st.mtime >= 0 ? st.mtime : n->mtime);
 	if (!n)
 		n = node_new(t, d, name, st.is_dir);
 	if (!n)
@@ -1135,38 +1199,6 @@ int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr 
 	return err;
 }
 
-/*
- * File node @n, open on its pinned version, found another: the name gets a
- * new node with the new attributes (in @n's place in the hash and in its
- * directory's current listing), and @n goes back to the version its
- * handles read, unhashed, so that nothing revalidates it again. The kernel
- * then has one inode, one page cache and one size per version. Lock held.
- * 0 or -ENOMEM.
- */
-static int split_version(struct objfs_inodes *t, struct objfs_node *n)
-{
-	struct objfs_node *d = n->parent, *m = node_new_h(t, d, n->name, 0, n->hash);
-	const char *v = n->open_etag;
-
-	if (!m)
-		return -ENOMEM;
-	if (n->etag && !(m->etag = strdup(n->etag))) {
-		node_release(t, m);
-		return -ENOMEM;
-	}
-	m->size = n->size;
-	m->mtime = n->mtime;
-	m->attr_at = n->attr_at;
-	m->found_at = n->found_at;
-	hash_remove(t, n);
-	if (d->cur)
-		list_swap(t, d->cur, n, m);
-	n->size = n->open_size;
-	n->mtime = n->open_mtime;
-	set_str(&n->etag, v && v[0] != '@' ? v : NULL);
-	return 0;
-}
-
 int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 		     char **path, struct objfs_open *o)
 {
@@ -1219,13 +1251,27 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 		v = ver;
 	}
 	same = v && n->open_etag && strcmp(n->open_etag, v) == 0 && n->open_size == n->size;
-	if (n->open_n && !same && v) { /* with no version at all, one node */
-		err = split_version(t, n);
-		if (!err) {
-			objfs_info("'%s' changed while open: the new version gets a new inode, "
-				   "the open is retried there", *path);
-			err = -ESTALE;
+	if (n->open_n && !same && v) {
+		/* Another version reached this node anyway (a split that found
+		 * no memory, a listing without sizes): the new node takes it,
+		 * this one goes back to its handles' version. */
+		struct objfs_node *m = split_node(t, n);
+
+		if (!m) {
+			err = -ENOMEM;
+			goto out;
 		}
+		m->size = n->size;
+		m->mtime = n->mtime;
+		m->attr_at = n->attr_at;
+		m->found_at = n->found_at;
+		set_str(&m->etag, n->etag);
+		n->size = n->open_size;
+		n->mtime = n->open_mtime;
+		set_str(&n->etag, n->open_etag[0] != '@' ? n->open_etag : NULL);
+		objfs_info("'%s' changed while open: the new version gets a new inode, the open "
+			   "is retried there", *path);
+		err = -ESTALE;
 		goto out;
 	}
 	if (told >= 0 && n->size != told) {

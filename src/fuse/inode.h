@@ -107,22 +107,21 @@ int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr 
 
 /*
  * An open file handle's claim on its inode's page cache. The kernel keeps
- * one page cache and one size per inode, so an inode is one version of an
- * object while any handle has it open: a handle pinned to version B
+ * one page cache and one size per inode, so a node is one version of an
+ * object while handles have it open: a handle pinned to version B
  * reading or mapping the pages of a handle still open on version A would
  * mix them (a review read B's bytes through A's handle, then through a
- * mapping of B's). An open that finds the object changed while handles of
- * the old version are open gives the name a new node (a new inode number)
- * and answers -ESTALE: the kernel looks the name up again, gets the new
- * inode and retries the open there. The old node keeps its version's
- * attributes (no revalidation, not even one under way when it was split)
- * until the kernel forgets it; an open of it is -ESTALE too (so is a
- * reopen through /proc/self/fd of a file whose object changed: the kernel
- * does not look such a path up again). A version with neither ETag nor
- * mtime cannot be told from another: such a file stays one node. Until an
- * open splits it, a listing or getattr past attr_timeout may still give
- * the kernel the new size for the open inode (reads of the old handles
- * then end at it: short, never mixed).
+ * mapping of B's), and A's handles reading with B's size would end early.
+ * Wherever another version of an open node's object is noticed (a
+ * lookup, getattr, listing or open after attr_timeout) the name gets a new
+ * node (a new inode number) with the new attributes, and the old node
+ * keeps its version's until the kernel forgets it, never revalidated
+ * again. The kernel finds the new inode at its next lookup of the name;
+ * an open that reaches the old one answers -ESTALE, after which the
+ * kernel looks the name up again and retries the open there (a reopen
+ * through /proc/self/fd is not looked up again: it stays -ESTALE). A
+ * version with neither ETag nor mtime cannot be told from another: such a
+ * file stays one node.
  */
 struct objfs_open {
 	struct objfs_node *node; /* held until objfs_inode_close() */

@@ -21,6 +21,11 @@
 #      the server, and after attr_timeout `cat` must print the whole new
 #      content (the open pinned the new size while the kernel kept the old
 #      one and cut the read at it).
+#   4. (run before 3) A listing of a shorter new version while the old is
+#      open: handle 1 opens a 16 MiB file and reads its start, the server
+#      replaces it with 4 MiB, `ls -l` after attr_timeout; handle 1 must
+#      keep its size (fstat) and read at 8 MiB A or EIO, not end there (the
+#      listing gave the open inode the new size), and a new open reads B.
 #   3. An HTML index (no sizes): a file mapped and read, then the directory
 #      listed again after attr_timeout; the mapping must still read its
 #      bytes (READDIRPLUS sent the unknown size as 0: the kernel truncated
@@ -45,6 +50,8 @@ python3 - "$SRC" <<'EOF'
 import os, sys
 src = sys.argv[1]
 with open(os.path.join(src, "v.bin"), "wb") as f:
+    f.write(b"A" * (16 << 20))
+with open(os.path.join(src, "s.bin"), "wb") as f:
     f.write(b"A" * (16 << 20))
 with open(os.path.join(src, "d", "grow.txt"), "wb") as f:
     f.write(b"OLD\n")
@@ -128,6 +135,36 @@ with open(os.path.join(d, "grow.txt"), "rb") as f:
     got = f.read()
 print("read %d bytes of %d" % (len(got), len(new)))
 sys.exit(0 if got == new else 1)
+EOF
+
+# 4. a listing of a shorter version while the old one is open
+part "http://127.0.0.1:$NGINX_PORT/data/" \
+	"attr_timeout=1,entry_timeout=1,list_ttl=1" \
+	"a listing of a shorter new version leaves the open handle its size and bytes" \
+	"expected the old handle to keep its size and read A or EIO, not end early" \
+	"$MNT" "$SRC/s.bin" <<'EOF'
+import os, sys, time
+mnt, src = sys.argv[1], sys.argv[2]
+h1 = os.open(os.path.join(mnt, "s.bin"), os.O_RDONLY)
+assert os.pread(h1, 4096, 0) == b"A" * 4096, "handle 1's first read"
+tmp = src + ".new"
+with open(tmp, "wb") as f:
+    f.write(b"B" * (4 << 20))
+st = os.stat(src)
+os.utime(tmp, (st.st_atime + 10, st.st_mtime + 10))
+os.rename(tmp, src)
+time.sleep(1.5)  # past attr_timeout and list_ttl
+[os.stat(os.path.join(mnt, n)) for n in os.listdir(mnt)]  # ls -l: READDIRPLUS
+size = os.fstat(h1).st_size
+try:
+    b1 = os.pread(h1, 4096, 8 << 20)
+except OSError as e:
+    b1 = "EIO" if e.errno == 5 else str(e)
+new = open(os.path.join(mnt, "s.bin"), "rb").read()
+print("fstat %d, read at 8 MiB %s, a new open reads %d bytes of %s" %
+      (size, b1 if isinstance(b1, str) else "%d bytes of %s" % (len(b1), b1[:1]), len(new), new[:1]))
+ok = size == 16 << 20 and (b1 == "EIO" or b1 == b"A" * 4096) and new == b"B" * (4 << 20)
+sys.exit(0 if ok else 1)
 EOF
 
 # 3. an HTML index: a mapping survives a listing that knows no size
