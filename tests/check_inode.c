@@ -693,6 +693,202 @@ START_TEST(test_listing_new_version_while_open)
 END_TEST
 
 /*
+ * A second review of the node per version. An HTML listing (no sizes)
+ * after attr_timeout marked an open node's size unknown, and the split a
+ * later HEAD made left the old inode at -1: the kernel was told 0 and
+ * truncated the open file's pages.
+ */
+static const struct objfs_store_ops hv_ops = { .name = "hv", .list = hx_list, .stat = pv_stat };
+
+START_TEST(test_html_listing_keeps_open_size)
+{
+	struct objfs_store st = { .ops = &hv_ops };
+	struct objfs_inodes *t;
+	struct objfs_dirsnap *snap;
+	struct objfs_open h1;
+	struct objfs_attr a, b;
+
+	pv_size = 10;
+	snprintf(pv_etag, sizeof(pv_etag), "\"v1\"");
+	ck_assert_int_eq(objfs_inodes_new(&st, 0.05, 0.05, &t), 0);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
+	ck_assert_int_eq(a.size, 10);
+	open_ok(t, a.ino, &a, &h1);
+	objfs_inode_opened(t, &h1);
+	usleep(100 * 1000); /* past attr_ttl and list_ttl */
+	ck_assert_int_eq(objfs_inode_opendir(t, OBJFS_ROOT_INO, &snap), 0); /* no sizes */
+	objfs_dirsnap_free(snap);
+	snprintf(pv_etag, sizeof(pv_etag), "\"v2\""); /* replaced */
+	pv_size = 12;
+	ck_assert_int_eq(objfs_inode_getattr(t, a.ino, &b), 0); /* fstat of h1 */
+	ck_assert_int_eq(b.size, 10);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &b), 0);
+	ck_assert_uint_ne(b.ino, a.ino);
+	ck_assert_int_eq(b.size, 12);
+	ck_assert_int_eq(objfs_inode_getattr(t, a.ino, &b), 0);
+	ck_assert_int_eq(b.size, 10);
+	objfs_inode_close(t, &h1, 1);
+	objfs_inodes_free(t);
+}
+END_TEST
+
+/*
+ * The same object described by two sources is one version: nginx's JSON
+ * index gives a size and an mtime, its HEAD an ETag as well. Compared as
+ * strings ("@5" against the ETag) an unchanged open file was split at
+ * every HEAD and every listing (a reopen through /proc/self/fd: ESTALE).
+ */
+static const struct objfs_store_ops jv_ops = { .name = "jv", .list = vl_list, .stat = pv_stat };
+
+START_TEST(test_sources_agree_on_version)
+{
+	struct objfs_store st = { .ops = &jv_ops };
+	struct objfs_inodes *t;
+	struct objfs_open h1, h2;
+	struct objfs_attr a, b;
+	uint64_t ino;
+
+	vl_size = 10; /* the listing */
+	vl_mtime = 5;
+	pv_size = 10; /* its HEAD: the same object, mtime 5, with an ETag */
+	snprintf(pv_etag, sizeof(pv_etag), "\"v1\"");
+	ck_assert_int_eq(objfs_inodes_new(&st, 0.05, 0.01, &t), 0);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
+	ino = a.ino;
+	open_ok(t, ino, &a, &h1); /* pinned by the listing: "@5" */
+	objfs_inode_opened(t, &h1);
+	usleep(30 * 1000);
+	ck_assert_int_eq(objfs_inode_getattr(t, ino, &b), 0); /* a HEAD */
+	open_ok(t, ino, &b, &h2); /* unchanged: the same node */
+	ck_assert(h2.keep_cache);
+	objfs_inode_opened(t, &h2);
+	usleep(100 * 1000);
+	ck_assert_uint_eq(listed_ino(t, "f.bin"), ino); /* relisted, no ETag: the same */
+	objfs_inode_close(t, &h2, 1);
+	objfs_inode_close(t, &h1, 1);
+	objfs_inodes_free(t);
+}
+END_TEST
+
+/*
+ * A getattr finding a new version of an open file leaves its inode as it
+ * is and makes no node that nothing would hold (a review counted one left
+ * over after the file was closed and forgotten).
+ */
+START_TEST(test_getattr_new_version_no_orphan)
+{
+	struct objfs_store st = { .ops = &pv_ops };
+	struct objfs_inodes *t;
+	struct objfs_open h1;
+	struct objfs_attr a, b;
+
+	pv_size = 10;
+	snprintf(pv_etag, sizeof(pv_etag), "\"v1\"");
+	ck_assert_int_eq(objfs_inodes_new(&st, 60, 0, &t), 0);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0); /* direct */
+	open_ok(t, a.ino, &a, &h1);
+	objfs_inode_opened(t, &h1);
+	snprintf(pv_etag, sizeof(pv_etag), "\"v2\"");
+	ck_assert_int_eq(objfs_inode_getattr(t, a.ino, &b), 0);
+	ck_assert_str_eq(b.etag, "\"v1\"");
+	objfs_inode_close(t, &h1, 1);
+	objfs_inode_forget(t, a.ino, 1);
+	ck_assert_uint_eq(objfs_inodes_live(t), 1);
+	objfs_inodes_free(t);
+}
+END_TEST
+
+/*
+ * A lookup whose HEAD was under way (the listing it came from not held)
+ * while the listing expired, a new one replaced it and split the open node:
+ * the lookup read the freed listing (ASan) and answered ENOENT. It now
+ * takes the name's new node.
+ */
+static char ul_etag[16] = "\"v1\"";
+static int64_t ul_size = 10;
+
+static int ul_list(struct objfs_store *s, const char *path, struct objfs_listing *out)
+{
+	int rc;
+
+	(void)s;
+	(void)path;
+	rc = objfs_listing_add(out, "f.bin", 5, 0, ul_size, 5);
+	return rc ? rc : objfs_listing_set_etag(&out->ents[0], ul_etag, strlen(ul_etag));
+}
+
+static int ul_stat(struct objfs_store *s, const char *path, struct objfs_stat *st)
+{
+	(void)s;
+	(void)path;
+	if (atomic_exchange(&race_block, 0)) {
+		sem_post(&race_in);
+		sem_wait(&race_go);
+	}
+	memset(st, 0, sizeof(*st));
+	st->size = 10; /* answered before the replacement */
+	st->mtime = 5;
+	snprintf(st->etag, sizeof(st->etag), "\"v1\"");
+	return 0;
+}
+
+static const struct objfs_store_ops ul_ops = { .name = "ul", .list = ul_list, .stat = ul_stat };
+
+struct relist_op {
+	struct objfs_inodes *t;
+	int err;
+	struct objfs_attr a;
+};
+
+static void *relist_lookup_run(void *p)
+{
+	struct relist_op *o = p;
+
+	o->err = objfs_inode_lookup(o->t, OBJFS_ROOT_INO, "f.bin", &o->a);
+	return NULL;
+}
+
+START_TEST(test_lookup_across_relisting)
+{
+	struct objfs_store st = { .ops = &ul_ops };
+	struct objfs_inodes *t;
+	struct objfs_dirsnap *snap;
+	struct objfs_open h1;
+	struct objfs_attr a;
+	struct relist_op o;
+	pthread_t th;
+
+	ul_size = 10;
+	snprintf(ul_etag, sizeof(ul_etag), "\"v1\"");
+	ck_assert_int_eq(sem_init(&race_in, 0, 0), 0);
+	ck_assert_int_eq(sem_init(&race_go, 0, 0), 0);
+	ck_assert_int_eq(objfs_inodes_new(&st, 0.3, 0.05, &t), 0);
+	ck_assert_int_eq(objfs_inode_lookup(t, OBJFS_ROOT_INO, "f.bin", &a), 0);
+	open_ok(t, a.ino, &a, &h1);
+	objfs_inode_opened(t, &h1);
+	usleep(100 * 1000); /* attributes stale, the listing fresh */
+	o = (struct relist_op){ .t = t };
+	atomic_store(&race_block, 1);
+	ck_assert_int_eq(pthread_create(&th, NULL, relist_lookup_run, &o), 0);
+	sem_wait(&race_in); /* its HEAD under way, the lock dropped */
+	usleep(300 * 1000); /* the listing expires */
+	snprintf(ul_etag, sizeof(ul_etag), "\"v2\""); /* replaced */
+	ul_size = 12;
+	ck_assert_int_eq(objfs_inode_opendir(t, OBJFS_ROOT_INO, &snap), 0); /* relists, splits */
+	objfs_dirsnap_free(snap);
+	sem_post(&race_go);
+	ck_assert_int_eq(pthread_join(th, NULL), 0);
+	ck_assert_int_eq(o.err, 0);
+	ck_assert_uint_ne(o.a.ino, a.ino);
+	ck_assert_int_eq(o.a.size, 12);
+	objfs_inode_close(t, &h1, 1);
+	objfs_inodes_free(t);
+	sem_destroy(&race_in);
+	sem_destroy(&race_go);
+}
+END_TEST
+
+/*
  * A deep tree (security audit, finding 9): every directory holds "d" and,
  * at the bottom, "f.bin". Each node used to keep its full path, so a walk
  * to depth N cost O(N^2) bytes (825 MiB at 20,000); with names and parent
@@ -1325,6 +1521,10 @@ int main(void)
 	tcase_add_test(tc, test_open_no_version);
 	tcase_add_test(tc, test_open_interrupted_keeps_version);
 	tcase_add_test(tc, test_listing_new_version_while_open);
+	tcase_add_test(tc, test_html_listing_keeps_open_size);
+	tcase_add_test(tc, test_sources_agree_on_version);
+	tcase_add_test(tc, test_getattr_new_version_no_orphan);
+	tcase_add_test(tc, test_lookup_across_relisting);
 	tcase_add_test(tc, test_readdir_streams);
 	tcase_add_test(tc, test_dedupe_across_pages);
 	tcase_add_test(tc, test_offsets_stable);

@@ -524,31 +524,39 @@ static void list_swap(struct objfs_inodes *t, struct objfs_dirlist *l, struct ob
 
 /*
  * Whether attributes (@etag, "" or NULL for none; @size; @mtime, -1 none)
- * are of another version than the one @n's open handles read. A version
- * with neither ETag nor mtime cannot be told from another: no.
+ * describe another version than the one @n's handles pinned (open_etag:
+ * an ETag, or "@<mtime>" with none; open_size, open_mtime). Sources differ
+ * in what they give (nginx's JSON index a size and an mtime, a HEAD an ETag
+ * as well, S3 all three), so ETags are compared only when both sides have
+ * one, else the mtimes when both are known; the size always. Lock held.
  */
+static int version_differs(const struct objfs_node *n, const char *etag, int64_t size,
+			   int64_t mtime)
+{
+	const char *pin = n->open_etag && n->open_etag[0] != '@' ? n->open_etag : NULL;
+
+	if (size != n->open_size)
+		return 1;
+	if (etag && *etag && pin)
+		return strcmp(etag, pin) != 0;
+	return mtime >= 0 && n->open_mtime >= 0 && mtime != n->open_mtime;
+}
+
+/* Whether @n has open handles and the attributes are another version. */
 static int other_version(const struct objfs_node *n, const char *etag, int64_t size,
 			 int64_t mtime)
 {
-	char ver[32];
-	const char *v = etag && *etag ? etag : NULL;
-
-	if (n->is_dir || !n->open_n || !n->open_etag)
-		return 0;
-	if (!v && mtime >= 0) {
-		snprintf(ver, sizeof(ver), "@%lld", (long long)mtime);
-		v = ver;
-	}
-	return v && (strcmp(n->open_etag, v) != 0 || n->open_size != size);
+	return !n->is_dir && n->open_n && n->open_etag && version_differs(n, etag, size, mtime);
 }
 
 /*
  * Gives file node @n's name a new node, in @n's place in the hash and in
- * its directory's current listing: the kernel then has one inode, one page
- * cache and one size per version. @n keeps its attributes, the version its
- * open handles read, and is never revalidated again (an open of it is
- * -ESTALE). Lock held. The new node, with no attributes yet, or NULL (out
- * of memory: nothing changed).
+ * its directory's current listing, with @n's attributes as they are (the
+ * caller gives it the new ones): the kernel then has one inode, one page
+ * cache and one size per version. @n goes back to the version its open
+ * handles pinned and is never revalidated again (an open of it is
+ * -ESTALE). Lock held. The new node, or NULL (out of memory: nothing
+ * changed).
  */
 static struct objfs_node *split_node(struct objfs_inodes *t, struct objfs_node *n)
 {
@@ -556,9 +564,17 @@ static struct objfs_node *split_node(struct objfs_inodes *t, struct objfs_node *
 
 	if (!m)
 		return NULL;
+	m->size = n->size;
+	m->mtime = n->mtime;
+	m->attr_at = n->attr_at;
+	m->found_at = n->found_at;
+	set_str(&m->etag, n->etag);
 	hash_remove(t, n);
 	if (d->cur)
 		list_swap(t, d->cur, n, m);
+	n->size = n->open_size;
+	n->mtime = n->open_mtime;
+	set_str(&n->etag, n->open_etag && n->open_etag[0] != '@' ? n->open_etag : NULL);
 	return m;
 }
 
@@ -636,8 +652,8 @@ static int list_add(struct objfs_inodes *t, struct objfs_dirlist *l,
 				set_str(&n->etag, NULL);
 			n->size = e->size;
 			n->attr_at = now;
-		} else if (n->attr_at && now - n->attr_at >= t->attr_ttl) {
-			n->size = -1;
+		} else if (n->attr_at && now - n->attr_at >= t->attr_ttl && !n->open_n) {
+			n->size = -1; /* (an open node keeps its version's: revalidate asks) */
 		}
 	}
 	return 0;
@@ -943,14 +959,14 @@ static int list_fresh(const struct objfs_inodes *t, const struct objfs_dirlist *
 
 /* Stats file @n when its attributes are unknown or older than attr_ttl.
  * Lock held on entry and exit; the caller holds @n. */
-static int revalidate(struct objfs_inodes *t, struct objfs_node *n, int force)
+static int revalidate(struct objfs_inodes *t, struct objfs_node *n, int force, int split)
 {
 	struct objfs_stat st;
 	char *path;
 	int err;
 
 	if (n->is_dir || !n->hashed)
-		return 0; /* an old version's node keeps its attributes (split_version) */
+		return 0; /* an old version's node keeps its attributes (split_node) */
 	if (!force && n->size >= 0 && objfs_now_s() - n->attr_at < t->attr_ttl)
 		return 0;
 	path = node_path(n);
@@ -966,8 +982,14 @@ static int revalidate(struct objfs_inodes *t, struct objfs_node *n, int force)
 		return err;
 	if (st.is_dir)
 		return -EIO; /* became a directory: the parent's next listing sorts it out */
-	/* a new version while open: to a new node, @n keeps its own */
-	n = version_node(t, n, st.etag, st.size, st.mtime >= 0 ? st.mtime : n->mtime);
+	if (other_version(n, st.etag, st.size, st.mtime >= 0 ? st.mtime : n->mtime)) {
+		/* A new version while open: a new node takes it, @n keeps its
+		 * own. Not for a getattr (@split 0): nothing would hold the new
+		 * node; the name's next lookup finds the version again. */
+		if (!split)
+			return 0;
+		n = version_node(t, n, st.etag, st.size, st.mtime >= 0 ? st.mtime : n->mtime);
+	}
 	n->size = st.size;
 	if (st.mtime >= 0)
 		n->mtime = st.mtime;
@@ -981,25 +1003,29 @@ static int revalidate(struct objfs_inodes *t, struct objfs_node *n, int force)
 static int lookup_in(struct objfs_inodes *t, struct objfs_dirlist *l, const char *name,
 		     struct objfs_attr *a)
 {
-	struct objfs_node *n;
-	int err, again, tries = 0;
+	uint64_t dir = l->dir->ino; /* @l is not held: not used once the lock was dropped */
+	struct objfs_node *n = hash_find(t, dir, name);
+	int err, tries = 0;
 
+	if (!n || n->list_gen != l->gen)
+		return -ENOENT;
 	for (;;) {
-		n = hash_find(t, l->dir->ino, name);
-		if (!n || n->list_gen != l->gen)
-			return -ENOENT;
 		n->refs++;
-		err = revalidate(t, n, 0);
-		/* an open split it while the store was asked: the name's node is
-		 * the new one */
-		again = !err && !n->hashed && ++tries < 4;
-		if (!err && !again) {
-			n->nlookup++;
-			attr_tell(n, a);
-		}
-		node_put(t, n);
-		if (!again)
+		err = revalidate(t, n, 0, 1);
+		if (err || n->hashed || ++tries == 4) {
+			if (!err) {
+				n->nlookup++;
+				attr_tell(n, a);
+			}
+			node_put(t, n);
 			return err;
+		}
+		/* split meanwhile (a new version while open): the name's node
+		 * is the new one */
+		node_put(t, n);
+		n = hash_find(t, dir, name);
+		if (!n)
+			return -ENOENT;
 	}
 }
 
@@ -1190,7 +1216,7 @@ int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr 
 	n = node_get(t, ino);
 	if (n) {
 		n->refs++;
-		err = revalidate(t, n, 0);
+		err = revalidate(t, n, 0, 0);
 		if (!err)
 			attr_tell(n, a);
 		node_put(t, n);
@@ -1238,7 +1264,7 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 		goto out;
 	}
 	force = objfs_store_take_stale(t->store, *path) || (!n->etag && n->mtime < 0);
-	err = revalidate(t, n, force);
+	err = revalidate(t, n, force, 1);
 	if (!err && !n->hashed)
 		err = -ESTALE;
 	if (err)
@@ -1250,25 +1276,15 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 		snprintf(ver, sizeof(ver), "@%lld", (long long)n->mtime);
 		v = ver;
 	}
-	same = v && n->open_etag && strcmp(n->open_etag, v) == 0 && n->open_size == n->size;
+	same = v && n->open_etag && !version_differs(n, n->etag, n->size, n->mtime);
 	if (n->open_n && !same && v) {
 		/* Another version reached this node anyway (a split that found
-		 * no memory, a listing without sizes): the new node takes it,
-		 * this one goes back to its handles' version. */
-		struct objfs_node *m = split_node(t, n);
-
-		if (!m) {
+		 * no memory): the new node takes it, this one goes back to its
+		 * handles' version. */
+		if (!split_node(t, n)) {
 			err = -ENOMEM;
 			goto out;
 		}
-		m->size = n->size;
-		m->mtime = n->mtime;
-		m->attr_at = n->attr_at;
-		m->found_at = n->found_at;
-		set_str(&m->etag, n->etag);
-		n->size = n->open_size;
-		n->mtime = n->open_mtime;
-		set_str(&n->etag, n->open_etag[0] != '@' ? n->open_etag : NULL);
 		objfs_info("'%s' changed while open: the new version gets a new inode, the open "
 			   "is retried there", *path);
 		err = -ESTALE;

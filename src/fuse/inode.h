@@ -113,15 +113,18 @@ int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr 
  * mix them (a review read B's bytes through A's handle, then through a
  * mapping of B's), and A's handles reading with B's size would end early.
  * Wherever another version of an open node's object is noticed (a
- * lookup, getattr, listing or open after attr_timeout) the name gets a new
- * node (a new inode number) with the new attributes, and the old node
+ * lookup, listing or open after attr_timeout; a getattr leaves the open
+ * inode as it is) the name gets a new node (a new inode number) with the
+ * new attributes, and the old node
  * keeps its version's until the kernel forgets it, never revalidated
  * again. The kernel finds the new inode at its next lookup of the name;
  * an open that reaches the old one answers -ESTALE, after which the
  * kernel looks the name up again and retries the open there (a reopen
- * through /proc/self/fd is not looked up again: it stays -ESTALE). A
- * version with neither ETag nor mtime cannot be told from another: such a
- * file stays one node.
+ * through /proc/self/fd is not looked up again: it stays -ESTALE). Two
+ * descriptions are one version when their ETags match, or with an ETag on
+ * one side only their mtimes, and their sizes always (a listing gives an
+ * mtime where a HEAD gives an ETag); a version with neither ETag nor mtime
+ * cannot be told from another: such a file stays one node.
  */
 struct objfs_open {
 	struct objfs_node *node; /* held until objfs_inode_close() */

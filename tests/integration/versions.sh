@@ -26,6 +26,14 @@
 #      replaces it with 4 MiB, `ls -l` after attr_timeout; handle 1 must
 #      keep its size (fstat) and read at 8 MiB A or EIO, not end there (the
 #      listing gave the open inode the new size), and a new open reads B.
+#   5. (run before 3) An unchanged file held open past attr_timeout: fstat
+#      (a HEAD, with an ETag, against the listing's mtime) must keep its
+#      inode, and a reopen through /proc/self/fd must work (the two sources
+#      were taken for two versions: a new inode, the reopen ESTALE).
+#   6. (run before 3) An HTML index: a file opened and read, the directory
+#      listed after attr_timeout (no sizes), the file replaced by a shorter
+#      one: fstat of the handle must keep 16 MiB (the split left the old
+#      inode with the listing's unknown size: 0 to the kernel).
 #   3. An HTML index (no sizes): a file mapped and read, then the directory
 #      listed again after attr_timeout; the mapping must still read its
 #      bytes (READDIRPLUS sent the unknown size as 0: the kernel truncated
@@ -51,6 +59,10 @@ import os, sys
 src = sys.argv[1]
 with open(os.path.join(src, "v.bin"), "wb") as f:
     f.write(b"A" * (16 << 20))
+with open(os.path.join(src, "u.bin"), "wb") as f:
+    f.write(b"U" * (1 << 20))
+with open(os.path.join(src, "d", "h.bin"), "wb") as f:
+    f.write(b"A" * (16 << 20))
 with open(os.path.join(src, "s.bin"), "wb") as f:
     f.write(b"A" * (16 << 20))
 with open(os.path.join(src, "d", "grow.txt"), "wb") as f:
@@ -59,6 +71,20 @@ with open(os.path.join(src, "d", "map.bin"), "wb") as f:
     f.write(bytes(range(256)) * 4096)
 EOF
 nginx_start "$SRC" || { echo "cannot start nginx" >&2; exit 99; }
+# replace(src, data): a new version of a served file, with another mtime
+# (nginx's ETag is made of it), put in place at once
+cat >"$TEST_TMP/vhelp.py" <<'EOF'
+import os
+
+
+def replace(src, data):
+    tmp = src + ".new"
+    with open(tmp, "wb") as f:
+        f.write(data)
+    st = os.stat(src)
+    os.utime(tmp, (st.st_atime + 10, st.st_mtime + 10))
+    os.rename(tmp, src)
+EOF
 
 # part URL OPTS PASS FAIL ARGS... <<SCRIPT: mounts URL with OPTS, runs the
 # Python SCRIPT with ARGS (its status is the check, its output the detail),
@@ -70,7 +96,7 @@ part() {
 		fail "expected $url to mount for: $ok"
 		return
 	fi
-	if out=$(timeout 120 python3 - "$@" 2>&1); then
+	if out=$(PYTHONPATH=$TEST_TMP timeout 120 python3 - "$@" 2>&1); then
 		pass "$ok ($out)"
 	else
 		fail "$bad, got (status $?): $out"
@@ -85,15 +111,11 @@ part "http://127.0.0.1:$NGINX_PORT/data/" \
 	"expected each handle its own version" \
 	"$MNT/v.bin" "$SRC/v.bin" <<'EOF'
 import mmap, os, sys, time
+from vhelp import replace
 mnt, src = sys.argv[1], sys.argv[2]
 h1 = os.open(mnt, os.O_RDONLY)
 assert os.pread(h1, 4096, 0) == b"A" * 4096, "handle 1's first read"
-tmp = src + ".new"
-with open(tmp, "wb") as f:
-    f.write(b"B" * (16 << 20))
-st = os.stat(src)
-os.utime(tmp, (st.st_atime + 10, st.st_mtime + 10))  # another ETag
-os.rename(tmp, src)
+replace(src, b"B" * (16 << 20))  # another ETag
 time.sleep(1.5)  # past attr_timeout: the next open sees version B
 h2 = os.open(mnt, os.O_RDONLY)
 b2 = os.pread(h2, 4096, 8 << 20)
@@ -118,18 +140,14 @@ part "http://127.0.0.1:$NGINX_PORT/data/" \
 	"expected the whole new content" \
 	"$MNT/d" "$SRC/d/grow.txt" <<'EOF'
 import os, sys, time
+from vhelp import replace
 d, src = sys.argv[1], sys.argv[2]
 os.stat(os.path.join(d, "grow.txt"))
 [os.stat(os.path.join(d, n)) for n in os.listdir(d)]   # ls -l
 time.sleep(1.2)
 [os.stat(os.path.join(d, n)) for n in os.listdir(d)]   # again, within list_ttl
 new = b"NEW CONTENT, LONGER\n" * 3
-tmp = src + ".new"
-with open(tmp, "wb") as f:
-    f.write(new)
-st = os.stat(src)
-os.utime(tmp, (st.st_atime + 10, st.st_mtime + 10))
-os.rename(tmp, src)
+replace(src, new)
 time.sleep(1.3)  # past the first listing's attr_timeout, not the second's
 with open(os.path.join(d, "grow.txt"), "rb") as f:
     got = f.read()
@@ -144,15 +162,11 @@ part "http://127.0.0.1:$NGINX_PORT/data/" \
 	"expected the old handle to keep its size and read A or EIO, not end early" \
 	"$MNT" "$SRC/s.bin" <<'EOF'
 import os, sys, time
+from vhelp import replace
 mnt, src = sys.argv[1], sys.argv[2]
 h1 = os.open(os.path.join(mnt, "s.bin"), os.O_RDONLY)
 assert os.pread(h1, 4096, 0) == b"A" * 4096, "handle 1's first read"
-tmp = src + ".new"
-with open(tmp, "wb") as f:
-    f.write(b"B" * (4 << 20))
-st = os.stat(src)
-os.utime(tmp, (st.st_atime + 10, st.st_mtime + 10))
-os.rename(tmp, src)
+replace(src, b"B" * (4 << 20))
 time.sleep(1.5)  # past attr_timeout and list_ttl
 [os.stat(os.path.join(mnt, n)) for n in os.listdir(mnt)]  # ls -l: READDIRPLUS
 size = os.fstat(h1).st_size
@@ -165,6 +179,51 @@ print("fstat %d, read at 8 MiB %s, a new open reads %d bytes of %s" %
       (size, b1 if isinstance(b1, str) else "%d bytes of %s" % (len(b1), b1[:1]), len(new), new[:1]))
 ok = size == 16 << 20 and (b1 == "EIO" or b1 == b"A" * 4096) and new == b"B" * (4 << 20)
 sys.exit(0 if ok else 1)
+EOF
+
+# 5. an unchanged file held open past attr_timeout stays one inode
+part "http://127.0.0.1:$NGINX_PORT/data/" \
+	"attr_timeout=1,entry_timeout=30,list_ttl=30" \
+	"an unchanged open file keeps its inode past attr_timeout and reopens through /proc" \
+	"expected the same inode and a reopen" \
+	"$MNT/u.bin" <<'EOF'
+import os, sys, time
+p = sys.argv[1]
+h1 = os.open(p, os.O_RDONLY)
+ino1 = os.fstat(h1).st_ino
+time.sleep(1.5)
+os.fstat(h1)  # a HEAD: its ETag against the listing's mtime
+try:
+    os.close(os.open("/proc/self/fd/%d" % h1, os.O_RDONLY))
+    r = "ok"
+except OSError as e:
+    r = e.strerror
+ino2 = os.stat(p).st_ino
+print("reopen %s, inode %d -> %d" % (r, ino1, ino2))
+sys.exit(0 if r == "ok" and ino1 == ino2 else 1)
+EOF
+
+# 6. an HTML index: an open file replaced after a listing that knows no size
+part "http://127.0.0.1:$NGINX_PORT/html/d/" \
+	"attr_timeout=1,entry_timeout=1,list_ttl=1" \
+	"an open file of an HTML index keeps its size when replaced after a listing" \
+	"expected the old handle to keep its size" \
+	"$MNT" "$SRC/d/h.bin" <<'EOF'
+import os, sys, time
+from vhelp import replace
+mnt, src = sys.argv[1], sys.argv[2]
+h1 = os.open(os.path.join(mnt, "h.bin"), os.O_RDONLY)
+assert os.pread(h1, 4096, 0) == b"A" * 4096, "handle 1's first read"
+time.sleep(1.5)
+os.listdir(mnt)  # the HTML listing: no size
+replace(src, b"B" * (4 << 20))
+size = os.fstat(h1).st_size
+try:
+    r = "%d bytes" % len(os.pread(h1, 4096, 8 << 20))
+except OSError as e:
+    r = e.strerror
+print("fstat %d, read at 8 MiB: %s" % (size, r))
+sys.exit(0 if size == 16 << 20 and r in ("4096 bytes", "Input/output error") else 1)
 EOF
 
 # 3. an HTML index: a mapping survives a listing that knows no size
