@@ -64,6 +64,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
@@ -752,11 +753,14 @@ static int connect_sock(const char *name)
  */
 static int ring_fd_check(int fd, uint64_t bytes)
 {
+	struct statfs sf;
 	struct stat st;
 	int seals = fcntl(fd, F_GET_SEALS);
 
+	/* tmpfs, not hugetlbfs: a page punched out of the latter faults */
 	if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW) ||
-	    fstat(fd, &st) || (uint64_t)st.st_size != bytes) {
+	    fstat(fd, &st) || (uint64_t)st.st_size != bytes || fstatfs(fd, &sf) ||
+	    sf.f_type != 0x01021994 /* TMPFS_MAGIC */) {
 		close(fd);
 		return -EPROTO;
 	}
@@ -793,10 +797,19 @@ static int hello(struct objfs_sess *s, const struct objfs_side_cap *cap)
 	n = recvmsg(s->sock, &mh, MSG_CMSG_CLOEXEC);
 	if (n < 0)
 		return -errno;
-	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
-		if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
-		    cm->cmsg_len == CMSG_LEN(sizeof(int)))
-			memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+	for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+			int got;
+
+			memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (fd < 0)
+				fd = got; /* the ring; anything more is not the protocol */
+			else
+				close(got);
+		}
+	}
 	err = objfs_msg_check(buf, (size_t)n);
 	if (!err && r->type == OBJFS_MSG_ERR)
 		err = -peer_errno(((const struct objfs_msg_err *)buf)->err);

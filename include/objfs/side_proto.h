@@ -22,12 +22,14 @@
  *    header written, sealed against shrinking, growing and new seals),
  *    maps it and answers HELLO_OK carrying the memfd (SCM_RIGHTS), or ERR
  *    (EACCES, EINVAL, EBUSY, ENOMEM, EDQUOT). No message to the daemon
- *    carries a descriptor: one that does is refused, and the kernel drops
- *    its descriptors unopened (version 3; before, HELLO carried a memfd
- *    the client made, and a file of the client's own FUSE mount sent in
- *    its place had the daemon's close() wait for that mount's server,
- *    unkillably, its exit with it). The client places the ring (NUMA)
- *    before it touches a slot, as before. DONE replies are never awaited by the
+ *    carries a descriptor: the daemon's socket refuses them (SO_PASSRIGHTS
+ *    0, Linux >= 6.16: the client's sendmsg fails with EPERM), and on
+ *    older kernels a message that carries one is refused (EPROTO; version
+ *    3: before, HELLO carried a memfd the client made, and a file of the
+ *    client's own FUSE mount sent in its place had the daemon's close()
+ *    wait for that mount's server, unkillably, its exit with it). The
+ *    client places the ring (NUMA) before it touches a slot, as before;
+ *    the daemon frees the ring's pages when the session ends. DONE replies are never awaited by the
  *    daemon: a client must read them (libobjfs's watchdog thread does);
  *    one that lets 1,024 requests' DONEs pile up has its session ended.
  *

@@ -61,7 +61,8 @@
  * session and ring-byte bounds of side.h, global and per uid. The daemon
  * makes the ring (a memfd sealed against shrinking and growing: no access
  * inside it can fault; side_guard.c guards it anyway) and hands it over
- * with HELLO_OK; it never takes a descriptor from a client (recv_msg).
+ * with HELLO_OK; it never takes a descriptor from a client (refuse_rights,
+ * recv_msg), and frees the ring's pages when the session ends.
  *
  * Locking (side_i.h has side->lock and the capabilities): ss->lock guards
  * a session's request queue, job states and publication cursor, and comes
@@ -109,6 +110,13 @@
  */
 #define RUNS_MAX             1024
 #define RUNS_RESUME          768
+
+/* Linux >= 6.16 (asm-generic value; the architectures with their own
+ * socket.h numbering are not built for). */
+#if !defined(SO_PASSRIGHTS) && (defined(__x86_64__) || defined(__i386__) || \
+				defined(__aarch64__) || defined(__arm__) || defined(__riscv))
+#define SO_PASSRIGHTS 83
+#endif
 
 enum sess_state { S_HELLO, S_SERVING, S_CLOSED };
 
@@ -196,6 +204,7 @@ struct session {
 	unsigned aq_head, aq_len;    /* waiting for room in the socket */
 	struct objfs_ring_hdr *ring; /* shared with the client: untrusted */
 	size_t ring_bytes;
+	int ringfd;                  /* the ring's memfd, until the session ends, -1 */
 	uint32_t slots, slot_size;   /* from the validated HELLO */
 	char *data;                  /* slot 0 */
 	uint64_t next_piece;         /* first piece of the next FILL */
@@ -271,9 +280,10 @@ static void send_err(int fd, int err)
 /*
  * Receives one message into @buf (OBJFS_MSG_MAX bytes) and checks its
  * header and size against its type. No message to the daemon carries a
- * descriptor: with no control buffer the kernel drops any sent, unopened
- * (MSG_CTRUNC), so none is ever closed here (closing a file of the
- * client's own FUSE mount waits for that mount's server, unkillably).
+ * descriptor: the socket refuses them (refuse_rights), and where the
+ * kernel cannot, one sent is dropped by the kernel (no control buffer:
+ * MSG_CTRUNC) and the message refused, so none is ever installed or
+ * closed here.
  * Returns the message size, -ECONNRESET on EOF, or -errno (-EMSGSIZE,
  * -EPROTO, -EPROTONOSUPPORT) for a malformed message.
  */
@@ -454,9 +464,8 @@ static int do_hello(struct session *ss, const struct objfs_msg_hello *m)
 	}
 	objfs_msg_init(&ok.h, OBJFS_MSG_HELLO_OK, sizeof(ok));
 	ok.session = ss->id;
-	err = send_msg_fd(ss->fd, &ok, sizeof(ok), fd);
-	close(fd); /* ours: a memfd, whose close waits for nothing */
-	return err;
+	ss->ringfd = fd; /* ours: a memfd, whose close waits for nothing */
+	return send_msg_fd(ss->fd, &ok, sizeof(ok), fd);
 }
 
 /*
@@ -1443,6 +1452,16 @@ out:
 		munmap(ss->ring, ss->ring_bytes);
 	}
 	ss->ring = NULL;
+	if (ss->ringfd >= 0) {
+		/* The client may keep its mapping, and with it the pages the
+		 * fills faulted in (charged to the daemon) after the budget
+		 * forgot them (a review: 10 MiB kept past a 390 KiB budget in 40
+		 * sessions): the ring's memory ends with its session. */
+		(void)fallocate(ss->ringfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+				(off_t)ss->ring_bytes);
+		close(ss->ringfd);
+		ss->ringfd = -1;
+	}
 	for (uint32_t h = 0; h < ss->nhnd; h++)
 		objfs_side_cap_unref(s, ss->hnd[h].cap);
 	free(ss->hnd);
@@ -1502,6 +1521,35 @@ static void sessions_reap(struct objfs_side *s, int all)
 }
 
 /*
+ * Makes the kernel refuse descriptors sent to socket @fd (SO_PASSRIGHTS
+ * 0: the sender's sendmsg fails with EPERM), on the listening socket
+ * before listen() so that every connection inherits it, and on each
+ * accepted one again. No file of a client's then ever reaches the daemon:
+ * the last reference to a file dropped here (a message read, a socket
+ * closed with messages queued) runs its release in this thread, and a
+ * file of the client's own FUSE mount can make that wait, unkillably
+ * (docs/reliability.md). Linux 6.16 has the option; before it, logged
+ * once as the limit it is. 0 refused, -1 not available.
+ */
+static int refuse_rights(int fd)
+{
+	static int logged;
+	int zero = 0;
+
+#ifdef SO_PASSRIGHTS
+	if (setsockopt(fd, SOL_SOCKET, SO_PASSRIGHTS, &zero, sizeof(zero)) == 0)
+		return 0;
+#else
+	(void)zero;
+#endif
+	if (!__atomic_exchange_n(&logged, 1, __ATOMIC_RELAXED))
+		objfs_info("side: this kernel cannot refuse descriptors on the side socket "
+			   "(SO_PASSRIGHTS, Linux 6.16): a local client that sends one can make "
+			   "the daemon wait on its release");
+	return -1;
+}
+
+/*
  * Accepts one connection: -EMFILE/-ENFILE when out of descriptors (then the
  * caller sheds it), 0 otherwise, whether it was admitted or refused.
  */
@@ -1516,6 +1564,7 @@ static int accept_one(struct objfs_side *s)
 
 	if (fd < 0)
 		return errno == EMFILE || errno == ENFILE ? -errno : 0;
+	refuse_rights(fd); /* inherited from the listener where the kernel does */
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl)) {
 		close(fd);
 		return 0;
@@ -1550,6 +1599,7 @@ static int accept_one(struct objfs_side *s)
 	}
 	ss->side = s;
 	ss->fd = fd;
+	ss->ringfd = -1;
 	ss->uid = cred.uid;
 	ss->pid = cred.pid;
 	ss->id = ++s->next_session;
@@ -1726,6 +1776,7 @@ int objfs_side_new(const struct objfs_side_cfg *cfg, struct objfs_cache *cache,
 		err = -errno;
 		goto out_side;
 	}
+	refuse_rights(s->lfd);
 	if (bind(s->lfd, (struct sockaddr *)&sa, salen) || listen(s->lfd, 64)) {
 		err = -errno;
 		goto out_sock;
