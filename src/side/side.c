@@ -205,6 +205,7 @@ struct session {
 	struct objfs_ring_hdr *ring; /* shared with the client: untrusted */
 	size_t ring_bytes;
 	int ringfd;                  /* the ring's memfd, until the session ends, -1 */
+	int piece_failed;            /* a piece failed: the ones below it stay valid */
 	uint32_t slots, slot_size;   /* from the validated HELLO */
 	char *data;                  /* slot 0 */
 	uint64_t next_piece;         /* first piece of the next FILL */
@@ -893,6 +894,7 @@ static void publish_locked(struct session *ss)
 			 * owed: flushing one would free r's entries while its other
 			 * pieces may still be filling into them (review). */
 			objfs_ring_poison(ss->ring, ss->slots, p, j->err);
+			__atomic_store_n(&ss->piece_failed, 1, __ATOMIC_RELAXED);
 			__atomic_store_n(&ss->failed, j->err, __ATOMIC_RELAXED);
 			pthread_mutex_lock(&s->lock);
 			s->st.fill_errors++;
@@ -1456,9 +1458,15 @@ out:
 		/* The client may keep its mapping, and with it the pages the
 		 * fills faulted in (charged to the daemon) after the budget
 		 * forgot them (a review: 10 MiB kept past a 390 KiB budget in 40
-		 * sessions): the ring's memory ends with its session. */
-		(void)fallocate(ss->ringfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
-				(off_t)ss->ring_bytes);
+		 * sessions): the ring's memory ends with its session. Not when
+		 * the daemon ended it (a piece failed, an unmount): the client
+		 * may still be copying pieces published before, which would then
+		 * read zeros. A client ends its own session only once it is done
+		 * (libobjfs), or by breaking the protocol. */
+		if (!__atomic_load_n(&ss->piece_failed, __ATOMIC_RELAXED) &&
+		    !__atomic_load_n(&s->stopping, __ATOMIC_RELAXED))
+			(void)fallocate(ss->ringfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+					(off_t)ss->ring_bytes);
 		close(ss->ringfd);
 		ss->ringfd = -1;
 	}
