@@ -829,6 +829,35 @@ START_TEST(test_ring_freed_with_session)
 	wait_sessions(0, 5);
 	for (size_t i = 0; i < (size_t)SLOTS * SLOT_SIZE; i += 4096)
 		ck_assert_msg(r.data[i] == 0, "byte %zu of the ring still held", i);
+	ck_assert_uint_eq(r.ring->magic, OBJFS_SIDE_MAGIC); /* the header stays */
+	raw_free(&r);
+	assert_healthy();
+}
+END_TEST
+
+/*
+ * Not when the session ended otherwise: a client may still be copying
+ * pieces published before (a second review read zeros where a published
+ * piece had been). Here the client's own poison (every seq word
+ * OBJFS_SEQ_ERROR, as libobjfs writes when a stream enqueue fails) makes
+ * the daemon's publication fail and end the session: the slots keep their
+ * bytes.
+ */
+START_TEST(test_ring_kept_when_daemon_ends)
+{
+	struct fill1 f;
+	struct raw r;
+
+	raw_ring(&r, SLOTS, SLOT_SIZE);
+	ck_assert_int_eq(raw_hello(&r, cap.token, 42), 0);
+	memset(r.data + SLOT_SIZE, 'y', SLOT_SIZE); /* slot 1: not filled below */
+	for (unsigned i = 0; i < SLOTS; i++)
+		__atomic_store_n(&r.ring->ctl[i].seq, OBJFS_SEQ_ERROR, __ATOMIC_SEQ_CST);
+	fill_msg(&f, 0, 0, 0, 100);
+	raw_send(r.sock, &f, sizeof(f), -1);
+	wait_sessions(0, 5);
+	ck_assert_int_eq(r.data[SLOT_SIZE], 'y');
+	ck_assert_int_eq(r.data[2 * SLOT_SIZE - 1], 'y');
 	raw_free(&r);
 	assert_healthy();
 }
@@ -2216,6 +2245,7 @@ static Suite *side_suite(void)
 	tcase_add_loop_test(tc, test_malformed, 0, sizeof(bad) / sizeof(bad[0]));
 	tcase_add_test(tc, test_peer_vanishes);
 	tcase_add_test(tc, test_ring_freed_with_session);
+	tcase_add_test(tc, test_ring_kept_when_daemon_ends);
 	tcase_add_test(tc, test_client_killed);
 	tcase_add_test(tc, test_daemon_dies);
 	tcase_add_test(tc, test_limits);

@@ -1394,6 +1394,21 @@ static void uncount_locked(struct session *ss)
 	ss->counted = 0;
 }
 
+/*
+ * Whether session @ss, ending with @err, leaves no copy of its client's to
+ * come out of the ring: the client closed it (EOF, or a send refused for
+ * it), or sent what no libobjfs client sends (its pieces are computed the
+ * same on both sides), and the daemon neither failed a piece nor stops.
+ */
+static int ring_done(const struct session *ss, int err)
+{
+	if (__atomic_load_n(&ss->piece_failed, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&ss->side->stopping, __ATOMIC_RELAXED))
+		return 0;
+	return err == -ECONNRESET || err == -EPIPE || err == -EPROTO || err == -EOVERFLOW ||
+	       err == -EMSGSIZE || err == -EPROTONOSUPPORT;
+}
+
 static void *session_main(void *arg)
 {
 	struct session *ss = arg;
@@ -1458,15 +1473,17 @@ out:
 		/* The client may keep its mapping, and with it the pages the
 		 * fills faulted in (charged to the daemon) after the budget
 		 * forgot them (a review: 10 MiB kept past a 390 KiB budget in 40
-		 * sessions): the ring's memory ends with its session. Not when
-		 * the daemon ended it (a piece failed, an unmount): the client
-		 * may still be copying pieces published before, which would then
-		 * read zeros. A client ends its own session only once it is done
-		 * (libobjfs), or by breaking the protocol. */
-		if (!__atomic_load_n(&ss->piece_failed, __ATOMIC_RELAXED) &&
-		    !__atomic_load_n(&s->stopping, __ATOMIC_RELAXED))
-			(void)fallocate(ss->ringfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
-					(off_t)ss->ring_bytes);
+		 * sessions): the slots' memory ends with the session, when the
+		 * client closed it (libobjfs does once no copy can be pending)
+		 * or broke the protocol. Not otherwise (a failed piece, a send
+		 * the kernel refused, an unmount, the client's own poison): it
+		 * may still be copying pieces published before, which would
+		 * read zeros (a second review). Never the header: a poison
+		 * written there is what its waiters wait for. */
+		if (ring_done(ss, err))
+			(void)fallocate(ss->ringfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					(off_t)objfs_ring_hdr_size(ss->slots),
+					(off_t)ss->slots * ss->slot_size);
 		close(ss->ringfd);
 		ss->ringfd = -1;
 	}
