@@ -20,48 +20,16 @@ START_TEST(test_sequential_grows)
 	size_t last_window = 0;
 
 	objfs_prefetch_init(&p, 1 * MiB, 64 * MiB);
-	for (int i = 0; i < 1024; i++, off += 128 * 1024) {
-		objfs_prefetch_waited(&p); /* every read waited: the window is short */
+	for (int i = 0; i < 20; i++, off += 128 * 1024) {
 		objfs_prefetch_on_read(&p, off, 128 * 1024, GiB, &pl);
 		ck_assert(pl.sequential);
 		ck_assert_uint_ge(p.window, last_window);
-		if (i == 7) /* at most once a window's worth of reading (1 MiB) */
-			ck_assert_uint_eq(p.window, 1 * MiB);
 		last_window = p.window;
 		if (pl.len) /* never re-prefetch what was asked for already */
 			ck_assert_int_ge(pl.off, off + 128 * 1024);
 	}
 	ck_assert_uint_eq(p.window, 64 * MiB); /* capped */
 	ck_assert_int_le(p.ahead, off + 64 * MiB);
-}
-END_TEST
-
-/*
- * A stream whose reads never wait keeps its window: it is long enough
- * (issue 13: every stream at 64 MiB on loopback read its blocks back from
- * memory instead of the processor's cache). One read that waits doubles it
- * once.
- */
-START_TEST(test_window_grows_when_waited)
-{
-	struct objfs_prefetch p;
-	struct objfs_prefetch_plan pl;
-	int64_t off = 0;
-
-	objfs_prefetch_init(&p, 1 * MiB, 64 * MiB);
-	for (int i = 0; i < 40; i++, off += MiB) {
-		objfs_prefetch_on_read(&p, off, MiB, GiB, &pl);
-		ck_assert(pl.sequential);
-	}
-	ck_assert_uint_eq(p.window, 1 * MiB);
-	ck_assert_int_le(p.ahead, off + 1 * MiB);
-	objfs_prefetch_waited(&p);
-	objfs_prefetch_on_read(&p, off, MiB, GiB, &pl);
-	off += MiB;
-	ck_assert_uint_eq(p.window, 2 * MiB);
-	objfs_prefetch_on_read(&p, off, MiB, GiB, &pl);
-	ck_assert_uint_eq(p.window, 2 * MiB); /* no wait since */
-	ck_assert_int_eq(pl.off + (int64_t)pl.len, off + MiB + 2 * MiB);
 }
 END_TEST
 
@@ -124,13 +92,10 @@ START_TEST(test_small_seeks_tolerated)
 
 	objfs_prefetch_init(&p, 1 * MiB, 64 * MiB);
 	objfs_prefetch_on_read(&p, 0, MiB, GiB, &pl);
-	objfs_prefetch_waited(&p);
 	objfs_prefetch_on_read(&p, MiB, MiB, GiB, &pl);
-	objfs_prefetch_waited(&p);
 	/* Kernel readahead reorders: a read slightly behind, then slightly ahead. */
 	objfs_prefetch_on_read(&p, MiB + 512 * 1024, 128 * 1024, GiB, &pl);
 	ck_assert(pl.sequential);
-	objfs_prefetch_waited(&p);
 	objfs_prefetch_on_read(&p, 3 * MiB, MiB, GiB, &pl);
 	ck_assert(pl.sequential);
 	ck_assert(!p.random);
@@ -163,10 +128,8 @@ START_TEST(test_seek_back_far)
 	struct objfs_prefetch_plan pl;
 
 	objfs_prefetch_init(&p, 1 * MiB, 64 * MiB);
-	for (int64_t off = 0; off < 32 * MiB; off += MiB) {
-		objfs_prefetch_waited(&p);
+	for (int64_t off = 0; off < 32 * MiB; off += MiB)
 		objfs_prefetch_on_read(&p, off, MiB, GiB, &pl);
-	}
 	ck_assert_uint_gt(p.window, 1 * MiB);
 	/* Rewind to the start (re-reading a file): one far read resets the
 	 * window but does not yet mean random. */
@@ -227,7 +190,6 @@ static Suite *prefetch_suite(void)
 
 	tcase_add_test(tc, test_sequential_grows);
 	tcase_add_test(tc, test_window_clamped_to_eof);
-	tcase_add_test(tc, test_window_grows_when_waited);
 	tcase_add_test(tc, test_random_stops_prefetch);
 	tcase_add_test(tc, test_small_seeks_tolerated);
 	tcase_add_test(tc, test_strided);

@@ -677,10 +677,6 @@ static int pin_once(struct objfs_cache *c, const struct objfs_cache_obj *o, int6
 		if (b->state == B_LOADING) {
 			int64_t t0 = objfs_now_ns();
 
-			/* a block fetched ahead and still on its way: the
-			 * window was short (not one a read started itself, nor
-			 * the ones several reads of one block wait for) */
-			pin->waited |= b->prefetched;
 			while (b->state == B_LOADING)
 				pthread_cond_wait(&c->waitq[b->hash % WAITQ], &c->lock);
 			c->st.wait_us += (uint64_t)(objfs_now_ns() - t0) / 1000;

@@ -151,8 +151,6 @@ struct objfs_cache_pin {
 	size_t n;                    /* blocks pinned = iovecs used */
 	struct objfs_block **blocks; /* owned by the pin */
 	struct iovec *iov;           /* owned by the pin */
-	int waited;                  /* a block fetched ahead (prefetch) was
-					still on its way: the pin waited */
 };
 int objfs_cache_pin(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
 		    size_t len, struct objfs_cache_pin *pin);

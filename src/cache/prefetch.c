@@ -32,13 +32,6 @@ void objfs_prefetch_init(struct objfs_prefetch *p, size_t min_window, size_t max
 	p->stream = 0;
 	p->origin = 0;
 	p->proof = 0;
-	p->waited = 0;
-	p->grown_at = 0;
-}
-
-void objfs_prefetch_waited(struct objfs_prefetch *p)
-{
-	p->waited = 1;
 }
 
 void objfs_prefetch_set_proof(struct objfs_prefetch *p, size_t bytes)
@@ -64,7 +57,6 @@ static void stream_start(struct objfs_prefetch *p, int64_t end)
 	p->window = p->min_window;
 	p->next = end;
 	p->ahead = end;
-	p->grown_at = end;
 }
 
 void objfs_prefetch_on_read(struct objfs_prefetch *p, int64_t off, size_t len, int64_t size,
@@ -74,22 +66,16 @@ void objfs_prefetch_on_read(struct objfs_prefetch *p, int64_t off, size_t len, i
 	int64_t d = off - p->next;
 	int near = d >= -(int64_t)SEEK_SLACK && d <= (int64_t)SEEK_SLACK;
 	int cont = d >= -(int64_t)CONT_SLACK && d <= (int64_t)CONT_SLACK;
-	int waited;
 
 	plan->off = 0;
 	plan->len = 0;
 	plan->sequential = 0;
-	waited = p->waited;
-	p->waited = 0;
 	if (p->stream && near) {
 		p->seq++;
 		if (end > p->next)
 			p->next = end;
-		if (p->seq > 1 && waited && p->window < p->max_window &&
-		    p->next - p->grown_at >= (int64_t)p->window) {
+		if (p->seq > 1 && p->window < p->max_window)
 			p->window = p->window * 2 > p->max_window ? p->max_window : p->window * 2;
-			p->grown_at = p->next;
-		}
 	} else if (off == 0 && !p->random) {
 		stream_start(p, end); /* a first read, or a re-read, from the start */
 		p->origin = 0;

@@ -5,16 +5,9 @@
  * mode), or after two reads in a row that each start where the last one
  * ended (within 64 KiB). Inside a stream, a read near the expected offset
  * (within 8 MiB, forward or backward, as the kernel's concurrent readahead
- * reorders requests) continues it; the window starts at `min_window` and
- * doubles, up to `max_window`, at a stream read after one that had to
- * wait for bytes fetched ahead (objfs_prefetch_waited), at most once per
- * window's worth of reading (the kernel's readahead has several reads
- * wait for one block): it grows to what the store's latency needs and no
- * further, and the caller prefetches the
- * window past the read and serves whole blocks. (Growing at every read
- * took every stream to `max_window`: on loopback nginx, 64 MiB a stream
- * that the reply copy then read back from memory rather than from the
- * processor's cache; docs/benchmarks.md, issue 13.) Every other read is served
+ * reorders requests) continues it; stream reads grow the window from
+ * `min_window`, doubling up to `max_window`, and the caller prefetches the
+ * window past the read and serves whole blocks. Every other read is served
  * as asked: no prefetch, and misses fetched at the size of the read, not
  * whole cache blocks. A far read ends a stream; two far reads in a row
  * switch the handle to random mode (where even a read at 0 is only a read).
@@ -40,8 +33,6 @@ struct objfs_prefetch {
 	int stream;          /* a sequential stream: whole blocks, prefetch */
 	int64_t origin;      /* where the stream began (0: at the start) */
 	size_t proof;        /* see objfs_prefetch_set_proof */
-	int waited;          /* objfs_prefetch_waited since the last read */
-	int64_t grown_at;    /* p->next when the window last grew */
 };
 
 struct objfs_prefetch_plan {
@@ -68,10 +59,6 @@ void objfs_prefetch_set_proof(struct objfs_prefetch *p, size_t bytes);
  * the cache's prefetch room, which shrinks as streams are added.
  */
 void objfs_prefetch_set_max(struct objfs_prefetch *p, size_t max);
-
-/* The last read had to wait for bytes not fetched yet: the next stream
- * read doubles the window. */
-void objfs_prefetch_waited(struct objfs_prefetch *p);
 
 /* Feeds one read of @len bytes at @off of a @size-byte object. */
 void objfs_prefetch_on_read(struct objfs_prefetch *p, int64_t off, size_t len, int64_t size,

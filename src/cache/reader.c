@@ -171,11 +171,6 @@ int objfs_reader_read(struct objfs_reader *r, int64_t off, size_t len,
 		out->iov = &out->one;
 		return err;
 	}
-	if (plan.sequential && out->pin.waited) { /* the window was too short */
-		pthread_mutex_lock(&r->lock);
-		objfs_prefetch_waited(&r->pf);
-		pthread_mutex_unlock(&r->lock);
-	}
 	out->len = n;
 	if (plan.len) {
 		int64_t reached;
