@@ -779,7 +779,7 @@ static int hello(struct objfs_sess *s, const struct objfs_side_cap *cap)
 	const struct objfs_msg_hdr *r = (const void *)buf;
 	struct pollfd p = { s->sock, POLLIN, 0 };
 	struct cmsghdr *cm;
-	int err, fd = -1;
+	int err, fd = -1, extra = 0;
 	ssize_t n;
 
 	objfs_msg_init(&m.h, OBJFS_MSG_HELLO, sizeof(m));
@@ -804,13 +804,17 @@ static int hello(struct objfs_sess *s, const struct objfs_side_cap *cap)
 			int got;
 
 			memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
-			if (fd < 0)
-				fd = got; /* the ring; anything more is not the protocol */
-			else
-				close(got);
+			if (fd < 0) {
+				fd = got; /* the ring */
+			} else {
+				close(got); /* anything more is not the protocol */
+				extra = 1;
+			}
 		}
 	}
 	err = objfs_msg_check(buf, (size_t)n);
+	if (!err && extra)
+		err = -EPROTO;
 	if (!err && r->type == OBJFS_MSG_ERR)
 		err = -peer_errno(((const struct objfs_msg_err *)buf)->err);
 	else if (!err && (r->type != OBJFS_MSG_HELLO_OK || fd < 0 || (mh.msg_flags & MSG_CTRUNC)))

@@ -5,21 +5,24 @@
  * For every input a fake daemon thread listens on an abstract socket; the
  * client opens a session from a capability (objfs_gpu_open_cap, as after
  * the ioctl) and reads into host memory with objfs_gpu_read (a batch of
- * one entry, protocol version 2; the fake daemon sends the request's DONE
- * once it published its last piece, as side.c does). The input is
+ * one entry, protocol version 3; the fake daemon makes the ring and sends
+ * it with HELLO_OK, and sends the request's DONE once it published its
+ * last piece, as side.c does). The input is
  *   [flags][cap bytes: 16][read: off 4, len 4][hello mode][records...]
  * flags & 1 takes the capability's geometry, size and version from the cap
  * bytes instead of a valid default; the hello mode answers HELLO with
- * HELLO_OK, ERR, garbage or a hang-up. Records are [kind][len][len bytes]:
+ * HELLO_OK and the ring, ERR, garbage, a hang-up, HELLO_OK without a ring,
+ * with an unsealed ring, with a ring of the wrong size, or with two
+ * descriptors. Records are [kind][len][len bytes]:
  *   0 raw bytes as a message          1 a well-formed header of type b[0] % 9
  *   2 publish the next piece right    3 publish it with a lying len or seq
  *   4 poison the ring (err_piece, err from the bytes)
  *   5 DONE with an error from the bytes   6 hang up now   7 pause
  * and the daemon hangs up after the last record, as a dying daemon would.
  *
- * libobjfs must: send a well-formed HELLO (its geometry, a sealed memfd of
- * the right size) and well-formed FILLs with consecutive pieces inside the
- * file; never hang (the daemon's death poisons the ring and releases the
+ * libobjfs must: send a well-formed HELLO (its geometry, no descriptor),
+ * refuse a ring that is not a sealed memfd of the right size, and send
+ * well-formed FILLs with consecutive pieces inside the file; never hang (the daemon's death poisons the ring and releases the
  * reader); return 0 or a plain -errno (-1..-4095) from every call; report
  * the full clamped length on success, and the right bytes when the daemon
  * told no lies.
@@ -81,6 +84,7 @@ struct daemon {
 	int lied;              /* out: the data may be wrong, by design */
 	/* the session */
 	int fd;
+	int memfd;             /* the ring this daemon made, until HELLO_OK */
 	struct objfs_ring_hdr *ring;
 	size_t ring_bytes;
 	char *data;
@@ -206,6 +210,55 @@ static void poison(struct daemon *d, uint64_t err_piece, int32_t err)
 	}
 }
 
+/*
+ * Makes a ring of @bytes the way side.c does (@bad 1: unsealed, 2: a page
+ * short); maps it into @d. The memfd, or -1.
+ */
+static int make_ring(struct daemon *d, uint64_t bytes, int bad)
+{
+	int fd = memfd_create("fuzz-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+
+	if (fd < 0 || ftruncate(fd, (off_t)(bad == 2 ? bytes - 4096 : bytes)) ||
+	    (bad != 1 && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)))
+		abort();
+	d->ring_bytes = bad == 2 ? bytes - 4096 : bytes;
+	d->ring = mmap(NULL, d->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (d->ring == MAP_FAILED)
+		abort();
+	d->ring->magic = OBJFS_SIDE_MAGIC;
+	d->ring->version = OBJFS_SIDE_VERSION;
+	d->ring->slots = d->cap.ring_slots;
+	d->ring->slot_size = d->cap.ring_slot_size;
+	d->ring->hdr_size = objfs_ring_hdr_size(d->cap.ring_slots);
+	d->ring->err_piece = UINT64_MAX;
+	d->data = (char *)d->ring + objfs_ring_hdr_size(d->cap.ring_slots);
+	return fd;
+}
+
+/* Sends @m with descriptors @fds (@nfds of them, 0-2). */
+static void dsend_fds(struct daemon *d, const void *m, size_t n, const int *fds, int nfds)
+{
+	union {
+		struct cmsghdr align;
+		char b[CMSG_SPACE(sizeof(int) * 2)];
+	} cbuf;
+	struct iovec iov = { (void *)m, n };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	struct cmsghdr *cm;
+
+	if (nfds) {
+		memset(&cbuf, 0, sizeof(cbuf));
+		mh.msg_control = cbuf.b;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+		memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
+	}
+	(void)sendmsg(d->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 /* Accepts the session and checks the client's HELLO. 0 when it is served. */
 static int accept_hello(struct daemon *d)
 {
@@ -218,9 +271,6 @@ static int accept_hello(struct daemon *d)
 	struct iovec iov = { &m, sizeof(m) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.b,
 			     .msg_controllen = sizeof(cbuf.b) };
-	struct cmsghdr *cm;
-	struct stat st;
-	int memfd = -1, seals;
 	ssize_t n;
 
 	if (poll(p, 2, 5000) <= 0 || !(p[0].revents & POLLIN))
@@ -234,10 +284,7 @@ static int accept_hello(struct daemon *d)
 	n = recvmsg(d->fd, &mh, MSG_CMSG_CLOEXEC);
 	if (n == 0)
 		return -1; /* it hung up without a word */
-	cm = CMSG_FIRSTHDR(&mh);
-	FUZZ_CHECK(n == (ssize_t)sizeof(m) && cm && cm->cmsg_type == SCM_RIGHTS &&
-		   cm->cmsg_len == CMSG_LEN(sizeof(int)), "HELLO without exactly one ring");
-	memcpy(&memfd, CMSG_DATA(cm), sizeof(int));
+	FUZZ_CHECK(n == (ssize_t)sizeof(m) && !CMSG_FIRSTHDR(&mh), "HELLO with a descriptor");
 	FUZZ_CHECK(m.h.magic == OBJFS_SIDE_MAGIC && m.h.version == OBJFS_SIDE_VERSION &&
 		   m.h.type == OBJFS_MSG_HELLO && m.h.len == sizeof(m) && !m.h.reserved,
 		   "malformed HELLO");
@@ -245,18 +292,8 @@ static int accept_hello(struct daemon *d)
 		   m.slots == d->cap.ring_slots && m.slot_size == d->cap.ring_slot_size &&
 		   m.ring_bytes == objfs_ring_bytes(m.slots, m.slot_size),
 		   "HELLO does not match the capability");
-	seals = fcntl(memfd, F_GET_SEALS);
-	FUZZ_CHECK(fstat(memfd, &st) == 0 && (uint64_t)st.st_size == m.ring_bytes &&
-		   seals >= 0 && (seals & F_SEAL_SHRINK), "ring not sealed or of the wrong size");
-	d->ring_bytes = m.ring_bytes;
-	d->ring = mmap(NULL, d->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0);
-	close(memfd);
-	if (d->ring == MAP_FAILED)
-		abort();
-	FUZZ_CHECK(d->ring->magic == OBJFS_SIDE_MAGIC && d->ring->slots == m.slots &&
-		   d->ring->slot_size == m.slot_size && d->ring->err_piece == UINT64_MAX,
-		   "ring header");
-	d->data = (char *)d->ring + objfs_ring_hdr_size(m.slots);
+	d->memfd = make_ring(d, m.ring_bytes,
+			     d->hello_mode % 8 == 5 ? 1 : d->hello_mode % 8 == 6 ? 2 : 0);
 	return 0;
 }
 
@@ -266,14 +303,20 @@ static void *daemon_main(void *arg)
 	size_t pos = 0;
 
 	d->fd = -1;
+	d->memfd = -1;
 	if (accept_hello(d))
 		goto out;
-	switch (d->hello_mode % 4) {
-	case 0: {
+	switch (d->hello_mode % 8) {
+	case 0: case 4: case 5: case 6: case 7: {
+		/* 0 the ring; 4 none; 5 unsealed; 6 a page short; 7 two */
 		struct objfs_msg_hello_ok ok = { 0 };
+		int fds[2] = { d->memfd, d->memfd };
+		int k = d->hello_mode % 8;
 
 		objfs_msg_init(&ok.h, OBJFS_MSG_HELLO_OK, sizeof(ok));
-		dsend(d, &ok, sizeof(ok));
+		dsend_fds(d, &ok, sizeof(ok), fds, k == 4 ? 0 : k == 7 ? 2 : 1);
+		if (k != 0)
+			d->lied = 1; /* the client must refuse the session */
 		break;
 	}
 	case 1: {
@@ -341,6 +384,8 @@ static void *daemon_main(void *arg)
 	}
 out:
 	/* the daemon dies: the client's watchdog must release its reader */
+	if (d->memfd >= 0)
+		close(d->memfd);
 	if (d->fd >= 0)
 		close(d->fd);
 	if (d->ring && d->ring != MAP_FAILED)
@@ -398,6 +443,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 	rc = objfs_gpu_open_cap(&d.cap, &h);
 	check_err(rc, "objfs_gpu_open_cap");
+	if (!(hdr[0] & 1) && d.hello_mode % 8 >= 4) /* no ring, or not a ring it may use */
+		FUZZ_CHECK(rc < 0, "a session on a broken ring (hello mode %d)", d.hello_mode % 8);
 	if (rc == 0) {
 		int64_t off = (int64_t)(fuzz_le(hdr + 16, 4) % (uint64_t)(FILE_SIZE + 100));
 		size_t len = (size_t)(fuzz_le(hdr + 20, 4) % (READ_MAX + 1));

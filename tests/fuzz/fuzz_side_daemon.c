@@ -5,7 +5,8 @@
  * A real side server runs on a real block cache whose fetcher is fake (each
  * byte a function of its offset; one 64 KiB block always fails). For every
  * input the fuzzer connects as a client and plays a script decoded from the
- * input: a valid HELLO with a sealed memfd ring, or none; then records
+ * input: a valid HELLO (the daemon answers with its ring, protocol version
+ * 3), or none; then records
  *   [kind][len][len bytes]
  * where kind & 7 is
  *   0 raw bytes as a message (the fuzzer builds the header itself)
@@ -18,11 +19,15 @@
  *   5 an oversized message
  *   6 a lying release word (rel) written into the ring
  *   7 consume for a while (let the daemon run)
- * and kind & 8 attaches the ring memfd. The client then consumes what was
- * published and closes.
+ * and kind & 8 attaches a descriptor, which the daemon's socket refuses
+ * (SO_PASSRIGHTS, Linux >= 6.16: sendmsg fails with EPERM and the message
+ * is not sent) or the daemon must (the message refused). The client then
+ * consumes what was published and closes.
  *
  * The daemon must: answer only well-formed HELLO_OK / DONE / ERR /
- * ATTACH_OK messages; send DONEs in request order for FILLs it was sent,
+ * ATTACH_OK messages, HELLO_OK with its ring (a memfd sealed against
+ * shrinking and growing, of the ring's size, its header written) and no
+ * other message with a descriptor; send DONEs in request order for FILLs it was sent,
  * with the request's byte count when they succeed and the entry listed as
  * failed when its range covers the failing block (protocol version 2: a
  * failed fetch fails its entry, the ring is not poisoned); publish exactly
@@ -41,6 +46,7 @@
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
@@ -110,7 +116,10 @@ struct fill {
 };
 
 struct client {
-	int sock, memfd;
+	int sock, spare;     /* spare: a descriptor to attach (/dev/null) */
+	int hellos;          /* HELLOs sent */
+	int odd;             /* the first asked for another geometry: its ring is
+				not modelled (taken, not consumed or checked) */
 	struct objfs_ring_hdr *ring;
 	size_t ring_bytes;
 	char *data;
@@ -150,6 +159,8 @@ static int send_fd(struct client *c, const void *m, size_t len, int fd)
 	for (int tries = 0; tries < 100; tries++) {
 		if (sendmsg(c->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0)
 			return 0;
+		if (errno == EPERM && fd >= 0)
+			return 0; /* the socket refuses descriptors: nothing was sent */
 		if (errno != EAGAIN)
 			return -1;
 		usleep(1000);
@@ -196,6 +207,8 @@ static void check_piece(const struct client *c, uint64_t p, uint32_t slot)
 			   (unsigned long long)p, (unsigned long long)i);
 }
 
+static void ring_take(struct client *c, int fd);
+
 /* Reads and checks what the daemon sent. Returns 1 when something came. */
 static int drain(struct client *c)
 {
@@ -204,7 +217,13 @@ static int drain(struct client *c)
 	int got = 0;
 
 	while (!c->eof) {
-		ssize_t n = recv(c->sock, buf, sizeof(buf), MSG_DONTWAIT);
+		union objfs_fd_cmsg cbuf;
+		struct iovec iov = { buf, sizeof(buf) };
+		struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = cbuf.b,
+				     .msg_controllen = sizeof(cbuf.b) };
+		struct cmsghdr *cm;
+		int fd = -1;
+		ssize_t n = recvmsg(c->sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 
 		if (n < 0 && errno == EAGAIN)
 			break;
@@ -212,6 +231,15 @@ static int drain(struct client *c)
 			c->eof = 1;
 			break;
 		}
+		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm))
+			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+				memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+		FUZZ_CHECK(!(mh.msg_flags & MSG_CTRUNC), "more than one descriptor from the daemon");
+		FUZZ_CHECK(fd < 0 || (n >= (ssize_t)sizeof(*h) && h->type == OBJFS_MSG_HELLO_OK &&
+				      !c->ring),
+			   "a descriptor with a message other than the first HELLO_OK");
+		if (fd >= 0)
+			ring_take(c, fd);
 		got = 1;
 		FUZZ_CHECK((size_t)n >= sizeof(*h) && h->magic == OBJFS_SIDE_MAGIC &&
 			   h->version == OBJFS_SIDE_VERSION && h->len == (size_t)n && !h->reserved,
@@ -319,22 +347,32 @@ static void pump(struct client *c, double ms, double idle_ms)
 	} while (t < end);
 }
 
-static void ring_new(struct client *c, int variant)
+/* The ring HELLO_OK handed over (@fd, closed here): what side_proto.h says
+ * the daemon makes. */
+static void ring_take(struct client *c, int fd)
 {
-	c->ring_bytes = objfs_ring_bytes(SLOTS, SLOT_SIZE) + (variant == 2 ? 4096 : 0);
-	c->memfd = memfd_create("fuzz-ring", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (c->memfd < 0 || ftruncate(c->memfd, (off_t)c->ring_bytes) ||
-	    (variant != 1 && fcntl(c->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW)))
-		abort();
-	c->ring = mmap(NULL, c->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->memfd, 0);
+	struct stat st;
+	int seals = fcntl(fd, F_GET_SEALS);
+
+	if (c->odd) { /* a ring of the geometry asked for: not modelled */
+		FUZZ_CHECK(seals >= 0 && (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) ==
+					 (F_SEAL_SHRINK | F_SEAL_GROW), "the daemon's ring: seals");
+		close(fd);
+		c->consume = 0;
+		c->verify = 0;
+		return;
+	}
+	c->ring_bytes = objfs_ring_bytes(SLOTS, SLOT_SIZE);
+	FUZZ_CHECK(seals >= 0 && (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) ==
+				 (F_SEAL_SHRINK | F_SEAL_GROW) && fstat(fd, &st) == 0 &&
+		   (uint64_t)st.st_size == c->ring_bytes, "the daemon's ring: seals or size");
+	c->ring = mmap(NULL, c->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
 	if (c->ring == MAP_FAILED)
 		abort();
-	c->ring->magic = OBJFS_SIDE_MAGIC;
-	c->ring->version = OBJFS_SIDE_VERSION;
-	c->ring->slots = variant == 3 ? SLOTS + 1 : SLOTS;
-	c->ring->slot_size = SLOT_SIZE;
-	c->ring->hdr_size = objfs_ring_hdr_size(SLOTS);
-	c->ring->err_piece = UINT64_MAX;
+	FUZZ_CHECK(c->ring->magic == OBJFS_SIDE_MAGIC && c->ring->slots == SLOTS &&
+		   c->ring->slot_size == SLOT_SIZE && c->ring->err_piece == UINT64_MAX,
+		   "the daemon's ring header");
 	c->data = (char *)c->ring + objfs_ring_hdr_size(SLOTS);
 }
 
@@ -405,6 +443,8 @@ static int do_hello(struct client *c, const uint8_t *p, size_t n, int fd)
 		m.slot_size = (uint32_t)fuzz_le(b + 5, 4);
 	if (b[0] & 16)
 		m.ring_bytes = fuzz_le(b + 9, 8);
+	if (!c->hellos++ && (b[0] & (4 | 8 | 16)))
+		c->odd = 1;
 	return send_fd(c, &m, sizeof(m), fd);
 }
 
@@ -454,19 +494,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(&c, 0, sizeof(c));
 	c.consume = flags & 2;
 	c.verify = 1;
-	ring_new(&c, (flags >> 2) & 3);
+	c.spare = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (c.spare < 0)
+		abort();
 	c.sock = sock_connect(cap.sock);
 	if (flags & 1) {
 		struct objfs_msg_hello m;
 
 		hello(&m, cap.token, 42);
-		if (send_fd(&c, &m, sizeof(m), c.memfd))
+		c.hellos++;
+		if (send_fd(&c, &m, sizeof(m), (flags & 4) ? c.spare : -1))
 			goto out;
 	}
 	while (pos + 2 <= size) {
 		uint8_t kind = data[pos], n = data[pos + 1];
 		const uint8_t *p = data + pos + 2;
-		int fd = (kind & 8) ? c.memfd : -1, rc = 0;
+		int fd = (kind & 8) ? c.spare : -1, rc = 0;
 
 		if (n > size - pos - 2)
 			n = (uint8_t)(size - pos - 2);
@@ -486,7 +529,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		}
 		case 6:
-			if (n >= 5) {
+			if (n >= 5 && c.ring) {
 				uint32_t *rel = &c.ring->ctl[p[0] % SLOTS].rel;
 				uint32_t lie = (uint32_t)fuzz_le(p + 1, 4);
 
@@ -503,7 +546,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 out:
 	close(c.sock);
 	wait_sessions_closed();
-	munmap(c.ring, c.ring_bytes);
-	close(c.memfd);
+	if (c.ring)
+		munmap(c.ring, c.ring_bytes);
+	close(c.spare);
 	return 0;
 }
