@@ -212,6 +212,18 @@ static inline uint64_t objfs_ring_bytes(uint32_t slots, uint32_t slot_size)
 	return objfs_ring_hdr_size(slots) + (uint64_t)slots * slot_size;
 }
 
+/* Writes the header of a new (zeroed) ring of @slots x @slot_size: what the
+ * daemon does before it hands the ring over (section 2). */
+static inline void objfs_ring_init(struct objfs_ring_hdr *r, uint32_t slots, uint32_t slot_size)
+{
+	r->magic = OBJFS_SIDE_MAGIC;
+	r->version = OBJFS_SIDE_VERSION;
+	r->slots = slots;
+	r->slot_size = slot_size;
+	r->hdr_size = objfs_ring_hdr_size(slots);
+	r->err_piece = UINT64_MAX;
+}
+
 /* The slot of piece @p in a ring of @slots slots (side_proto.h, 3). */
 static inline uint32_t objfs_piece_slot(uint64_t p, uint32_t slots)
 {

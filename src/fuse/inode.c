@@ -132,7 +132,7 @@ struct objfs_node {
 	int64_t told;              /* files: the size the kernel was last given, -1 none */
 	uint32_t open_n;           /* files: open handles of the open_etag version
 				      (a node is one version while it has any:
-				      split_version) */
+				      split_node) */
 	uint32_t open_inval;       /* files: of those, opens dropping the kernel's pages
 				      that the kernel has not got yet (objfs_inode_opened) */
 	double attr_at;            /* monotonic time attrs were fetched, 0 never */
@@ -522,6 +522,12 @@ static void list_swap(struct objfs_inodes *t, struct objfs_dirlist *l, struct ob
 
 /* Versions. */
 
+/* The ETag @n's handles pinned, or NULL (none, or an "@<mtime>" pin). */
+static const char *pinned_etag(const struct objfs_node *n)
+{
+	return n->open_etag && n->open_etag[0] != '@' ? n->open_etag : NULL;
+}
+
 /*
  * Whether attributes (@etag, "" or NULL for none; @size; @mtime, -1 none)
  * describe another version than the one @n's handles pinned (open_etag:
@@ -533,7 +539,7 @@ static void list_swap(struct objfs_inodes *t, struct objfs_dirlist *l, struct ob
 static int version_differs(const struct objfs_node *n, const char *etag, int64_t size,
 			   int64_t mtime)
 {
-	const char *pin = n->open_etag && n->open_etag[0] != '@' ? n->open_etag : NULL;
+	const char *pin = pinned_etag(n);
 
 	if (size != n->open_size)
 		return 1;
@@ -574,7 +580,7 @@ static struct objfs_node *split_node(struct objfs_inodes *t, struct objfs_node *
 		list_swap(t, d->cur, n, m);
 	n->size = n->open_size;
 	n->mtime = n->open_mtime;
-	set_str(&n->etag, n->open_etag && n->open_etag[0] != '@' ? n->open_etag : NULL);
+	set_str(&n->etag, pinned_etag(n));
 	return m;
 }
 
@@ -1248,7 +1254,7 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 		goto out;
 	}
 	if (!n->hashed) {
-		err = -ESTALE; /* an old version (split_version): look the name up again */
+		err = -ESTALE; /* an old version (split_node): look the name up again */
 		goto out;
 	}
 	/* A read found this object changed (an S3 listing's ETag would pin the

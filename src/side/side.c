@@ -418,12 +418,7 @@ static int ring_make(struct session *ss, const struct objfs_msg_hello *m)
 	ss->slot_size = m->slot_size;
 	ss->data = (char *)map + objfs_ring_hdr_size(m->slots);
 	/* the header only: the client places the slots before it touches them */
-	ss->ring->magic = OBJFS_SIDE_MAGIC;
-	ss->ring->version = OBJFS_SIDE_VERSION;
-	ss->ring->slots = m->slots;
-	ss->ring->slot_size = m->slot_size;
-	ss->ring->hdr_size = objfs_ring_hdr_size(m->slots);
-	ss->ring->err_piece = UINT64_MAX;
+	objfs_ring_init(ss->ring, m->slots, m->slot_size);
 	return fd;
 }
 

@@ -225,12 +225,7 @@ static int make_ring(struct daemon *d, uint64_t bytes, int bad)
 	d->ring = mmap(NULL, d->ring_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (d->ring == MAP_FAILED)
 		abort();
-	d->ring->magic = OBJFS_SIDE_MAGIC;
-	d->ring->version = OBJFS_SIDE_VERSION;
-	d->ring->slots = d->cap.ring_slots;
-	d->ring->slot_size = d->cap.ring_slot_size;
-	d->ring->hdr_size = objfs_ring_hdr_size(d->cap.ring_slots);
-	d->ring->err_piece = UINT64_MAX;
+	objfs_ring_init(d->ring, d->cap.ring_slots, d->cap.ring_slot_size);
 	d->data = (char *)d->ring + objfs_ring_hdr_size(d->cap.ring_slots);
 	return fd;
 }
