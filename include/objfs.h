@@ -141,9 +141,10 @@ OBJFS_API int objfs_gpu_read_async(struct objfs_gpu *h, void *buf, size_t len,
  * waits for them; every iov[i].nread gets its result. Device memory is
  * filled on a stream of the library's that synchronises with the legacy
  * default stream. Returns 0 when every entry got its result (check each
- * nread), or -errno when none was read (nothing written to any buffer or
- * nread): -EINVAL (NULL @iov with n > 0, a NULL handle, a NULL buffer with
- * len > 0, n < 0), -E2BIG (n > OBJFS_GPU_READV_MAX), -EXDEV (handles of two
+ * nread), or -errno when none was read (nothing written to any buffer; the
+ * nread of entries that transfer nothing or fail their own checks may have
+ * been set, no other): -EINVAL (NULL @iov with n > 0, a NULL handle, a
+ * NULL buffer with len > 0, n < 0), -E2BIG (n > OBJFS_GPU_READV_MAX), -EXDEV (handles of two
  * mounts), -EIO (the session is dead), -ENOMEM. n == 0 returns 0.
  * Entries are copied in order; overlapping destination buffers get the
  * later entry's bytes only where the copies do not race (don't).

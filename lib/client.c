@@ -1061,26 +1061,27 @@ int objfs_gpu_open(int fd, struct objfs_gpu **h)
 void objfs_gpu_close(struct objfs_gpu *h)
 {
 	struct objfs_sess *s;
-	int last;
 
 	if (!h)
 		return;
 	s = h->s;
-	pthread_mutex_lock(&reg_lock);
-	last = s->refs == 1;
-	pthread_mutex_unlock(&reg_lock);
-	if (!last) { /* the last close ends the whole session instead */
-		pthread_mutex_lock(&s->lock);
-		while (!h->attached && !s->dead)
-			pthread_cond_wait(&s->cond, &s->lock);
-		if (!h->attached) { /* dead: the watchdog is gone */
-			STAILQ_REMOVE(&s->attaching, h, objfs_gpu, anext);
-			s->nattaching--;
-		}
-		pthread_mutex_unlock(&s->lock);
-		if (h->attached && !h->attach_err)
-			sess_detach(s, h->handle);
+	/*
+	 * Every close waits for its ATTACH's answer and detaches, the last
+	 * one too: deciding "last" here raced an open of the same mount (a
+	 * review: the handle freed while still on the attaching list, where
+	 * the watchdog then wrote its answer, and its capability kept by the
+	 * daemon). DETACH just before the session ends costs one message.
+	 */
+	pthread_mutex_lock(&s->lock);
+	while (!h->attached && !s->dead)
+		pthread_cond_wait(&s->cond, &s->lock);
+	if (!h->attached) { /* dead: the watchdog is gone */
+		STAILQ_REMOVE(&s->attaching, h, objfs_gpu, anext);
+		s->nattaching--;
 	}
+	pthread_mutex_unlock(&s->lock);
+	if (h->attached && !h->attach_err)
+		sess_detach(s, h->handle);
 	sess_put(s);
 	free(h);
 }

@@ -113,6 +113,12 @@ static const struct vec json_vecs[] = {
 	  "[ { \"name\":\"a b.txt\", \"type\":\"file\", \"mtime\":\"Sun, 22 Nov 2026 11:51:08 GMT\", \"size\":1234 },"
 	  " { \"name\":\"sub\", \"type\":\"directory\", \"mtime\":\"Sun, 22 Nov 2026 11:51:08 GMT\" } ]",
 	  NULL, 0, { { "a b.txt", 0, 1234, T_EX }, { "sub", 1, -1, T_EX } } },
+	{ "sizes-past-2^53-unknown", /* no object is that large: a lying index's */
+	  "[{\"name\":\"edge\",\"type\":\"file\",\"size\":9007199254740992},"
+	  "{\"name\":\"past\",\"type\":\"file\",\"size\":9007199254740993},"
+	  "{\"name\":\"near-int64-max\",\"type\":\"file\",\"size\":9223372036854775707}]",
+	  NULL, 0, { { "edge", 0, 9007199254740992LL, -1 }, { "past", 0, -1, -1 },
+		     { "near-int64-max", 0, -1, -1 } } },
 	{ "unicode-names",
 	  "[{\"name\":\"\\u00e9t\\u00e9.txt\",\"type\":\"file\",\"size\":5},"
 	  "{\"name\":\"\xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e\",\"type\":\"directory\"},"
@@ -142,7 +148,7 @@ static const struct vec json_vecs[] = {
 	  NULL, 0, {
 		{ "missing", 0, -1, -1 }, { "zero", 0, 0, -1 }, { "neg", 0, -1, -1 },
 		{ "str", 0, -1, -1 }, { "dbl", 0, -1, -1 }, { "null", 0, -1, -1 },
-		{ "big", 0, INT64_C(9007199254740993), -1 }, { "dir", 1, -1, -1 } } },
+		{ "big", 0, -1, -1 } /* past 2^53: unknown */, { "dir", 1, -1, -1 } } },
 	{ "mtimes",
 	  "[{\"name\":\"rfc\",\"type\":\"file\",\"mtime\":\"Sun, 06 Nov 1994 08:49:37 GMT\"},"
 	  "{\"name\":\"missing\",\"type\":\"file\"},"
@@ -214,9 +220,10 @@ static const struct vec json_vecs[] = {
 	  "{\"name\":\"str\",\"type\":\"file\",\"size\":\"7\"},"
 	  "{\"name\":\"dir\",\"type\":\"directory\",\"size\":7},"
 	  "{\"name\":\"d19\",\"type\":\"file\",\"size\":9223372036854775807}]",
-	  NULL, 0, { { "big", 0, 999999999999999999LL, -1 }, { "huge", 0, INT64_MAX, -1 }, /* json-c's clamp */
+	  /* past OBJFS_OBJECT_SIZE_MAX (2^53), json-c's clamp to INT64_MAX too: unknown */
+	  NULL, 0, { { "big", 0, -1, -1 }, { "huge", 0, -1, -1 },
 		     { "neg", 0, -1, -1 }, { "float", 0, -1, -1 }, { "str", 0, -1, -1 },
-		     { "dir", 1, -1, -1 }, { "d19", 0, INT64_MAX, -1 } } },
+		     { "dir", 1, -1, -1 }, { "d19", 0, -1, -1 } } },
 	{ "dates",
 	  "[{\"name\":\"a\",\"type\":\"file\",\"mtime\":\"Sun, 22 Nov 2026 14:07:57 GMT\"},"
 	  "{\"name\":\"b\",\"type\":\"file\",\"mtime\":\"sunday, 22 november 2026 14:07:57 GMT\"},"

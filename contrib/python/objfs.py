@@ -31,9 +31,11 @@ libobjfs's message; a short count means the file ended.
 
 import ctypes
 import ctypes.util
+import json
 import os
+import struct
 
-__all__ = ["File", "Session", "read_into", "IOV"]
+__all__ = ["File", "Session", "read_into", "IOV", "safetensors_layout", "SAFETENSORS_DTYPES"]
 
 _lib = None
 
@@ -254,3 +256,75 @@ def read_into(path_or_fd, array, offset=0):
     Returns the byte count (short only at the end of the file)."""
     with File(path_or_fd) as f:
         return f.read_into(array, offset)
+
+
+# safetensors dtypes and their sizes in bytes (the format's names)
+SAFETENSORS_DTYPES = {
+    "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1,
+    "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1,
+}
+_SAFETENSORS_HEADER_MAX = 100 << 20
+
+
+def _int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def safetensors_layout(path):
+    """(base, tensors) of the safetensors file @path, checked before any of
+    its bytes are used: base is the file offset of the data, tensors a list
+    of (name, dtype, shape, begin, end) with [begin, end) relative to base,
+    sorted by begin. Raises ValueError for a file that breaks the format:
+    a header past the file or over 100 MiB, not a JSON object, an unknown
+    dtype, a shape or offsets that are not non-negative integers, a range
+    whose length is not the shape's bytes, a range past the file's end, or
+    two tensors sharing bytes (a tensor's bytes could otherwise be another
+    tensor's or the header's)."""
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise ValueError("%s: not a safetensors file (%d bytes)" % (path, size))
+        n = struct.unpack("<Q", head)[0]
+        if n > _SAFETENSORS_HEADER_MAX or 8 + n > size:
+            raise ValueError("%s: header of %d bytes in a file of %d" % (path, n, size))
+        raw = f.read(n)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise ValueError("%s: header is not JSON: %s" % (path, e)) from None
+    if not isinstance(header, dict):
+        raise ValueError("%s: header is not a JSON object" % path)
+    base = 8 + n
+    tensors = []
+    for name, v in header.items():
+        if name == "__metadata__":
+            continue
+        bad = lambda why: ValueError("%s: tensor %r: %s" % (path, name, why))  # noqa: E731
+        if not isinstance(v, dict):
+            raise bad("not an object")
+        dtype, shape, offs = v.get("dtype"), v.get("shape"), v.get("data_offsets")
+        if dtype not in SAFETENSORS_DTYPES:
+            raise bad("unknown dtype %r" % (dtype,))
+        if not isinstance(shape, list) or not all(_int(d) and d >= 0 for d in shape):
+            raise bad("shape %r is not a list of non-negative integers" % (shape,))
+        if (not isinstance(offs, list) or len(offs) != 2 or not all(_int(o) for o in offs)
+                or not 0 <= offs[0] <= offs[1]):
+            raise bad("data_offsets %r are not 0 <= begin <= end" % (offs,))
+        count = 1
+        for d in shape:
+            count *= d
+        if count * SAFETENSORS_DTYPES[dtype] != offs[1] - offs[0]:
+            raise bad("%d bytes for shape %r of %s" % (offs[1] - offs[0], shape, dtype))
+        if base + offs[1] > size:
+            raise bad("bytes [%d, %d) past the end of the file" % (base + offs[0], base + offs[1]))
+        tensors.append((name, dtype, shape, offs[0], offs[1]))
+    tensors.sort(key=lambda t: (t[3], t[4]))
+    prev = None
+    for t in tensors:
+        if t[3] == t[4]:
+            continue
+        if prev is not None and t[3] < prev[4]:
+            raise ValueError("%s: tensors %r and %r share bytes" % (path, prev[0], t[0]))
+        prev = t
+    return base, tensors

@@ -30,9 +30,7 @@ daemon coalesces them, the library merges the copies); returns
 {name: tensor} views of that buffer.
 """
 
-import json
 import os
-import struct
 
 import torch
 
@@ -132,49 +130,51 @@ class ShardDataset(torch.utils.data.Dataset):
             pending.append((idx, out, flat, iov, n, ev))
             return True
 
-        for _ in range(depth + 1):
-            if not launch():
-                break
-        while pending:
-            idx, out, flat, iov, n, ev = pending.pop(0)
-            cur.wait_event(ev)
-            ev.synchronize()  # nread is written by the stream's last host function
-            flat.record_stream(cur)  # the views share its memory
-            yield self._finish(out, iov, n, idx)
-            launch()
+        try:
+            for _ in range(depth + 1):
+                if not launch():
+                    break
+            while pending:
+                idx, out, flat, iov, n, ev = pending[0]
+                cur.wait_event(ev)
+                ev.synchronize()  # nread is written by the stream's last host function
+                pending.pop(0)
+                flat.record_stream(cur)  # the views share its memory
+                yield self._finish(out, iov, n, idx)
+                launch()
+        finally:
+            # A loop that stops early, a short sample or a failed launch
+            # leaves readvs in flight: their last host function writes
+            # each entry's count into iov, which must outlive it.
+            for p in pending:
+                p[5].synchronize()
 
 
-_DTYPES = {
-    "F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-    "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
-    "U8": torch.uint8, "BOOL": torch.bool,
-}
-for _n, _a in (("F8_E4M3", "float8_e4m3fn"), ("F8_E5M2", "float8_e5m2")):
-    if hasattr(torch, _a):
+_DTYPES = {}
+for _n, _a in (("F64", "float64"), ("F32", "float32"), ("F16", "float16"), ("BF16", "bfloat16"),
+               ("F8_E4M3", "float8_e4m3fn"), ("F8_E5M2", "float8_e5m2"), ("I64", "int64"),
+               ("I32", "int32"), ("I16", "int16"), ("I8", "int8"), ("U64", "uint64"),
+               ("U32", "uint32"), ("U16", "uint16"), ("U8", "uint8"), ("BOOL", "bool")):
+    if hasattr(torch, _a):  # U16-U64 need torch >= 2.3, the F8 types 2.1
         _DTYPES[_n] = getattr(torch, _a)
 
 
 def load_safetensors(path, device="cuda", session=None):
     """{name: tensor on @device} of the safetensors file @path (on an objfs
-    mount), its bytes filled by one readv into one device buffer."""
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        if n > 100 << 20:
-            raise ValueError("%s: header of %d bytes" % (path, n))
-        header = json.loads(f.read(n))
-    header.pop("__metadata__", None)
-    base = 8 + n
-    end = max((v["data_offsets"][1] for v in header.values()), default=0)
+    mount), its bytes filled by one readv into one device buffer. The
+    header is checked first (objfs.safetensors_layout: ValueError for a
+    file that breaks the format, before anything is allocated or read)."""
+    base, tensors = objfs.safetensors_layout(path)
+    for name, dtype, _, _, _ in tensors:
+        if dtype not in _DTYPES:
+            raise ValueError("%s: tensor %r: dtype %s needs a newer PyTorch" % (path, name, dtype))
+    end = max((t[4] for t in tensors), default=0)
     flat = torch.empty(end, dtype=torch.uint8, device=device)
     own = session is None
     s = session or objfs.Session(os.path.dirname(os.path.abspath(path)))
     try:
         h = s.file(os.path.abspath(path))
-        items = []
-        for name, v in sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0]):
-            a, b = v["data_offsets"]
-            if b > a:
-                items.append((h, base + a, flat[a:b]))
+        items = [(h, base + a, flat[a:b]) for _, _, _, a, b in tensors if b > a]
         counts = s.read_into(items) if items else []
         for (_, off, t), c in zip(items, counts):
             if c != t.numel():
@@ -183,8 +183,10 @@ def load_safetensors(path, device="cuda", session=None):
         if own:
             s.close()
     out = {}
-    for name, v in header.items():
-        a, b = v["data_offsets"]
-        dt = _DTYPES[v["dtype"]]
-        out[name] = flat[a:b].view(dt).reshape(v["shape"])
+    for name, dtype, shape, a, b in tensors:
+        dt = _DTYPES[dtype]
+        t = flat[a:b]
+        if a % objfs.SAFETENSORS_DTYPES[dtype]:
+            t = t.clone()  # the format does not align tensors; a view of another type must be
+        out[name] = t.view(dt).reshape(shape)
     return out

@@ -974,13 +974,14 @@ static void fill_part_fetch(struct fill_part *p)
 	p->f->o->fetch(p->f->o->ctx, p->off, p->len, part_to(p), fill_part_done, p);
 }
 
-/* The end of block @idx of @o: its start plus the block size, or the object's end. */
+/* The end of block @idx of @o: its start plus the block size, or the
+ * object's end (compared before adding: no overflow near 2^63). */
 static int64_t block_end(const struct objfs_cache *c, const struct objfs_cache_obj *o,
 			 uint64_t idx)
 {
-	int64_t bend = (int64_t)(idx * c->bsize) + (int64_t)c->bsize;
+	int64_t bstart = (int64_t)(idx * c->bsize);
 
-	return bend < o->size ? bend : o->size;
+	return o->size - bstart > (int64_t)c->bsize ? bstart + (int64_t)c->bsize : o->size;
 }
 
 /*

@@ -595,8 +595,11 @@ static void enqueue(struct objfs_diskcache *dc, struct dreq *r)
 {
 	pthread_mutex_lock(&dc->lock);
 	dreq_append(&dc->q_head, &dc->q_tail, r);
-	pthread_mutex_unlock(&dc->lock);
+	/* woken under the lock: once it is dropped the disk thread may finish
+	 * @r, a flush return and the cache be freed (a review: the wake's
+	 * write then went to a closed descriptor of a freed cache) */
 	wake(dc);
+	pthread_mutex_unlock(&dc->lock);
 }
 
 /*

@@ -193,7 +193,7 @@ int objfs_http_header_line(struct objfs_req *r, const char *line, size_t n)
 		copy_value(tmp, sizeof(tmp), v, n - (size_t)(v - line));
 		errno = 0;
 		cl = strtoll(tmp, &end, 10);
-		r->clen = (errno || *end || cl < 0 || end == tmp) ? -1 : cl;
+		r->clen = (errno || *end || cl < 0 || end == tmp || cl > OBJFS_OBJECT_SIZE_MAX) ? -1 : cl;
 	} else if (header_is(line, n, "content-range", &v)) {
 		copy_value(tmp, sizeof(tmp), v, n - (size_t)(v - line));
 		if (objfs_parse_content_range(tmp, &r->cr_first, &r->cr_last, &r->cr_total))

@@ -82,6 +82,7 @@
 #include "buf.h"
 #include "listing.h"
 #include "log.h"
+#include "range.h"
 #include "url.h"
 
 /* objfs_listing_add() scans for duplicates only below this many entries. */
@@ -436,7 +437,7 @@ static int json_entry(struct json_object *o, struct objfs_listing *out)
 		el.has_size = 1;
 		errno = 0;
 		el.size = json_object_get_int64(jsize);
-		if (el.size < 0 || errno) /* negative, or clamped out of range */
+		if (el.size < 0 || el.size > OBJFS_OBJECT_SIZE_MAX || errno) /* or clamped */
 			el.size = -1;
 	}
 	return json_el_add(&el, out);

@@ -54,6 +54,7 @@
 #include "buf.h"
 #include "listing.h"
 #include "log.h"
+#include "range.h"
 #include "store_s3_i.h"
 
 /* The reader gives up past these (libxml2's own limits are larger). */
@@ -232,7 +233,7 @@ static int64_t s3_size(const char *s)
 	v = strtoll(s, &end, 10);
 	while (xml_ws(*end))
 		end++;
-	return errno || *end || v > (1LL << 53) ? -1 : (int64_t)v;
+	return errno || *end || v > OBJFS_OBJECT_SIZE_MAX ? -1 : (int64_t)v;
 }
 
 /* One Contents element's texts (NULL: no such child); keys url-encoded

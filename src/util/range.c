@@ -21,9 +21,9 @@ static int parse_i64(const char **p, int64_t *out)
 	while (isdigit((unsigned char)*s)) {
 		int d = *s++ - '0';
 
-		if (v > (INT64_MAX - d) / 10)
-			return -EPROTO;
 		v = v * 10 + d;
+		if (v > OBJFS_OBJECT_SIZE_MAX)
+			return -EPROTO;
 	}
 	*out = v;
 	*p = s;

@@ -12,8 +12,18 @@
 #include <stdint.h>
 
 /*
+ * The largest object size objfs believes (2^53 bytes, 8 PiB; S3's limit is
+ * 5 TiB). A larger one is a lying server's, and block arithmetic near 2^63
+ * overflows (a review: a Content-Length of 2^63 - 100 made a fill of the
+ * last block walk ~2^47 blocks, hanging the reader). Every size and offset
+ * a store reports is checked against it where it is parsed.
+ */
+#define OBJFS_OBJECT_SIZE_MAX (INT64_C(1) << 53)
+
+/*
  * Parse a Content-Range header value "bytes FIRST-LAST/TOTAL" (TOTAL may be
- * '*'; then *total is set to -1). Returns 0 or -EPROTO.
+ * '*'; then *total is set to -1). Returns 0 or -EPROTO (also for a number
+ * above OBJFS_OBJECT_SIZE_MAX).
  */
 int objfs_parse_content_range(const char *v, int64_t *first, int64_t *last, int64_t *total);
 

@@ -32,6 +32,25 @@ head -c $((MAX + 64 * 1024 * 1024 + 13)) /dev/urandom >"$SRC/big.bin"
 # beside it, for python_check.py's batch of files opened together
 head -c 5003 /dev/urandom >"$SRC/small1.bin"
 head -c 70000 /dev/urandom >"$SRC/small2.bin"
+# and safetensors files for load_safetensors: tensors at offsets no dtype
+# aligns (the format does not), and one whose offsets point into its header
+python3 - "$SRC" <<'PY'
+import json, os, struct, sys
+def write(path, header, data):
+    h = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + data)
+write(os.path.join(sys.argv[1], "model.safetensors"),
+      {"__metadata__": {"format": "pt"},
+       "a": {"dtype": "F16", "shape": [1], "data_offsets": [0, 2]},
+       "b": {"dtype": "F32", "shape": [2], "data_offsets": [2, 10]},
+       "c": {"dtype": "U8", "shape": [3], "data_offsets": [10, 13]},
+       "d": {"dtype": "I32", "shape": [2, 2], "data_offsets": [13, 29]},
+       "e": {"dtype": "BF16", "shape": [0], "data_offsets": [29, 29]},
+       "f": {"dtype": "I64", "shape": [3], "data_offsets": [29, 53]}}, os.urandom(53))
+write(os.path.join(sys.argv[1], "bad.safetensors"),
+      {"x": {"dtype": "I32", "shape": [2], "data_offsets": [-8, 0]}}, os.urandom(16))
+PY
 
 # run_fill LABEL ARGS...: run gpu_fill, pass if it exits 0, show its lines
 run_fill() {
