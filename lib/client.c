@@ -410,12 +410,19 @@ int objfs_client_cpu_accessible(void *buf, size_t len)
 
 	if (!len)
 		return 1;
-	/* Probes the two ends. */
+	/*
+	 * Probes the two ends: each byte read, then written back as it was
+	 * (a review: a read-only mapping passed the read alone, and the copy
+	 * into it raised SIGSEGV in the caller instead of -EFAULT). The
+	 * buffer is the fill's destination: its bytes are about to change.
+	 */
 	for (int i = 0; i < 2; i++) {
 		remote.iov_base = (char *)buf + (i ? len - 1 : 0);
 		remote.iov_len = 1;
 		if (syscall(SYS_process_vm_readv, getpid(), &local, 1, &remote, 1, 0) != 1)
-			return errno != EFAULT; /* other errors (seccomp): assume host */
+			return errno == EFAULT ? 0 : 1; /* other errors (seccomp): assume host */
+		if (syscall(SYS_process_vm_writev, getpid(), &local, 1, &remote, 1, 0) != 1)
+			return errno == EFAULT ? -1 : 1;
 	}
 	return 1;
 }
@@ -432,7 +439,11 @@ static int classify(struct objfs_sess *s, void *buf, size_t len, enum mem_kind *
 		return objfs_cuda_classify(s, buf, len, kind, dev);
 	*dev = 0;
 	*kind = MEM_HOST;
-	return objfs_client_cpu_accessible(buf, len) ? 0 : -EOPNOTSUPP;
+	switch (objfs_client_cpu_accessible(buf, len)) {
+	case 1: return 0;
+	case 0: return -EOPNOTSUPP; /* not mapped: device memory, and no CUDA */
+	default: return -EFAULT;    /* mapped, not writable */
+	}
 }
 
 /* Kind of @buf: from the registry, else by looking. 0 or -errno. */

@@ -229,7 +229,7 @@ int objfs_cuda_classify(struct objfs_sess *s, void *buf, size_t len, enum mem_ki
 	if (cudaPointerGetAttributes(&a, buf) != cudaSuccess) {
 		(void)cudaGetLastError();
 		*kind = MEM_HOST;
-		return objfs_client_cpu_accessible(buf, len) ? 0 : -EFAULT;
+		return objfs_client_cpu_accessible(buf, len) > 0 ? 0 : -EFAULT;
 	}
 	*dev = a.device;
 	*kind = a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged ? MEM_DEVICE
@@ -237,7 +237,7 @@ int objfs_cuda_classify(struct objfs_sess *s, void *buf, size_t len, enum mem_ki
 	if (*kind == MEM_DEVICE && (a.device < 0 || a.device >= MAX_DEVS))
 		return -EOPNOTSUPP;
 	if (*kind == MEM_HOST && a.type == cudaMemoryTypeUnregistered &&
-	    !objfs_client_cpu_accessible(buf, len))
+	    objfs_client_cpu_accessible(buf, len) <= 0)
 		return -EFAULT;
 	return 0;
 }

@@ -178,7 +178,8 @@ OBJFS_HIDDEN void objfs_client_release_piece(struct objfs_sess *s, uint64_t p);
 /* Poisons the ring from the first piece the daemon has not published. */
 OBJFS_HIDDEN void objfs_client_poison(struct objfs_sess *s, int err);
 
-/* Whether the CPU can read and write [buf, buf+len). */
+/* Whether the CPU can read and write [buf, buf+len), probed at its two
+ * ends: 1 yes, 0 not mapped, -1 mapped but not writable. */
 OBJFS_HIDDEN int objfs_client_cpu_accessible(void *buf, size_t len);
 
 /* ------------------------------------------------ client_cuda.c, for client.c */

@@ -1732,6 +1732,19 @@ START_TEST(test_batch_limits)
 	v[1] = (struct objfs_gpu_iov){ h, b, (size_t)SSIZE_MAX, INT64_MAX, 7 };
 	ck_assert_int_eq(objfs_gpu_readv(v, 2), 0);
 	ck_assert_int_eq(v[1].nread, 0);
+	/* A read-only mapping as the destination: -EFAULT, not SIGSEGV. */
+	{
+		char *ro = mmap(NULL, 8192, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		ssize_t n = 7;
+
+		ck_assert_ptr_ne(ro, MAP_FAILED);
+		v[1] = (struct objfs_gpu_iov){ h, ro + 100, 5000, 0, 7 };
+		ck_assert_int_eq(objfs_gpu_readv(v, 2), 0);
+		ck_assert_int_eq(v[0].nread, 10);
+		ck_assert_int_eq(v[1].nread, -EFAULT);
+		ck_assert_int_eq(objfs_gpu_read(h, ro, 10, 0, &n), -EFAULT);
+		munmap(ro, 8192);
+	}
 	/* The most entries of one call, all of one byte, 3 bytes apart: several
 	 * FILL messages, planned as one request (dense: their blocks fetched
 	 * whole, a handful of GETs, not one a byte: 10,000 fake fetches were
