@@ -1659,6 +1659,9 @@ struct tls_front {
 	struct srv plain; /* the server it fronts */
 	SSL_CTX *ctx[NCERTS];
 	atomic_int which, resumed;
+	atomic_int key_update; /* the front asks for a KeyUpdate before each write
+				  from the connection's second request on */
+	atomic_int pad;        /* the front pads its records to 1 KiB blocks */
 	char ca_path[64];
 };
 
@@ -1715,6 +1718,7 @@ static void *front_conn(void *arg)
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)t->plain.port),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	char buf[16384];
+	int reads = 0;
 
 	free(arg);
 	ck_assert_ptr_nonnull(ssl);
@@ -1723,6 +1727,8 @@ static void *front_conn(void *arg)
 		goto out;
 	if (SSL_session_reused(ssl))
 		atomic_fetch_add(&t->resumed, 1);
+	if (atomic_load(&t->pad))
+		SSL_set_block_padding(ssl, 1024);
 	b = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (b < 0 || connect(b, (struct sockaddr *)&a, sizeof(a)))
 		goto out;
@@ -1736,10 +1742,15 @@ static void *front_conn(void *arg)
 			n = SSL_read(ssl, buf, sizeof(buf));
 			if (n <= 0)
 				break;
+			reads++;
 			put(b, buf, (size_t)n);
 		}
 		if (p[1].revents) {
 			n = (int)recv(b, buf, sizeof(buf), 0);
+			/* from the second request on: OpenSSL reads the first
+			 * answer, tls_rx the rest */
+			if (n > 0 && atomic_load(&t->key_update) && reads >= 2)
+				(void)SSL_key_update(ssl, SSL_KEY_UPDATE_REQUESTED);
 			if (n <= 0 || SSL_write(ssl, buf, n) != n)
 				break;
 		}
@@ -1857,6 +1868,9 @@ START_TEST(test_tls_direct)
 	objfs_stats_reset();
 	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(tls_get(e, &t, "/ok"), 0); /* one connection, kept */
+	/* kept after its first response, it reads its records with tls_rx */
+	objfs_stats_get(&st);
+	ck_assert_uint_eq(st.tls_own, 1);
 	for (int i = 0; i < 4; i++)
 		ck_assert_int_eq(tls_get(e, &t, "/connclose"), 0); /* a new one each */
 	ck_assert_int_eq(tls_get(e, &t, "/head"), 0);
@@ -1876,6 +1890,38 @@ START_TEST(test_tls_direct)
 	 * /head one: the 5 after the first resumed */
 	ck_assert_msg(atomic_load(&t.resumed) >= 5, "%d of %d TLS connections resumed",
 		      atomic_load(&t.resumed), atomic_load(&t.s.accepted));
+}
+END_TEST
+
+/*
+ * A kept TLS 1.3 connection's records are read by tls_rx once idle
+ * (tls_take): with OpenSSL as the server, padding its records and asking
+ * for a KeyUpdate before every answer (which our side must follow, and
+ * answer with its own through OpenSSL), every response byte-exact, no
+ * attempt failed.
+ */
+START_TEST(test_tls_own_records)
+{
+	struct objfs_stats st;
+	struct objfs_engine *e;
+	struct tls_front t;
+
+	front_start(&t);
+	atomic_store(&t.pad, _i & 1);
+	atomic_store(&t.key_update, !!(_i & 2));
+	e = tls_engine(t.ca_path, 0);
+	ck_assert_int_eq(tls_get(e, &t, "/connclose"), 0); /* libcurl: learns */
+	objfs_stats_reset();
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(tls_get(e, &t, "/ok"), 0);
+	objfs_stats_get(&st);
+	ck_assert_uint_eq(st.tls_own, 1);
+	ck_assert_uint_eq(st.direct, 8);
+	ck_assert_uint_eq(st.errors, 0);
+	ck_assert_uint_eq(st.retries, 0);
+	objfs_engine_free(e);
+	front_stop(&t);
+	ck_assert_int_eq(atomic_load(&t.s.accepted), 2); /* libcurl's and the kept one */
 }
 END_TEST
 
@@ -2303,6 +2349,7 @@ static Suite *engine_suite(void)
 	tcase_add_test(td, test_direct_dead_address);
 	tcase_add_test(td, test_direct_reresolves);
 	tcase_add_test(td, test_tls_direct);
+	tcase_add_loop_test(td, test_tls_own_records, 0, 4);
 	tcase_add_loop_test(td, test_tls_refused, 0, 3);
 	tcase_add_loop_test(td, test_direct_proxy_vars, 0,
 			    sizeof(proxy_cases) / sizeof(proxy_cases[0]));

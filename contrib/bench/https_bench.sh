@@ -255,7 +255,7 @@ one_run() {
 		t1=$(now)
 		c1=$(pid_ticks "$OBJFS_PID")
 		# which receive path carried the data (objfs's own, or libcurl's)
-		echo "# N=$n $tag: $(grep -E '^(requests|requests_direct|direct_fallbacks|requests_joined) ' \
+		echo "# N=$n $tag: $(grep -E '^(requests|requests_direct|direct_fallbacks|requests_joined|tls_own_conns) ' \
 			"$mnt/.objfs-stats" | tr '\n' ' ')" >>"$res.txt"
 		unmount_objfs "$mnt" >/dev/null || bad=1
 		bench_record "$((1 - bad))" "$res.runs" "$n $tag" "$(gbps $((mb * n << 20)) "$t0" "$t1")" \
@@ -267,7 +267,7 @@ one_run() {
 		c0=$(pid_ticks "$OBJFS_PID")
 		out=$(timeout 300 "$GPU_FILL" bench1 gpu "$mnt/big.bin" 2>&1)
 		c1=$(pid_ticks "$OBJFS_PID")
-		echo "# N=$n $tag: $(grep -E '^(requests|requests_direct|direct_fallbacks|requests_joined) ' \
+		echo "# N=$n $tag: $(grep -E '^(requests|requests_direct|direct_fallbacks|requests_joined|tls_own_conns) ' \
 			"$mnt/.objfs-stats" | tr '\n' ' ')" >>"$res.txt"
 		unmount_objfs "$mnt" >/dev/null
 		gb=$(printf '%s\n' "$out" | awk '$1 == "bench1" && NF >= 5 { print $3 }')

@@ -118,6 +118,7 @@
 #include "http_resp.h"
 #include "log.h"
 #include "stats.h"
+#include "tls_rx.h"
 
 #define REQ_MAX 8192   /* request text: S3 headers with a session token fit */
 #define HEAD_MAX 16384 /* response head: larger ones go to libcurl */
@@ -137,6 +138,16 @@ struct objfs_dconn {
 	SSL *ssl;      /* https: the TLS session on fd, else NULL */
 	short want;    /* https: what the last TLS call waits for (POLLIN or
 			  POLLOUT), 0: what the state implies */
+	/* https, TLS 1.3: the receiving half taken from OpenSSL once it is
+	 * idle (tls_take), records decrypted into the destination; until
+	 * then what taking it needs: the server's traffic secret (keylog)
+	 * and the records OpenSSL read after the server's Finished */
+	struct objfs_tls_rx *rx;
+	unsigned char rx_secret[48];
+	size_t rx_secret_len;
+	uint64_t rx_records;
+	int rx_counting;  /* the server's Finished was read: records count */
+	int rx_never;     /* OpenSSL read something that changes the keys */
 	int64_t ttfb;  /* microseconds from request to complete head */
 	struct sockaddr_storage sa; /* the origin's address it went to */
 	socklen_t salen;
@@ -716,6 +727,66 @@ static int tls_new_session(SSL *ssl, SSL_SESSION *sess)
 	return kept;
 }
 
+/*
+ * What taking the receiving half from OpenSSL needs (tls_take): the server
+ * traffic secret, from the key log (the one place OpenSSL 3 hands it out),
+ * and how many records OpenSSL has read under it: every record after the
+ * server's Finished, counted by their headers; a post-handshake message
+ * other than a ticket (a KeyUpdate, a CertificateRequest) changes what
+ * the count means, and the connection then stays with OpenSSL.
+ */
+static void tls_keylog(const SSL *ssl, const char *line)
+{
+	static const char label[] = "SERVER_TRAFFIC_SECRET_0 ";
+	struct objfs_dconn *dc = SSL_get_app_data(ssl);
+	const char *hex;
+	size_t n = 0;
+
+	if (!dc || strncmp(line, label, sizeof(label) - 1))
+		return;
+	hex = strchr(line + sizeof(label) - 1, ' '); /* past the client random */
+	if (!hex)
+		return;
+	for (hex++; isxdigit((unsigned char)hex[0]) && isxdigit((unsigned char)hex[1]) &&
+		    n < sizeof(dc->rx_secret); hex += 2) {
+		char b[3] = { hex[0], hex[1], 0 };
+
+		dc->rx_secret[n++] = (unsigned char)strtoul(b, NULL, 16);
+	}
+	dc->rx_secret_len = *hex ? 0 : n; /* all of it, or nothing */
+}
+
+static void tls_msg(int write_p, int version, int type, const void *buf, size_t len, SSL *ssl,
+		    void *arg)
+{
+	struct objfs_dconn *dc = SSL_get_app_data(ssl);
+	unsigned char mt = len ? *(const unsigned char *)buf : 0;
+
+	(void)version;
+	(void)arg;
+	if (write_p || !dc)
+		return;
+	if (type == SSL3_RT_HEADER) {
+		dc->rx_records += dc->rx_counting;
+	} else if (type == SSL3_RT_HANDSHAKE && len) {
+		if (mt == SSL3_MT_FINISHED && !dc->rx_counting) {
+			dc->rx_counting = 1;
+			dc->rx_records = 0;
+		} else if (dc->rx_counting && mt != SSL3_MT_NEWSESSION_TICKET) {
+			dc->rx_never = 1;
+		}
+	}
+}
+
+/* OBJFS_TLS_RX=openssl keeps every https connection's reading with
+ * OpenSSL (for comparisons; docs/benchmarks.md). */
+static int tls_rx_wanted(void)
+{
+	const char *v = getenv("OBJFS_TLS_RX");
+
+	return !v || strcmp(v, "openssl") != 0;
+}
+
 static int tls_ctx_new(struct objfs_engine *e)
 {
 	static const unsigned char alpn[] = "\x08http/1.1";
@@ -767,6 +838,10 @@ static int tls_ctx_new(struct objfs_engine *e)
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT |
 				       SSL_SESS_CACHE_NO_INTERNAL_STORE);
 	SSL_CTX_sess_set_new_cb(ctx, tls_new_session);
+	if (tls_rx_wanted()) {
+		SSL_CTX_set_keylog_callback(ctx, tls_keylog);
+		SSL_CTX_set_msg_callback(ctx, tls_msg);
+	}
 	SSL_CTX_set_app_data(ctx, e);
 	e->ssl_ctx = ctx;
 	return 0;
@@ -875,6 +950,16 @@ static ssize_t dc_recv(struct objfs_dconn *dc, char *p, size_t n)
 {
 	ssize_t k;
 
+	if (dc->rx) {
+		int asked = 0;
+
+		k = objfs_tls_rx_read(dc->rx, dc->fd, p, n, &asked);
+		if (asked) /* the server's KeyUpdate asked for ours: with the next write */
+			(void)SSL_key_update(dc->ssl, SSL_KEY_UPDATE_NOT_REQUESTED);
+		if (k == -EAGAIN)
+			dc->want = POLLIN;
+		return k;
+	}
 	if (dc->ssl) {
 		ERR_clear_error();
 		return tls_result(dc, SSL_read(dc->ssl, p, n > INT_MAX ? INT_MAX : (int)n));
@@ -900,6 +985,8 @@ static void dc_close(struct engine_thread *th, struct objfs_dconn *dc)
 	}
 	SSL_free(dc->ssl);
 	ERR_clear_error();
+	objfs_tls_rx_free(dc->rx);
+	OPENSSL_cleanse(dc->rx_secret, sizeof(dc->rx_secret));
 	close(dc->fd);
 	free(dc);
 }
@@ -912,7 +999,7 @@ static int idle_alive(struct objfs_dconn *dc)
 	char c;
 	ssize_t n;
 
-	if (dc->ssl && SSL_has_pending(dc->ssl))
+	if ((dc->ssl && SSL_has_pending(dc->ssl)) || (dc->rx && objfs_tls_rx_pending(dc->rx)))
 		return 0;
 	n = recv(dc->fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
 	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
@@ -1167,6 +1254,36 @@ struct objfs_req *objfs_direct_next_waiting(struct engine_thread *th)
 	return r;
 }
 
+/*
+ * A TLS 1.3 connection between responses, with nothing in OpenSSL's
+ * buffers: its reading moves to tls_rx (records decrypted into the
+ * destination, tls_rx.h), which takes the traffic secret and the record
+ * count kept since the handshake. Other suites, TLS 1.2, a connection
+ * whose keys OpenSSL saw change: left with OpenSSL.
+ */
+static void tls_take(struct objfs_dconn *dc)
+{
+	unsigned suite;
+
+	if (!dc->ssl || dc->rx || dc->rx_never)
+		return;
+	suite = SSL_get_current_cipher(dc->ssl) ?
+		SSL_CIPHER_get_id(SSL_get_current_cipher(dc->ssl)) & 0xffff : 0;
+	if (!dc->rx_counting || !dc->rx_secret_len || SSL_version(dc->ssl) != TLS1_3_VERSION ||
+	    SSL_has_pending(dc->ssl) ||
+	    objfs_tls_rx_new(suite, dc->rx_secret, dc->rx_secret_len, dc->rx_records, &dc->rx)) {
+		objfs_debug("direct fd %d: TLS records stay with OpenSSL (%s, suite %04x, "
+			    "secret %zu bytes, counting %d, pending %d)", dc->fd,
+			    SSL_get_version(dc->ssl), suite, dc->rx_secret_len, dc->rx_counting,
+			    SSL_has_pending(dc->ssl));
+		dc->rx_never = 1;
+	} else {
+		objfs_stats_tls_own();
+	}
+	OPENSSL_cleanse(dc->rx_secret, sizeof(dc->rx_secret));
+	dc->rx_secret_len = 0;
+}
+
 /* Ends the attempt on @dc: the connection is kept idle or closed. The
  * request is the caller's to hand back. */
 static void dc_end(struct engine_thread *th, struct objfs_dconn *dc, int keep)
@@ -1180,6 +1297,7 @@ static void dc_end(struct engine_thread *th, struct objfs_dconn *dc, int keep)
 	}
 	if (keep) {
 		dc->reused = 1;
+		tls_take(dc);
 		dc_state(dc, DC_IDLE);
 	} else {
 		dc_close(th, dc);
