@@ -22,7 +22,8 @@ struct job {
 
 unsigned char fake_store_byte(const struct fake_store *f, int64_t off)
 {
-	return (unsigned char)((off * 131 + (off >> 9) + f->salt) & 0xff);
+	/* unsigned: offsets near 2^63 (test_fill_near_int64_max) must not overflow */
+	return (unsigned char)(((uint64_t)off * 131u + ((uint64_t)off >> 9) + (uint64_t)f->salt) & 0xff);
 }
 
 size_t fake_store_check(const struct fake_store *f, const char *buf, int64_t off, size_t len)

@@ -113,6 +113,16 @@ static int client_msg(struct daemon *d, int ms)
 	n = recv(d->fd, buf, sizeof(buf), MSG_DONTWAIT);
 	if (n <= 0)
 		return 0;
+	/* objfs_gpu_close detaches its handle, the last one too, then ends the
+	 * session: taken as the end */
+	if ((size_t)n == sizeof(struct objfs_msg_detach) && m->h.type == OBJFS_MSG_DETACH) {
+		const struct objfs_msg_detach *dm = (const void *)buf;
+
+		FUZZ_CHECK(m->h.magic == OBJFS_SIDE_MAGIC && m->h.version == OBJFS_SIDE_VERSION &&
+			   objfs_msg_check(buf, (size_t)n) == 0 && dm->handle == 0,
+			   "malformed DETACH from libobjfs");
+		return 0;
+	}
 	FUZZ_CHECK((size_t)n >= sizeof(*m) && m->h.magic == OBJFS_SIDE_MAGIC &&
 		   m->h.version == OBJFS_SIDE_VERSION && m->h.type == OBJFS_MSG_FILL &&
 		   objfs_msg_check(buf, (size_t)n) == 0, "malformed message from libobjfs");
