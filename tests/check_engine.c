@@ -1700,11 +1700,23 @@ static X509 *make_cert(EVP_PKEY *key, const char *cn, EVP_PKEY *ca_key, X509 *ca
 	return x;
 }
 
+/* KeyUpdates the fronts received (the engine's answers to theirs). */
+static atomic_int front_key_updates;
+
+static void front_msg(int write_p, int version, int type, const void *buf, size_t len, SSL *ssl,
+		      void *arg)
+{
+	(void)version, (void)ssl, (void)arg;
+	if (!write_p && type == SSL3_RT_HANDSHAKE && len && *(const unsigned char *)buf == 24)
+		atomic_fetch_add(&front_key_updates, 1);
+}
+
 static SSL_CTX *front_ctx(X509 *cert, EVP_PKEY *key)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
 
 	ck_assert_ptr_nonnull(ctx);
+	SSL_CTX_set_msg_callback(ctx, front_msg);
 	ck_assert_int_eq(SSL_CTX_use_certificate(ctx, cert), 1);
 	ck_assert_int_eq(SSL_CTX_use_PrivateKey(ctx, key), 1);
 	return ctx;
@@ -1909,6 +1921,7 @@ START_TEST(test_tls_own_records)
 	front_start(&t);
 	atomic_store(&t.pad, _i & 1);
 	atomic_store(&t.key_update, !!(_i & 2));
+	atomic_store(&front_key_updates, 0);
 	e = tls_engine(t.ca_path, 0);
 	ck_assert_int_eq(tls_get(e, &t, "/connclose"), 0); /* libcurl: learns */
 	objfs_stats_reset();
@@ -1919,9 +1932,114 @@ START_TEST(test_tls_own_records)
 	ck_assert_uint_eq(st.direct, 8);
 	ck_assert_uint_eq(st.errors, 0);
 	ck_assert_uint_eq(st.retries, 0);
+	/* asked before answers 2-8 (the kept connection's requests 3-9 less
+	 * the first, read by OpenSSL): each answered before our next request */
+	ck_assert_int_eq(atomic_load(&front_key_updates), _i & 2 ? 6 : 0);
 	objfs_engine_free(e);
 	front_stop(&t);
 	ck_assert_int_eq(atomic_load(&t.s.accepted), 2); /* libcurl's and the kept one */
+}
+END_TEST
+
+/*
+ * A TCP relay in front of the TLS front that flips one byte of the first
+ * record the server sends after the client's third application record
+ * (its Finished, its first and second requests): the answer to the
+ * second request, read by tls_rx. The record fails its tag; the request
+ * goes again on a new connection, byte-exact; the origin's connections
+ * read through OpenSSL from then on (one failed attempt, not one each).
+ */
+struct relay {
+	struct srv s; /* first, as for the front */
+	int to;       /* the front's port */
+	atomic_int flipped;
+};
+
+static void *relay_conn(void *arg)
+{
+	struct relay *rl = ((void **)arg)[0];
+	int c = (int)(intptr_t)((void **)arg)[1], b;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)rl->to),
+				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	unsigned char buf[65536];
+	size_t need[2] = { 0, 0 }, hdr[2] = { 0, 0 }; /* bytes left of the record, of its header */
+	unsigned char h[2][5];
+	int app_from_client = 0, flip = 0;
+
+	free(arg);
+	b = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (b < 0 || connect(b, (struct sockaddr *)&a, sizeof(a)))
+		goto out;
+	while (!atomic_load(&rl->s.stop)) {
+		struct pollfd p[2] = { { c, POLLIN, 0 }, { b, POLLIN, 0 } };
+
+		if (poll(p, 2, 100) <= 0)
+			continue;
+		for (int d = 0; d < 2; d++) { /* 0: client to server, 1: back */
+			ssize_t n;
+
+			if (!p[d].revents)
+				continue;
+			n = recv(p[d].fd, buf, sizeof(buf), 0);
+			if (n <= 0)
+				goto out;
+			for (ssize_t i = 0; i < n; i++) { /* follow the record framing */
+				if (hdr[d] < 5) {
+					h[d][hdr[d]++] = buf[i];
+					if (hdr[d] == 5) {
+						need[d] = (size_t)h[d][3] << 8 | h[d][4];
+						if (d == 0 && h[d][0] == 23 && ++app_from_client == 3 &&
+						    !atomic_exchange(&rl->flipped, 1))
+							flip = 1;
+						if (!need[d])
+							hdr[d] = 0;
+					}
+					continue;
+				}
+				if (d == 1 && flip && need[d] == 1) { /* the tag's last byte */
+					buf[i] ^= 0x5a;
+					flip = 0;
+				}
+				if (!--need[d])
+					hdr[d] = 0;
+			}
+			put(p[!d].fd, (const char *)buf, (size_t)n);
+		}
+	}
+out:
+	if (b >= 0)
+		close(b);
+	close(c);
+	return NULL;
+}
+
+START_TEST(test_tls_own_records_tampered)
+{
+	struct objfs_stats st;
+	struct objfs_engine *e;
+	struct tls_front t;
+	struct relay rl;
+
+	front_start(&t);
+	memset(&rl, 0, sizeof(rl));
+	ck_assert_int_eq(srv_listen(&rl.s, "127.0.0.1", 0, relay_conn), 0);
+	rl.to = t.s.port;
+	e = tls_engine(t.ca_path, 0);
+	t.s.port = rl.s.port; /* tls_get's URLs go through the relay */
+	ck_assert_int_eq(tls_get(e, &t, "/connclose"), 0); /* libcurl: learns */
+	objfs_stats_reset();
+	for (int i = 0; i < 8; i++)
+		ck_assert_int_eq(tls_get(e, &t, "/ok"), 0); /* byte-exact, the flipped one too */
+	objfs_stats_get(&st);
+	ck_assert_int_eq(atomic_load(&rl.flipped), 1);
+	ck_assert_uint_eq(st.tls_own, 1); /* the first kept connection only */
+	ck_assert_uint_eq(st.direct, 8);
+	ck_assert_uint_eq(st.errors, 0);
+	objfs_engine_free(e);
+	t.s.port = rl.to;
+	srv_stop(&rl.s);
+	front_stop(&t);
+	ck_assert_int_eq(atomic_load(&rl.s.accepted), 3); /* libcurl's, the failed one, the next */
 }
 END_TEST
 
@@ -2350,6 +2468,7 @@ static Suite *engine_suite(void)
 	tcase_add_test(td, test_direct_reresolves);
 	tcase_add_test(td, test_tls_direct);
 	tcase_add_loop_test(td, test_tls_own_records, 0, 4);
+	tcase_add_test(td, test_tls_own_records_tampered);
 	tcase_add_loop_test(td, test_tls_refused, 0, 3);
 	tcase_add_loop_test(td, test_direct_proxy_vars, 0,
 			    sizeof(proxy_cases) / sizeof(proxy_cases[0]));

@@ -148,6 +148,7 @@ struct objfs_dconn {
 	uint64_t rx_records;
 	int rx_counting;  /* the server's Finished was read: records count */
 	int rx_never;     /* OpenSSL read something that changes the keys */
+	int rx_failed;    /* the reader failed: its origin reads through OpenSSL */
 	int64_t ttfb;  /* microseconds from request to complete head */
 	struct sockaddr_storage sa; /* the origin's address it went to */
 	socklen_t salen;
@@ -773,7 +774,9 @@ static void tls_msg(int write_p, int version, int type, const void *buf, size_t 
 			dc->rx_counting = 1;
 			dc->rx_records = 0;
 		} else if (dc->rx_counting && mt != SSL3_MT_NEWSESSION_TICKET) {
-			dc->rx_never = 1;
+			dc->rx_never = 1; /* and the secret is not wanted any more */
+			OPENSSL_cleanse(dc->rx_secret, sizeof(dc->rx_secret));
+			dc->rx_secret_len = 0;
 		}
 	}
 }
@@ -958,6 +961,8 @@ static ssize_t dc_recv(struct objfs_dconn *dc, char *p, size_t n)
 			(void)SSL_key_update(dc->ssl, SSL_KEY_UPDATE_NOT_REQUESTED);
 		if (k == -EAGAIN)
 			dc->want = POLLIN;
+		else if (k == -EIO)
+			dc->rx_failed = 1;
 		return k;
 	}
 	if (dc->ssl) {
@@ -974,6 +979,19 @@ static ssize_t dc_recv(struct objfs_dconn *dc, char *p, size_t n)
 
 static void dc_close(struct engine_thread *th, struct objfs_dconn *dc)
 {
+	if (dc->rx_failed) {
+		struct direct_origin *o;
+
+		pthread_mutex_lock(&th->e->origin_lock);
+		o = origin_lookup(th->e, dc->auth);
+		if (o && !o->tls_rx_off) {
+			o->tls_rx_off = 1;
+			objfs_info("%s: a TLS record objfs's reader does not take (or one that "
+				   "failed its check); its connections read through OpenSSL from now on",
+				   dc->auth);
+		}
+		pthread_mutex_unlock(&th->e->origin_lock);
+	}
 	LIST_REMOVE(dc, link);
 	th->ndconns--;
 	objfs_debug("direct fd %d: closed", dc->fd);
@@ -1259,14 +1277,27 @@ struct objfs_req *objfs_direct_next_waiting(struct engine_thread *th)
  * buffers: its reading moves to tls_rx (records decrypted into the
  * destination, tls_rx.h), which takes the traffic secret and the record
  * count kept since the handshake. Other suites, TLS 1.2, a connection
- * whose keys OpenSSL saw change: left with OpenSSL.
+ * whose keys OpenSSL saw change, an origin where the reader failed once
+ * (direct_origin.tls_rx_off): left with OpenSSL.
  */
-static void tls_take(struct objfs_dconn *dc)
+static void tls_take(struct engine_thread *th, struct objfs_dconn *dc)
 {
+	struct direct_origin *o;
 	unsigned suite;
+	int off;
 
 	if (!dc->ssl || dc->rx || dc->rx_never)
 		return;
+	pthread_mutex_lock(&th->e->origin_lock);
+	o = origin_lookup(th->e, dc->auth);
+	off = !o || o->tls_rx_off;
+	pthread_mutex_unlock(&th->e->origin_lock);
+	if (off) {
+		dc->rx_never = 1;
+		OPENSSL_cleanse(dc->rx_secret, sizeof(dc->rx_secret));
+		dc->rx_secret_len = 0;
+		return;
+	}
 	suite = SSL_get_current_cipher(dc->ssl) ?
 		SSL_CIPHER_get_id(SSL_get_current_cipher(dc->ssl)) & 0xffff : 0;
 	if (!dc->rx_counting || !dc->rx_secret_len || SSL_version(dc->ssl) != TLS1_3_VERSION ||
@@ -1297,7 +1328,7 @@ static void dc_end(struct engine_thread *th, struct objfs_dconn *dc, int keep)
 	}
 	if (keep) {
 		dc->reused = 1;
-		tls_take(dc);
+		tls_take(th, dc);
 		dc_state(dc, DC_IDLE);
 	} else {
 		dc_close(th, dc);

@@ -115,6 +115,11 @@ struct direct_origin {
 	 * for the rest of the mount. */
 	int64_t off_until_ns;
 	unsigned offs;
+	/* https: a connection's own TLS record reader (tls_rx.c) failed once
+	 * (a record it does not take, e.g. a ticket split across records):
+	 * the origin's connections read through OpenSSL from then on, so a
+	 * server it cannot follow costs one failed attempt, not one each. */
+	int tls_rx_off;
 };
 
 #define DIRECT_REST_NS (30 * 1000000000LL)       /* first rest of an origin */
