@@ -982,6 +982,7 @@ static void dc_close(struct engine_thread *th, struct objfs_dconn *dc)
 	if (dc->rx_failed) {
 		struct direct_origin *o;
 
+		objfs_stats_tls_own(1);
 		pthread_mutex_lock(&th->e->origin_lock);
 		o = origin_lookup(th->e, dc->auth);
 		if (o && !o->tls_rx_off) {
@@ -1309,7 +1310,7 @@ static void tls_take(struct engine_thread *th, struct objfs_dconn *dc)
 			    SSL_has_pending(dc->ssl));
 		dc->rx_never = 1;
 	} else {
-		objfs_stats_tls_own();
+		objfs_stats_tls_own(0);
 	}
 	OPENSSL_cleanse(dc->rx_secret, sizeof(dc->rx_secret));
 	dc->rx_secret_len = 0;

@@ -12,7 +12,7 @@
 
 static struct {
 	atomic_uint_fast64_t requests, errors, retries, bytes, direct, direct_fallbacks, joined;
-	atomic_uint_fast64_t tls_own;
+	atomic_uint_fast64_t tls_own, tls_own_failed;
 	atomic_uint_fast64_t ttfb[OBJFS_STATS_BUCKETS], ttfb_sum_us;
 } g;
 
@@ -53,9 +53,9 @@ void objfs_stats_joined(void)
 	atomic_fetch_add_explicit(&g.joined, 1, memory_order_relaxed);
 }
 
-void objfs_stats_tls_own(void)
+void objfs_stats_tls_own(int failed)
 {
-	atomic_fetch_add_explicit(&g.tls_own, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(failed ? &g.tls_own_failed : &g.tls_own, 1, memory_order_relaxed);
 }
 
 void objfs_stats_get(struct objfs_stats *out)
@@ -68,6 +68,7 @@ void objfs_stats_get(struct objfs_stats *out)
 	out->direct_fallbacks = atomic_load_explicit(&g.direct_fallbacks, memory_order_relaxed);
 	out->joined = atomic_load_explicit(&g.joined, memory_order_relaxed);
 	out->tls_own = atomic_load_explicit(&g.tls_own, memory_order_relaxed);
+	out->tls_own_failed = atomic_load_explicit(&g.tls_own_failed, memory_order_relaxed);
 	for (unsigned i = 0; i < OBJFS_STATS_BUCKETS; i++)
 		out->ttfb[i] = atomic_load_explicit(&g.ttfb[i], memory_order_relaxed);
 	out->ttfb_sum_us = atomic_load_explicit(&g.ttfb_sum_us, memory_order_relaxed);
@@ -83,6 +84,7 @@ void objfs_stats_reset(void)
 	atomic_store(&g.direct_fallbacks, 0);
 	atomic_store(&g.joined, 0);
 	atomic_store(&g.tls_own, 0);
+	atomic_store(&g.tls_own_failed, 0);
 	for (unsigned i = 0; i < OBJFS_STATS_BUCKETS; i++)
 		atomic_store(&g.ttfb[i], 0);
 	atomic_store(&g.ttfb_sum_us, 0);
