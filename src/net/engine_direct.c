@@ -119,6 +119,7 @@
 #include "log.h"
 #include "stats.h"
 #include "tls_rx.h"
+#include "url.h"
 
 #define REQ_MAX 8192   /* request text: S3 headers with a session token fit */
 #define HEAD_MAX 16384 /* response head: larger ones go to libcurl */
@@ -736,6 +737,13 @@ static int tls_new_session(SSL *ssl, SSL_SESSION *sess)
  * other than a ticket (a KeyUpdate, a CertificateRequest) changes what
  * the count means, and the connection then stays with OpenSSL.
  */
+/* Wipes the traffic secret kept for tls_take (taken, or never to be). */
+static void rx_forget_secret(struct objfs_dconn *dc)
+{
+	OPENSSL_cleanse(dc->rx_secret, sizeof(dc->rx_secret));
+	dc->rx_secret_len = 0;
+}
+
 static void tls_keylog(const SSL *ssl, const char *line)
 {
 	static const char label[] = "SERVER_TRAFFIC_SECRET_0 ";
@@ -748,12 +756,10 @@ static void tls_keylog(const SSL *ssl, const char *line)
 	hex = strchr(line + sizeof(label) - 1, ' '); /* past the client random */
 	if (!hex)
 		return;
-	for (hex++; isxdigit((unsigned char)hex[0]) && isxdigit((unsigned char)hex[1]) &&
-		    n < sizeof(dc->rx_secret); hex += 2) {
-		char b[3] = { hex[0], hex[1], 0 };
-
-		dc->rx_secret[n++] = (unsigned char)strtoul(b, NULL, 16);
-	}
+	for (hex++; objfs_hexval((unsigned char)hex[0]) >= 0 &&
+		    objfs_hexval((unsigned char)hex[1]) >= 0 && n < sizeof(dc->rx_secret); hex += 2)
+		dc->rx_secret[n++] = (unsigned char)(objfs_hexval((unsigned char)hex[0]) << 4 |
+						     objfs_hexval((unsigned char)hex[1]));
 	dc->rx_secret_len = *hex ? 0 : n; /* all of it, or nothing */
 }
 
@@ -775,8 +781,7 @@ static void tls_msg(int write_p, int version, int type, const void *buf, size_t 
 			dc->rx_records = 0;
 		} else if (dc->rx_counting && mt != SSL3_MT_NEWSESSION_TICKET) {
 			dc->rx_never = 1; /* and the secret is not wanted any more */
-			OPENSSL_cleanse(dc->rx_secret, sizeof(dc->rx_secret));
-			dc->rx_secret_len = 0;
+			rx_forget_secret(dc);
 		}
 	}
 }
@@ -1005,7 +1010,7 @@ static void dc_close(struct engine_thread *th, struct objfs_dconn *dc)
 	SSL_free(dc->ssl);
 	ERR_clear_error();
 	objfs_tls_rx_free(dc->rx);
-	OPENSSL_cleanse(dc->rx_secret, sizeof(dc->rx_secret));
+	rx_forget_secret(dc);
 	close(dc->fd);
 	free(dc);
 }
@@ -1293,27 +1298,20 @@ static void tls_take(struct engine_thread *th, struct objfs_dconn *dc)
 	o = origin_lookup(th->e, dc->auth);
 	off = !o || o->tls_rx_off;
 	pthread_mutex_unlock(&th->e->origin_lock);
-	if (off) {
-		dc->rx_never = 1;
-		OPENSSL_cleanse(dc->rx_secret, sizeof(dc->rx_secret));
-		dc->rx_secret_len = 0;
-		return;
-	}
 	suite = SSL_get_current_cipher(dc->ssl) ?
 		SSL_CIPHER_get_id(SSL_get_current_cipher(dc->ssl)) & 0xffff : 0;
-	if (!dc->rx_counting || !dc->rx_secret_len || SSL_version(dc->ssl) != TLS1_3_VERSION ||
-	    SSL_has_pending(dc->ssl) ||
+	if (off || !dc->rx_counting || !dc->rx_secret_len ||
+	    SSL_version(dc->ssl) != TLS1_3_VERSION || SSL_has_pending(dc->ssl) ||
 	    objfs_tls_rx_new(suite, dc->rx_secret, dc->rx_secret_len, dc->rx_records, &dc->rx)) {
 		objfs_debug("direct fd %d: TLS records stay with OpenSSL (%s, suite %04x, "
-			    "secret %zu bytes, counting %d, pending %d)", dc->fd,
-			    SSL_get_version(dc->ssl), suite, dc->rx_secret_len, dc->rx_counting,
-			    SSL_has_pending(dc->ssl));
+			    "origin off %d, secret %zu bytes, counting %d, pending %d)", dc->fd,
+			    SSL_get_version(dc->ssl), suite, off, dc->rx_secret_len,
+			    dc->rx_counting, SSL_has_pending(dc->ssl));
 		dc->rx_never = 1;
 	} else {
 		objfs_stats_tls_own(0);
 	}
-	OPENSSL_cleanse(dc->rx_secret, sizeof(dc->rx_secret));
-	dc->rx_secret_len = 0;
+	rx_forget_secret(dc);
 }
 
 /* Ends the attempt on @dc: the connection is kept idle or closed. The

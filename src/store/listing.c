@@ -289,14 +289,6 @@ int64_t objfs_listing_civil(int year, int mon, int day, int hour, int min, int s
 	return days * 86400 + hour * 3600 + min * 60 + sec;
 }
 
-int objfs_listing_hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c |= 0x20;
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
 int objfs_listing_digits(const char *s, int n)
 {
 	int v = 0;
@@ -520,7 +512,7 @@ static int jstring(struct jreader *r, size_t *off, size_t *len)
 			int v = 0;
 
 			for (int i = 2; i < 6; i++) {
-				int h = q + i < r->end ? objfs_listing_hexval((unsigned char)q[i]) : -1;
+				int h = q + i < r->end ? objfs_hexval((unsigned char)q[i]) : -1;
 
 				if (h < 0)
 					return JSON_GIVE_UP;

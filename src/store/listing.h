@@ -85,13 +85,11 @@ int objfs_listing_parse_json_tokener(const char *buf, size_t len, struct objfs_l
  * objfs_listing_hms: "HH:MM:SS" at @s into tm6[3..5], with tm6[0..2]
  * (year, month, day) already set; 1 when all six lie where strptime()
  * would take them (year from 1900, seconds below 60), else 0.
- * objfs_listing_hexval: a hex digit's value, or -1.
  * objfs_listing_digits: the value of the @n decimal digits at @s (all
  * readable), or -1.
  */
 int64_t objfs_listing_civil(int year, int mon, int day, int hour, int min, int sec);
 int objfs_listing_hms(const char *s, int tm6[6]);
-int objfs_listing_hexval(int c);
 int objfs_listing_digits(const char *s, int n);
 
 /*

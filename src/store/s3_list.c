@@ -56,6 +56,7 @@
 #include "log.h"
 #include "range.h"
 #include "store_s3_i.h"
+#include "url.h"
 
 /* The reader gives up past these (libxml2's own limits are larger). */
 #define FAST_DEPTH_MAX 64
@@ -80,8 +81,8 @@ static int s3_decode_to(char *out, const char *in, size_t len)
 
 			if (i + 2 >= len)
 				return -1;
-			hi = objfs_listing_hexval((unsigned char)in[i + 1]);
-			lo = objfs_listing_hexval((unsigned char)in[i + 2]);
+			hi = objfs_hexval((unsigned char)in[i + 1]);
+			lo = objfs_hexval((unsigned char)in[i + 2]);
 			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
 				return -1;
 			*o++ = (char)(hi * 16 + lo);
@@ -541,8 +542,8 @@ static int reference(struct reader *r)
 		return GIVE_UP;
 	s++;
 	if (*s == 'x') {
-		for (s++; s < r->end && objfs_listing_hexval((unsigned char)*s) >= 0 && n < 8; s++, n++)
-			v = v * 16 + (unsigned long)objfs_listing_hexval((unsigned char)*s);
+		for (s++; s < r->end && objfs_hexval((unsigned char)*s) >= 0 && n < 8; s++, n++)
+			v = v * 16 + (unsigned long)objfs_hexval((unsigned char)*s);
 	} else {
 		for (; s < r->end && *s >= '0' && *s <= '9' && n < 8; s++, n++)
 			v = v * 10 + (unsigned long)(*s - '0');

@@ -24,14 +24,12 @@ void objfs_url_clear(struct objfs_url *u)
 	memset(u, 0, sizeof(*u));
 }
 
-static int hexval(int c)
+int objfs_hexval(int c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
-	c = tolower(c);
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
+	c |= 0x20;
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
 char *objfs_url_decode(const char *in, size_t len)
@@ -46,8 +44,8 @@ char *objfs_url_decode(const char *in, size_t len)
 
 			if (i + 2 >= len)
 				goto bad;
-			hi = hexval((unsigned char)in[i + 1]);
-			lo = hexval((unsigned char)in[i + 2]);
+			hi = objfs_hexval((unsigned char)in[i + 1]);
+			lo = objfs_hexval((unsigned char)in[i + 2]);
 			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
 				goto bad;
 			*o++ = (char)(hi * 16 + lo);

@@ -43,4 +43,7 @@ char *objfs_url_encode(const char *in, size_t len, int keep_slash);
  */
 char *objfs_url_decode(const char *in, size_t len);
 
+/* The value of hex digit @c (either case), or -1. */
+int objfs_hexval(int c);
+
 #endif
