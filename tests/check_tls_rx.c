@@ -11,7 +11,6 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -19,73 +18,21 @@
 
 #include "tls_rx.h"
 
-#define REC_MAX (16384 + 256)
+#include "fuzz/tls_seal.h"
 
-/* The sending half of the test: a secret, its key and IV, a sequence. */
-struct seal {
-	unsigned char secret[48], key[32], iv[12];
-	size_t slen;
-	uint64_t seq;
-};
-
-static void seal_keys(struct seal *s)
-{
-	ck_assert_int_eq(objfs_tls_rx_expand_label(s->secret, s->slen, "key", s->key,
-						   s->slen == 32 ? 16 : 32), 0);
-	ck_assert_int_eq(objfs_tls_rx_expand_label(s->secret, s->slen, "iv", s->iv, 12), 0);
-	s->seq = 0;
-}
-
-static void seal_init(struct seal *s, size_t slen, unsigned char fill)
-{
-	memset(s, 0, sizeof(*s));
-	s->slen = slen;
-	memset(s->secret, fill, slen);
-	seal_keys(s);
-}
-
-/* The next secret (KeyUpdate, 7.2), keys from 0. */
-static void seal_update(struct seal *s)
-{
-	unsigned char next[48];
-
-	ck_assert_int_eq(objfs_tls_rx_expand_label(s->secret, s->slen, "traffic upd", next,
-						   s->slen), 0);
-	memcpy(s->secret, next, s->slen);
-	seal_keys(s);
-}
+#define REC_MAX TLS_SEAL_REC_MAX
 
 /* A record of inner @type with @n bytes of @data and @pad zeros into
- * @out (returns its length). */
-static size_t seal_record(struct seal *s, int type, const void *data, size_t n, size_t pad,
+ * @out (returns its length): all of them, the test asks for no more. */
+static size_t seal_record(struct tls_seal *s, int type, const void *data, size_t n, size_t pad,
 			  unsigned char *out)
 {
-	unsigned char inner[REC_MAX], nonce[12];
-	size_t ilen = n + 1 + pad;
-	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-	int ol;
+	size_t dlen, len;
 
-	ck_assert_uint_le(ilen + 16, REC_MAX);
-	memcpy(inner, data, n);
-	inner[n] = (unsigned char)type;
-	memset(inner + n + 1, 0, pad);
-	out[0] = 23;
-	out[1] = 3;
-	out[2] = 3;
-	out[3] = (unsigned char)((ilen + 16) >> 8);
-	out[4] = (unsigned char)(ilen + 16);
-	memcpy(nonce, s->iv, 12);
-	for (int i = 0; i < 8; i++)
-		nonce[11 - i] ^= (unsigned char)(s->seq >> (8 * i));
-	s->seq++;
-	ck_assert_int_eq(EVP_EncryptInit_ex(c, s->slen == 32 ? EVP_aes_128_gcm() : EVP_aes_256_gcm(),
-					    NULL, s->key, nonce), 1);
-	ck_assert_int_eq(EVP_EncryptUpdate(c, NULL, &ol, out, 5), 1);
-	ck_assert_int_eq(EVP_EncryptUpdate(c, out + 5, &ol, inner, (int)ilen), 1);
-	ck_assert_int_eq(EVP_EncryptFinal_ex(c, out + 5 + ol, &ol), 1);
-	ck_assert_int_eq(EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, 16, out + 5 + ilen), 1);
-	EVP_CIPHER_CTX_free(c);
-	return 5 + ilen + 16;
+	ck_assert_uint_le(n + 1 + pad + 16, REC_MAX);
+	len = tls_seal_record(s, type, data, n, pad, out, &dlen);
+	ck_assert_uint_eq(dlen, n);
+	return len;
 }
 
 /* A stream of records, written to the pair's far end as it is read. */
@@ -105,7 +52,7 @@ static void stream_init(struct stream *st)
 	fcntl(st->fd[0], F_SETFL, O_NONBLOCK);
 }
 
-static void add(struct stream *st, struct seal *s, int type, const void *d, size_t n, size_t pad)
+static void add(struct stream *st, struct tls_seal *s, int type, const void *d, size_t n, size_t pad)
 {
 	ck_assert_uint_le(st->len + n + pad + 64, st->cap);
 	st->len += seal_record(s, type, d, n, pad, st->buf + st->len);
@@ -177,11 +124,11 @@ START_TEST(test_tls_rx_stream)
 	int asked = 0;
 
 	for (size_t si = 0; si < sizeof(steps) / sizeof(steps[0]); si++) {
-		struct seal s;
+		struct tls_seal s;
 		struct stream st;
 		struct objfs_tls_rx *rx;
 
-		seal_init(&s, 32, 0x11);
+		tls_seal_init(&s, 32, 0x11);
 		stream_init(&st);
 		wn = 0;
 		for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
@@ -215,21 +162,21 @@ START_TEST(test_tls_rx_key_update)
 	unsigned suite = _i ? OBJFS_TLS_AES_256_GCM_SHA384 : OBJFS_TLS_AES_128_GCM_SHA256;
 	struct objfs_tls_rx *rx;
 	struct stream st;
-	struct seal s;
+	struct tls_seal s;
 	int asked = 0;
 
-	seal_init(&s, slen, 0x5a);
+	tls_seal_init(&s, slen, 0x5a);
 	stream_init(&st);
 	s.seq = 9; /* OpenSSL read 9 records under this secret before the takeover */
 	pattern(want, sizeof(want), 3);
 	add(&st, &s, 23, want, 10000, 0);
 	ck_assert_int_eq(objfs_tls_rx_new(suite, s.secret, slen, 9, &rx), 0);
 	add(&st, &s, 22, ku, sizeof(ku), 0); /* update_requested */
-	seal_update(&s);
+	tls_seal_update(&s);
 	add(&st, &s, 23, want + 10000, 10000, 7);
 	ku[4] = 0;
 	add(&st, &s, 22, ku, sizeof(ku), 0);
-	seal_update(&s);
+	tls_seal_update(&s);
 	add(&st, &s, 23, want + 20000, 16384, 0);
 	add(&st, &s, 23, want + 36384, 3616, 0);
 	ck_assert_int_eq(drain(rx, &st, 4096, got, &n, &asked), 0); /* the stream's end */
@@ -254,12 +201,12 @@ START_TEST(test_tls_rx_damage)
 	unsigned char rec[REC_MAX + 5], zeros[32] = { 0 };
 	struct objfs_tls_rx *rx;
 	struct stream st;
-	struct seal s, other;
+	struct tls_seal s, other;
 	size_t n, len;
 	ssize_t k;
 	int asked = 0, d = _i;
 
-	seal_init(&s, 32, 0x33);
+	tls_seal_init(&s, 32, 0x33);
 	stream_init(&st);
 	pattern(want, sizeof(want), 9);
 	add(&st, &s, 23, want, 1000, 0); /* a good record first */
@@ -281,7 +228,7 @@ START_TEST(test_tls_rx_damage)
 		add(&st, &s, 23, want + 1000, 2000, 0);
 		break;
 	case D_WRONG_KEY:
-		seal_init(&other, 32, 0x34);
+		tls_seal_init(&other, 32, 0x34);
 		add(&st, &other, 23, want + 1000, 2000, 0);
 		break;
 	case D_PLAIN_ALERT:

@@ -18,82 +18,28 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include "fuzz.h"
-#include "tls_rx.h"
+#include "tls_seal.h"
 
-#define REC_MAX (16384 + 256)
+#define REC_MAX TLS_SEAL_REC_MAX
 #define OUT_MAX (1 << 20)
-
-struct seal {
-	unsigned char secret[48], key[32], iv[12];
-	size_t slen;
-	uint64_t seq;
-};
-
-static void keys(struct seal *s)
-{
-	if (objfs_tls_rx_expand_label(s->secret, s->slen, "key", s->key, s->slen == 32 ? 16 : 32) ||
-	    objfs_tls_rx_expand_label(s->secret, s->slen, "iv", s->iv, 12))
-		abort();
-	s->seq = 0;
-}
-
-/* Seals at most @n bytes of @d (*@dlen gets how many) as inner @type with
- * up to @pad zeros at @out: the record's length. */
-static size_t seal(struct seal *s, int type, const uint8_t *d, size_t n, size_t pad,
-		   unsigned char *out, size_t *dlen)
-{
-	static unsigned char inner[REC_MAX];
-	unsigned char nonce[12];
-	EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
-	size_t ilen;
-	int ol;
-
-	if (n > REC_MAX - 17)
-		n = REC_MAX - 17;
-	if (n + 1 + pad + 16 > REC_MAX)
-		pad = REC_MAX - 16 - 1 - n;
-	ilen = n + 1 + pad;
-	memcpy(inner, d, n);
-	inner[n] = (unsigned char)type;
-	memset(inner + n + 1, 0, pad);
-	out[0] = 23, out[1] = 3, out[2] = 3;
-	out[3] = (unsigned char)((ilen + 16) >> 8), out[4] = (unsigned char)(ilen + 16);
-	memcpy(nonce, s->iv, 12);
-	for (int i = 0; i < 8; i++)
-		nonce[11 - i] ^= (unsigned char)(s->seq >> (8 * i));
-	s->seq++;
-	if (!c || EVP_EncryptInit_ex(c, s->slen == 32 ? EVP_aes_128_gcm() : EVP_aes_256_gcm(), NULL,
-				     s->key, nonce) != 1 ||
-	    EVP_EncryptUpdate(c, NULL, &ol, out, 5) != 1 ||
-	    EVP_EncryptUpdate(c, out + 5, &ol, inner, (int)ilen) != 1 ||
-	    EVP_EncryptFinal_ex(c, out + 5 + ol, &ol) != 1 ||
-	    EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, 16, out + 5 + ilen) != 1)
-		abort();
-	EVP_CIPHER_CTX_free(c);
-	*dlen = n;
-	return 5 + ilen + 16;
-}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static unsigned char stream[OUT_MAX + 2 * REC_MAX], want[OUT_MAX], got[OUT_MAX];
 	static const size_t steps[] = { 1, 5, 100, 4096, 16400, 65536 };
 	struct objfs_tls_rx *rx;
-	struct seal s = { 0 };
+	struct tls_seal s;
 	size_t slen = 0, wlen = 0, glen = 0, last = 0, sent = 0, step;
 	int damaged = 0, asked = 0, fd[2];
 	ssize_t k;
 
 	if (size < 1)
 		return 0;
-	s.slen = data[0] & 1 ? 48 : 32;
+	tls_seal_init(&s, data[0] & 1 ? 48 : 32, 0x5c);
 	step = steps[(data[0] >> 1) % 6];
-	memset(s.secret, 0x5c, s.slen);
-	keys(&s);
 	if (objfs_tls_rx_new(s.slen == 48 ? OBJFS_TLS_AES_256_GCM_SHA384 :
 					    OBJFS_TLS_AES_128_GCM_SHA256,
 			     s.secret, s.slen, 0, &rx))
@@ -118,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			type = op % 7 == 0 ? 23 : (n && d[0] ? d[0] : 20);
 			if (op % 7 == 6 && n)
 				d++, n--;
-			rec = seal(&s, type, d, n, op >> 3, stream + slen, &dlen);
+			rec = tls_seal_record(&s, type, d, n, op >> 3, stream + slen, &dlen);
 			if (type == 23) {
 				if (wlen + dlen > OUT_MAX)
 					dlen = 0, damaged = 1;
@@ -129,21 +75,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			}
 			break;
 		case 1: /* handshake messages */
-			rec = seal(&s, 22, d, n, 0, stream + slen, &dlen);
+			rec = tls_seal_record(&s, 22, d, n, 0, stream + slen, &dlen);
 			if (dlen == 5 && d[0] == 24 && !d[1] && !d[2] && d[3] == 1 && d[4] <= 1) {
-				unsigned char next[48]; /* one KeyUpdate: the keys move on */
-
-				if (objfs_tls_rx_expand_label(s.secret, s.slen, "traffic upd", next, s.slen))
-					abort();
-				memcpy(s.secret, next, s.slen);
-				keys(&s);
+				tls_seal_update(&s); /* one KeyUpdate: the keys move on */
 			} else if (!(dlen >= 4 && d[0] == 4 &&
 				     ((size_t)d[1] << 16 | (size_t)d[2] << 8 | d[3]) + 4 == dlen)) {
 				damaged = 1; /* one ticket is skipped; anything else may end it */
 			}
 			break;
 		case 2: /* an alert: close_notify ends the stream, others fail it */
-			rec = seal(&s, 21, d, n, 0, stream + slen, &dlen);
+			rec = tls_seal_record(&s, 21, d, n, 0, stream + slen, &dlen);
 			damaged = 1;
 			break;
 		case 3: /* raw bytes */
@@ -161,7 +102,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			break;
 		default: /* sealed under a sequence number ahead */
 			s.seq += 1 + (n ? d[0] : 0);
-			rec = seal(&s, 23, d, n, 0, stream + slen, &dlen);
+			rec = tls_seal_record(&s, 23, d, n, 0, stream + slen, &dlen);
 			damaged = 1;
 			break;
 		}
