@@ -1067,6 +1067,79 @@ START_TEST(test_hold_shared)
 END_TEST
 
 /*
+ * The store refused the current credentials (ExpiredToken and the like):
+ * they are resolved again before the next use, once. Keys from the
+ * environment are otherwise never resolved again, so what the provider
+ * hands out shows whether it did; a refusal of keys no longer current, or
+ * a second one within REJECT_EVERY_S, changes nothing.
+ */
+START_TEST(test_reject)
+{
+	struct objfs_creds_provider *p;
+	const struct objfs_creds *h;
+	struct objfs_creds c;
+	char err[512] = "";
+	int rc = 1;
+
+	setenv("AWS_ACCESS_KEY_ID", "AKREJ1", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "SKREJ1", 1);
+	setenv("AWS_SESSION_TOKEN", "TKREJ1", 1);
+	ck_assert_int_eq(objfs_creds_provider_new(NULL, 0, &p, err, sizeof(err)), 0);
+	setenv("AWS_ACCESS_KEY_ID", "AKREJ2", 1); /* rotated at the source */
+	setenv("AWS_SESSION_TOKEN", "TKREJ2", 1);
+	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
+	ck_assert_str_eq(c.access_key, "AKREJ1"); /* kept: nothing says they changed */
+	objfs_creds_clear(&c);
+	ck_assert_int_eq(objfs_creds_reject(p, "AKOTHER"), 0); /* not the current ones */
+	ck_assert_int_eq(objfs_creds_reject(p, NULL), 0);
+	h = objfs_creds_hold(p, &rc);
+	ck_assert_ptr_nonnull(h);
+	ck_assert_str_eq(h->access_key, "AKREJ1");
+	ck_assert_int_eq(objfs_creds_reject(p, "AKREJ1"), 1);
+	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
+	ck_assert_str_eq(c.access_key, "AKREJ2");
+	ck_assert_str_eq(c.session_token, "TKREJ2");
+	objfs_creds_clear(&c);
+	ck_assert_str_eq(h->session_token, "TKREJ1"); /* a holder keeps its own */
+	objfs_creds_drop(h);
+	h = objfs_creds_hold(p, &rc);
+	ck_assert_ptr_nonnull(h);
+	ck_assert_str_eq(h->access_key, "AKREJ2"); /* a new snapshot */
+	objfs_creds_drop(h);
+	setenv("AWS_ACCESS_KEY_ID", "AKREJ3", 1);
+	ck_assert_int_eq(objfs_creds_reject(p, "AKREJ2"), 0); /* again at once: not asked */
+	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
+	ck_assert_str_eq(c.access_key, "AKREJ2");
+	objfs_creds_clear(&c);
+	sleep(2); /* REJECT_ANY_S: other keys than the last refused one */
+	ck_assert_int_eq(objfs_creds_reject(p, "AKREJ2"), 1);
+	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
+	ck_assert_str_eq(c.access_key, "AKREJ3");
+	objfs_creds_clear(&c);
+	setenv("AWS_ACCESS_KEY_ID", "AKREJ2", 1); /* the source hands the refused one again */
+	sleep(2);
+	ck_assert_int_eq(objfs_creds_reject(p, "AKREJ3"), 1);
+	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
+	ck_assert_str_eq(c.access_key, "AKREJ2");
+	objfs_creds_clear(&c);
+	sleep(2);
+	ck_assert_int_eq(objfs_creds_reject(p, "AKREJ2"), 1); /* the last refused was AKREJ3 */
+	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
+	ck_assert_str_eq(c.access_key, "AKREJ2"); /* the source's answer, refused or not */
+	objfs_creds_clear(&c);
+	sleep(2);
+	ck_assert_int_eq(objfs_creds_reject(p, "AKREJ2"), 0); /* the same key: once in 10 s */
+	objfs_creds_provider_free(p);
+	ck_assert_int_eq(objfs_creds_provider_new(NULL, 1, &p, err, sizeof(err)), 0);
+	ck_assert_int_eq(objfs_creds_reject(p, "AKREJ2"), 0); /* no_sign */
+	objfs_creds_provider_free(p);
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
+	unsetenv("AWS_SESSION_TOKEN");
+}
+END_TEST
+
+/*
  * A refresh runs outside the provider's lock: while credential_process
  * refreshes ones that expire within the window, another signer gets the
  * current ones at once (a review found every signer waiting the whole
@@ -1160,6 +1233,7 @@ static Suite *creds_suite(void)
 	tcase_add_test(tc, test_sts_chain);
 	tcase_add_test(tc, test_container);
 	tcase_add_test(tc, test_file_reread);
+	tcase_add_test(tc, test_reject);
 	tcase_add_test(tc, test_remote_no_secret_in_logs);
 	suite_add_tcase(s, tc);
 	return s;

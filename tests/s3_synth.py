@@ -3,7 +3,7 @@
 benchmarks of metadata at scale (issue 14). Python standard library only.
 
     s3_synth.py [--keys N] [--layout flat|nested] [--per-dir M]
-                [--latency-ms L] [--bucket B] [--size-max S]
+                [--latency-ms L] [--bucket B] [--size-max S] [--refuse-keys F]
 
 Prints its port on the first line of stdout, then serves on 127.0.0.1:
 
@@ -18,7 +18,12 @@ Prints its port on the first line of stdout, then serves on 127.0.0.1:
     v1 (marker, NextMarker; s3fs uses it), HEAD and GET of a key (Range:
     bytes=A-B);
   - every request waits L ms first (20 ms models S3), on its own thread;
-  - GET /__stats: {"list": n, "head": n, "get": n, "other": n} so far;
+  - with --refuse-keys F: a request signed with an access key id listed in
+    file F (a line each, read at every request) is refused as S3 refuses
+    revoked temporary credentials, 400 ExpiredToken (signatures are not
+    checked: the key id is read from the Authorization header);
+  - GET /__stats: {"list": n, "head": n, "get": n, "other": n, "refused":
+    n, "last_key": the last access key id seen} so far;
     GET /__inflight: {"now": n, "max": m}, requests in their latency wait
     now and at most at once (with --latency-ms: how parallel a client is);
     POST /__put?key=K&size=S adds or replaces a key (key= may repeat), POST /__delete?key=K
@@ -203,7 +208,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path == "/__stats":
             with self.server.stats_lock:
-                body = json.dumps(self.server.stats).encode()
+                body = json.dumps(dict(self.server.stats, last_key=self.server.last_key)).encode()
             self.send(200, body, "application/json")
             return
         if self.path == "/__inflight":
@@ -214,9 +219,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         self.get_or_head(False)
 
+    def refused(self):
+        auth = self.headers.get("Authorization", "")
+        akid = auth.split("Credential=", 1)[1].split("/", 1)[0] if "Credential=" in auth else ""
+        with self.server.stats_lock:
+            self.server.last_key = akid
+        if not akid or not self.server.refuse_keys:
+            return False
+        try:
+            with open(self.server.refuse_keys) as f:
+                listed = akid in f.read().split()
+        except OSError:
+            listed = False
+        if listed:
+            self.count("refused")
+        return listed
+
     def get_or_head(self, head):
         key, q, _ = self.parse()
         self.wait()
+        if self.refused():
+            self.error(400, "ExpiredToken", head)
+            return
         if key is False:
             self.count("other")
             self.error(404, "NoSuchBucket", head)
@@ -324,13 +348,16 @@ def main():
     ap.add_argument("--latency-ms", type=float, default=0)
     ap.add_argument("--bucket", default="bkt")
     ap.add_argument("--size-max", type=int, default=4096)
+    ap.add_argument("--refuse-keys", default="")
     a = ap.parse_args()
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     srv.daemon_threads = True
     srv.keys = Keys(a.keys, a.layout, a.per_dir, a.size_max)
     srv.latency = a.latency_ms / 1000.0
     srv.bucket = a.bucket
-    srv.stats = {"list": 0, "head": 0, "get": 0, "other": 0}
+    srv.stats = {"list": 0, "head": 0, "get": 0, "other": 0, "refused": 0}
+    srv.refuse_keys = a.refuse_keys
+    srv.last_key = ""
     srv.stats_lock = threading.Lock()
     srv.inflight = srv.inflight_max = 0
     print(srv.server_address[1], flush=True)

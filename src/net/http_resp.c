@@ -68,6 +68,9 @@ static const struct {
 	{ "RequestTimeTooSkewed", -EACCES, 0 },
 	{ "SignatureDoesNotMatch", -EACCES, 0 },
 	{ "InvalidAccessKeyId", -EACCES, 0 },
+	{ "ExpiredToken", -EACCES, 0 }, /* 400: a refused session token */
+	{ "InvalidToken", -EACCES, 0 },
+	{ "TokenRefreshRequired", -EACCES, 0 },
 	{ "AccessDenied", -EACCES, 0 },
 	{ "NoSuchBucket", -ENOENT, 0 },
 	{ "NoSuchKey", -ENOENT, 0 },

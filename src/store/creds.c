@@ -723,6 +723,9 @@ out:
 #define FILE_CHECK_EVERY_S 5   /* static keys from files: look for a change this often */
 #define FAIL_LOG_EVERY_S   60  /* a failing refresh is logged at most this often */
 #define RETRY_AFTER_S      10  /* a failed refresh is not tried again sooner */
+#define REJECT_SAME_S      10  /* a store's refusal of the same key id resolves again at
+				  most this often (a source handing out refused ones) */
+#define REJECT_ANY_S       1   /* and of any, at most this often */
 
 /* The identity of a file as stat sees it; all zero when it does not exist. */
 struct file_id {
@@ -757,6 +760,9 @@ struct objfs_creds_provider {
 	struct file_id files[2];  /* the credentials and config files at resolution */
 	int64_t checked, failed_log; /* unix times: last file check, last failure logged */
 	int64_t retry_at;         /* after a failed refresh, not before this */
+	int rejected;             /* the store refused p->cur: resolve before the next use */
+	int64_t rejected_at;      /* unix time of the last refusal taken */
+	char rejected_key[128];   /* its access key id */
 };
 
 static void file_ids(struct file_id id[2])
@@ -829,6 +835,8 @@ static int stale(struct objfs_creds_provider *p, int64_t now)
 
 	if (now < p->retry_at)
 		return 0;
+	if (p->rejected)
+		return 1;
 	if (p->cur.expires)
 		return now > p->cur.expires - REFRESH_BEFORE_S;
 	if (!from_a_file(&p->cur) || now - p->checked < FILE_CHECK_EVERY_S)
@@ -859,6 +867,7 @@ static int refresh_locked(struct objfs_creds_provider *p)
 	ok = objfs_creds_resolve(p->profile, &fresh, err, sizeof(err)) == 0;
 	pthread_mutex_lock(&p->lock);
 	now = (int64_t)time(NULL); /* after the resolve: it may have taken a while */
+	p->rejected = 0; /* resolved again, whatever came of it */
 	if (ok) {
 		snap_drop(p->snap); /* its holders keep it */
 		p->snap = NULL;
@@ -904,8 +913,9 @@ static int current_locked(struct objfs_creds_provider *p)
 			pthread_cond_broadcast(&p->refreshed);
 			break;
 		}
-		/* another thread refreshes: what we hold serves while valid */
-		if (!p->cur.expires || now < p->cur.expires)
+		/* another thread refreshes: what we hold serves while valid
+		 * (refused ones do not: wait for the new ones) */
+		if (!p->rejected && (!p->cur.expires || now < p->cur.expires))
 			break;
 		pthread_cond_wait(&p->refreshed, &p->lock);
 		now = (int64_t)time(NULL);
@@ -930,6 +940,30 @@ int objfs_creds_get(struct objfs_creds_provider *p, struct objfs_creds *out)
 				     p->cur.session_token, p->cur.expires, p->cur.source);
 	pthread_mutex_unlock(&p->lock);
 	return rc;
+}
+
+int objfs_creds_reject(struct objfs_creds_provider *p, const char *access_key)
+{
+	int64_t now = (int64_t)time(NULL);
+	int taken = 0;
+
+	if (!p || p->anonymous || !access_key)
+		return 0;
+	pthread_mutex_lock(&p->lock);
+	if (p->cur.access_key && strcmp(p->cur.access_key, access_key) == 0 && !p->rejected &&
+	    (!p->rejected_at ||
+	     now - p->rejected_at >= (strcmp(p->rejected_key, access_key) ? REJECT_ANY_S :
+				      REJECT_SAME_S))) {
+		p->rejected = 1;
+		p->rejected_at = now;
+		snprintf(p->rejected_key, sizeof(p->rejected_key), "%s", access_key);
+		p->retry_at = 0;
+		taken = 1;
+		objfs_warn("credentials from %s were refused by the store as expired or unknown: "
+			   "resolving them again", p->cur.source);
+	}
+	pthread_mutex_unlock(&p->lock);
+	return taken;
 }
 
 const struct objfs_creds *objfs_creds_hold(struct objfs_creds_provider *p, int *err)

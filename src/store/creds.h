@@ -73,6 +73,20 @@ void objfs_creds_provider_free(struct objfs_creds_provider *p);
 int objfs_creds_get(struct objfs_creds_provider *p, struct objfs_creds *out);
 
 /*
+ * The store refused a request signed with access key id @access_key as
+ * expired or unknown (S3's ExpiredToken, InvalidToken, TokenRefreshRequired,
+ * InvalidAccessKeyId): temporary credentials revoked or rotated before the
+ * expiry they came with, which the provider would otherwise keep using
+ * until five minutes before it. When they are still the current ones, the
+ * next signer resolves them again (the others wait for it): at most once
+ * a second, and for the same access key id once every ten, so a source
+ * that keeps handing out refused credentials is not asked on every
+ * request. 1 if that was arranged, 0 if not (other credentials are
+ * current already, or one was arranged lately).
+ */
+int objfs_creds_reject(struct objfs_creds_provider *p, const char *access_key);
+
+/*
  * The current credentials, shared and read-only, held until
  * objfs_creds_drop(): what signing a request needs, without the copy
  * objfs_creds_get() makes (two secret mappings made and unmapped a

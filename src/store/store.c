@@ -206,8 +206,8 @@ static void fetch_op_done(struct objfs_req *r)
 	int err = read_errno(r->err);
 
 	stale_note(op->s, op->path_h, r->err);
+	op->s->ops->release(op->s, op->cookie, &op->r);
 	objfs_req_clear(&op->r);
-	op->s->ops->release(op->s, op->cookie);
 	op->done(op->arg, err);
 	free(op);
 }

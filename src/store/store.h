@@ -69,7 +69,10 @@ struct objfs_store_ops {
 	 */
 	int (*prepare)(struct objfs_store *s, const char *path, struct objfs_req *r,
 		       void **cookie);
-	void (*release)(struct objfs_store *s, void *cookie);
+	/* Frees what prepare() made; @r is the request as it ended (its
+	 * status and S3 error code: a backend may learn from the answer,
+	 * e.g. that its credentials were refused). */
+	void (*release)(struct objfs_store *s, void *cookie, const struct objfs_req *r);
 	void (*free)(struct objfs_store *s);
 };
 

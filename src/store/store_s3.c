@@ -67,6 +67,8 @@ struct s3_store {
 struct s3_cookie {
 	char *url;
 	struct curl_slist *headers;
+	char akid[128]; /* the access key id it was signed with ("" unsigned):
+			   not a secret, the Authorization header names it */
 };
 
 /* ---- names (exposed through store_s3_i.h; the page parser is s3_list.c) ---- */
@@ -112,9 +114,10 @@ static int add_header(struct curl_slist **l, const char *name, const char *value
 	return 0;
 }
 
-/* Adds the SigV4 headers for this request to @hdrs. 0 or -errno. */
+/* Adds the SigV4 headers for this request to @hdrs, and the access key id
+ * used to @akid (@akid_len bytes). 0 or -errno. */
 static int s3_sign(struct s3_store *s, const char *method, const char *epath,
-		   const char *query, struct curl_slist **hdrs)
+		   const char *query, struct curl_slist **hdrs, char *akid, size_t akid_len)
 {
 	char date[17], auth[1024], hhost[512], hsha[128], hdate[64];
 	char *htok = NULL;
@@ -151,6 +154,8 @@ static int s3_sign(struct s3_store *s, const char *method, const char *epath,
 		err = add_header(hdrs, "x-amz-security-token", cr->session_token);
 	if (!err)
 		err = add_header(hdrs, "Authorization", auth);
+	if (!err)
+		snprintf(akid, akid_len, "%s", cr->access_key);
 	explicit_bzero(auth, sizeof(auth));
 out:
 	if (htok) {
@@ -180,7 +185,7 @@ static int s3_build(struct s3_store *s, const char *method, const char *epath,
 		err = add_header(&c->headers, "Host", s->host);
 	}
 	if (!err && s->creds)
-		err = s3_sign(s, method, epath, query, &c->headers);
+		err = s3_sign(s, method, epath, query, &c->headers, c->akid, sizeof(c->akid));
 	if (err) {
 		cookie_free(c);
 		return err;
@@ -224,11 +229,32 @@ static int s3_build_key(struct s3_store *s, const char *method, const char *path
 	return err;
 }
 
+/*
+ * What an answer to @c says of the credentials: S3 refuses temporary ones
+ * revoked or rotated before their expiry with these codes, and the
+ * provider would keep signing with them until five minutes before it (the
+ * request itself fails with EACCES; the next ones are signed anew).
+ */
+static void s3_answered(struct s3_store *s, const struct s3_cookie *c, const struct objfs_req *r)
+{
+	static const char *const refused[] = { "ExpiredToken", "InvalidToken",
+					       "TokenRefreshRequired", "InvalidAccessKeyId" };
+
+	if (!s->creds || !c || !c->akid[0] || !r || (r->status != 400 && r->status != 403))
+		return;
+	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+		if (strcmp(r->s3_code, refused[i]) == 0) {
+			(void)objfs_creds_reject(s->creds, c->akid);
+			return;
+		}
+}
+
 /* Runs @c as a single request into @r (objfs_req_init'ed by the caller). */
 static int run_one(struct s3_store *s, struct s3_cookie *c, enum objfs_method m,
 		   struct objfs_req *r)
 {
 	struct objfs_req *rp = r;
+	int err;
 
 	r->url = c->url;
 	r->headers = c->headers;
@@ -236,7 +262,9 @@ static int run_one(struct s3_store *s, struct s3_cookie *c, enum objfs_method m,
 	r->no_redirect = 1;
 	if (m == OBJFS_GET)
 		r->body_max = PAGE_MAX;
-	return objfs_engine_run(s->base.engine, &rp, 1);
+	err = objfs_engine_run(s->base.engine, &rp, 1);
+	s3_answered(s, c, r);
+	return err;
 }
 
 /* Builds the request of one ListObjectsV2 page of @prefix into *@c. 0 or -errno. */
@@ -682,6 +710,8 @@ static int s3_lookup(struct objfs_store *st, const char *path, struct objfs_stat
 	list.body_max = LOOKUP_PAGE_MAX;
 	list.deadline_ns = objfs_store_list_deadline(st);
 	(void)objfs_engine_run(s->base.engine, rs, 2);
+	s3_answered(s, hc, &head);
+	s3_answered(s, lc, &list);
 	herr = head.err;
 	lerr = list_page_parse(&list, list.err, prefix, &files, &dirs, &page);
 	free(page.next_token);
@@ -730,9 +760,9 @@ static int s3_prepare(struct objfs_store *st, const char *path, struct objfs_req
 	return 0;
 }
 
-static void s3_release(struct objfs_store *st, void *cookie)
+static void s3_release(struct objfs_store *st, void *cookie, const struct objfs_req *r)
 {
-	(void)st;
+	s3_answered((struct s3_store *)st, cookie, r);
 	cookie_free(cookie);
 }
 

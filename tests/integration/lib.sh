@@ -643,13 +643,13 @@ EOF
 
 # at_cleanup CMD...: run CMD (one shell word list) at exit, after unmounting.
 _CLEANUP_CMDS=()
-# synth_start NAME ARGS...: tests/s3_synth.py ARGS in the background (stopped
-# at exit); sets PORT_<NAME> to its port. Exits the test (1) when it does
-# not start.
-synth_start() {
-	local name=$1 port i
-	shift
-	python3 "$_LIB_DIR/../s3_synth.py" "$@" >"$TEST_TMP/$name.port" 2>"$TEST_TMP/$name.err" &
+# py_server_start NAME SCRIPT ARGS...: python3 SCRIPT ARGS in the background
+# (stopped at exit), a server of tests/ that prints its port first; sets
+# PORT_<NAME> to it. Exits the test (1) when it does not start.
+py_server_start() {
+	local name=$1 script=$2 port i
+	shift 2
+	python3 "$script" "$@" >"$TEST_TMP/$name.port" 2>"$TEST_TMP/$name.err" &
 	at_cleanup "kill $! 2>/dev/null"
 	for ((i = 0; i < 600; i++)); do
 		port=$(head -n 1 "$TEST_TMP/$name.port" 2>/dev/null)
@@ -657,11 +657,18 @@ synth_start() {
 		sleep 0.1
 	done
 	if [ -z "$port" ]; then
-		fail "s3_synth.py $* did not start: $(head -c 300 "$TEST_TMP/$name.err")"
+		fail "${script##*/} $* did not start: $(head -c 300 "$TEST_TMP/$name.err")"
 		summary
 		exit 1
 	fi
 	printf -v "PORT_$name" '%s' "$port"
+}
+
+# synth_start NAME ARGS...: tests/s3_synth.py ARGS (py_server_start).
+synth_start() {
+	local name=$1
+	shift
+	py_server_start "$name" "$_LIB_DIR/../s3_synth.py" "$@"
 }
 
 at_cleanup() {
