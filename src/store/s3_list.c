@@ -66,42 +66,11 @@
 
 /* ---- shared by both parsers ---- */
 
-/*
- * S3's url encoding of @in[0..len) decoded into @out (len + 1 bytes): '+'
- * is a space, %XX a byte; %00, a raw NUL or a short escape fail. The rules
- * of objfs_url_decode() after '+' became ' '. 0 or -1.
- */
-static int s3_decode_to(char *out, const char *in, size_t len)
-{
-	char *o = out;
-
-	for (size_t i = 0; i < len; i++) {
-		if (in[i] == '%') {
-			int hi, lo;
-
-			if (i + 2 >= len)
-				return -1;
-			hi = objfs_hexval((unsigned char)in[i + 1]);
-			lo = objfs_hexval((unsigned char)in[i + 2]);
-			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-				return -1;
-			*o++ = (char)(hi * 16 + lo);
-			i += 2;
-		} else if (in[i] == '\0') {
-			return -1;
-		} else {
-			*o++ = in[i] == '+' ? ' ' : in[i];
-		}
-	}
-	*o = '\0';
-	return 0;
-}
-
 char *objfs_s3_decode(const char *in, size_t len)
 {
 	char *out = malloc(len + 1);
 
-	if (out && s3_decode_to(out, in, len)) {
+	if (out && objfs_url_decode_to(out, in, len, 1)) {
 		free(out);
 		out = NULL;
 	}
@@ -186,7 +155,7 @@ static int add_key(const char *enc, int decode, const char *prefix, int dir, int
 	key = tmp->p;
 	if (!decode) {
 		memcpy(key, enc, elen + 1);
-	} else if (s3_decode_to(key, enc, elen)) {
+	} else if (objfs_url_decode_to(key, enc, elen, 1)) {
 		objfs_info("listing: skipping key with a malformed encoding");
 		return 0;
 	}

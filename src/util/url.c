@@ -32,35 +32,41 @@ int objfs_hexval(int c)
 	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-char *objfs_url_decode(const char *in, size_t len)
+int objfs_url_decode_to(char *out, const char *in, size_t len, int plus)
 {
-	char *out = malloc(len + 1), *o = out;
+	char *o = out;
 
-	if (!out)
-		return NULL;
 	for (size_t i = 0; i < len; i++) {
 		if (in[i] == '%') {
 			int hi, lo;
 
 			if (i + 2 >= len)
-				goto bad;
+				return -1;
 			hi = objfs_hexval((unsigned char)in[i + 1]);
 			lo = objfs_hexval((unsigned char)in[i + 2]);
 			if (hi < 0 || lo < 0 || (hi == 0 && lo == 0))
-				goto bad;
+				return -1;
 			*o++ = (char)(hi * 16 + lo);
 			i += 2;
+		} else if (in[i] == '\0') {
+			return -1;
 		} else {
-			if (in[i] == '\0')
-				goto bad;
-			*o++ = in[i];
+			*o++ = plus && in[i] == '+' ? ' ' : in[i];
 		}
 	}
 	*o = '\0';
+	return 0;
+}
+
+char *objfs_url_decode(const char *in, size_t len)
+{
+	char *out = malloc(len + 1);
+
+	if (out && objfs_url_decode_to(out, in, len, 0)) {
+		free(out);
+		out = NULL;
+	}
 	return out;
-bad:
-	free(out);
-	return NULL;
 }
 
 char *objfs_url_encode(const char *in, size_t len, int keep_slash)

@@ -43,6 +43,13 @@ char *objfs_url_encode(const char *in, size_t len, int keep_slash);
  */
 char *objfs_url_decode(const char *in, size_t len);
 
+/*
+ * The same into @out (room for @len + 1 bytes), '+' decoded as a space
+ * when @plus (S3's encoding-type=url). 0, or -1 when an escape is
+ * malformed or a byte would be NUL (then @out holds part of it).
+ */
+int objfs_url_decode_to(char *out, const char *in, size_t len, int plus);
+
 /* The value of hex digit @c (either case), or -1. */
 int objfs_hexval(int c);
 
