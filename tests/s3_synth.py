@@ -19,7 +19,7 @@ Prints its port on the first line of stdout, then serves on 127.0.0.1:
     bytes=A-B);
   - every request waits L ms first (20 ms models S3), on its own thread;
   - with --refuse-keys F: a request signed with an access key id listed in
-    file F (a line each, read at every request) is refused as S3 refuses
+    file F (a line each, read at every request; "*" for any) is refused as S3 refuses
     revoked temporary credentials, 400 ExpiredToken (signatures are not
     checked: the key id is read from the Authorization header);
   - GET /__stats: {"list": n, "head": n, "get": n, "other": n, "refused":
@@ -228,7 +228,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return False
         try:
             with open(self.server.refuse_keys) as f:
-                listed = akid in f.read().split()
+                words = f.read().split()
+            listed = akid in words or "*" in words
         except OSError:
             listed = False
         if listed:

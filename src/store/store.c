@@ -20,6 +20,27 @@
 #include "store.h"
 
 /*
+ * Fetches whose answer refused the credentials (ops->refused: S3's
+ * ExpiredToken and the like, credentials revoked or rotated before their
+ * expiry) are signed anew and sent once more, so a reader does not see
+ * EACCES for credentials the source has already replaced. Signing anew
+ * may resolve the credentials (IMDS, STS, a credential_process of up to a
+ * minute), which must not stall an engine thread and every transfer on
+ * it: fetch_op_done, on the engine thread, hands the fetch to this
+ * store's resign thread, started at the first such answer, which signs
+ * and submits again. The cache waits for its fetches before the store is
+ * freed, so the thread has nothing left by then; objfs_store_free stops it.
+ */
+struct fetch_op;
+struct objfs_store_resign {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	struct fetch_op *head, *tail; /* guarded by lock: waiting to be signed anew */
+	pthread_t thread;
+	int started, stop;            /* guarded by lock */
+};
+
+/*
  * Objects a read of this store found changed (see objfs_store_take_stale):
  * a ring of path hashes. A hash collision costs one needless HEAD at the
  * next open, an entry pushed out of the ring only the wait for attr_timeout.
@@ -79,9 +100,17 @@ int objfs_store_init(struct objfs_store *s, const struct objfs_store_ops *ops,
 	s->engine = engine;
 	s->chunk_size = chunk_size;
 	s->stale = calloc(1, sizeof(*s->stale));
-	if (!s->stale)
+	s->resign = calloc(1, sizeof(*s->resign));
+	if (!s->stale || !s->resign) {
+		free(s->stale);
+		free(s->resign);
+		s->stale = NULL;
+		s->resign = NULL;
 		return -ENOMEM;
+	}
 	pthread_mutex_init(&s->stale->lock, NULL);
+	pthread_mutex_init(&s->resign->lock, NULL);
+	pthread_cond_init(&s->resign->cond, NULL);
 	objfs_store_set_limits(s, NULL);
 	return 0;
 }
@@ -139,17 +168,11 @@ int objfs_store_list_refused(const struct objfs_store *s, const char *path, int 
 	}
 	return err;
 }
-/* Sets up @r as a ranged GET of [off, off+len) into @dst, pinned to @etag. */
-static int prep_get(struct objfs_store *s, const char *path, const char *etag, int64_t mtime,
-		    int64_t size, int64_t off, size_t len, char *dst, struct objfs_req *r,
-		    void **cookie)
+/* Sets up the ranged GET @r (its URL and headers prepared) of [off,
+ * off+len) into @dst, pinned to @etag. */
+static void setup_get(struct objfs_req *r, const char *etag, int64_t mtime, int64_t size,
+		      int64_t off, size_t len, char *dst)
 {
-	int err;
-
-	objfs_req_init(r);
-	err = s->ops->prepare(s, path, r, cookie);
-	if (err)
-		return err;
 	r->method = OBJFS_GET;
 	r->off = off;
 	r->len = len;
@@ -160,7 +183,6 @@ static int prep_get(struct objfs_store *s, const char *path, const char *etag, i
 	 * one answer with the whole object cannot mix, so a listing whose
 	 * mtime is off (stale, or made up) costs small files nothing. */
 	r->expect_mtime = r->etag || (off == 0 && (int64_t)len >= size) ? -1 : mtime;
-	return 0;
 }
 
 /*
@@ -196,20 +218,111 @@ struct fetch_op {
 	struct objfs_store *s;
 	uint64_t path_h; /* for stale_note: the path is not ours to keep */
 	void *cookie;
+	int64_t mtime, size, off; /* what setup_get needs again for a second send */
+	size_t len;
+	char *dst;
+	int resigned;    /* sent once more after refused credentials */
+	struct fetch_op *next; /* on the resign thread's list */
 	void (*done)(void *arg, int err);
 	void *arg;
 };
 
+static void fetch_op_done(struct objfs_req *r);
+
+/* Ends @op with @err: the backend's cookie released, the caller told. */
+static void fetch_op_end(struct fetch_op *op, int err)
+{
+	stale_note(op->s, op->path_h, err);
+	objfs_req_clear(&op->r);
+	op->s->ops->release(op->s, op->cookie);
+	op->done(op->arg, read_errno(err));
+	free(op);
+}
+
+/* (Re)sends @op's GET; its URL and headers are set. */
+static void fetch_op_submit(struct fetch_op *op)
+{
+	setup_get(&op->r, op->etag, op->mtime, op->size, op->off, op->len, op->dst);
+	op->r.done = fetch_op_done;
+	op->r.priv = op;
+	objfs_engine_submit(op->s->engine, &op->r);
+}
+
+static void *resign_main(void *arg)
+{
+	struct objfs_store *s = arg;
+	struct objfs_store_resign *rs = s->resign;
+
+	pthread_mutex_lock(&rs->lock);
+	for (;;) {
+		struct fetch_op *op = rs->head;
+		int err;
+
+		if (!op) {
+			if (rs->stop)
+				break;
+			pthread_cond_wait(&rs->cond, &rs->lock);
+			continue;
+		}
+		rs->head = op->next;
+		if (!rs->head)
+			rs->tail = NULL;
+		pthread_mutex_unlock(&rs->lock);
+		objfs_req_clear(&op->r);
+		objfs_req_init(&op->r);
+		err = s->ops->resign(s, op->cookie, &op->r);
+		if (err)
+			fetch_op_end(op, err);
+		else
+			fetch_op_submit(op);
+		pthread_mutex_lock(&rs->lock);
+	}
+	pthread_mutex_unlock(&rs->lock);
+	return NULL;
+}
+
+/* Hands @op to the resign thread (started now if it is not yet); 0, or
+ * -errno when it cannot be started (then @op is the caller's still). */
+static int resign_later(struct fetch_op *op)
+{
+	struct objfs_store_resign *rs = op->s->resign;
+	int err = 0;
+
+	pthread_mutex_lock(&rs->lock);
+	if (!rs->started && !rs->stop) {
+		err = -pthread_create(&rs->thread, NULL, resign_main, op->s);
+		if (!err) {
+			rs->started = 1;
+			pthread_setname_np(rs->thread, "objfs-resign");
+		}
+	}
+	if (!err && rs->stop)
+		err = -ESHUTDOWN;
+	if (!err) {
+		op->next = NULL;
+		if (rs->tail)
+			rs->tail->next = op;
+		else
+			rs->head = op;
+		rs->tail = op;
+		pthread_cond_signal(&rs->cond);
+	}
+	pthread_mutex_unlock(&rs->lock);
+	return err;
+}
+
 static void fetch_op_done(struct objfs_req *r)
 {
 	struct fetch_op *op = r->priv;
-	int err = read_errno(r->err);
+	struct objfs_store *s = op->s;
 
-	stale_note(op->s, op->path_h, r->err);
-	op->s->ops->release(op->s, op->cookie, &op->r);
-	objfs_req_clear(&op->r);
-	op->done(op->arg, err);
-	free(op);
+	if (r->err && !op->resigned && s->resign && s->ops->refused && s->ops->resign &&
+	    s->ops->refused(s, op->cookie, r)) {
+		op->resigned = 1;
+		if (!resign_later(op))
+			return;
+	}
+	fetch_op_end(op, r->err);
 }
 
 void objfs_store_fetch(void *ctx, int64_t off, size_t len, char *dst,
@@ -225,8 +338,8 @@ void objfs_store_fetch(void *ctx, int64_t off, size_t len, char *dst,
 	}
 	if (o->etag)
 		snprintf(op->etag, sizeof(op->etag), "%s", o->etag);
-	err = prep_get(o->store, o->path, op->etag, o->mtime, o->size, off, len, dst, &op->r,
-		       &op->cookie);
+	objfs_req_init(&op->r);
+	err = o->store->ops->prepare(o->store, o->path, &op->r, &op->cookie);
 	if (err) {
 		free(op);
 		done(arg, read_errno(err));
@@ -234,11 +347,14 @@ void objfs_store_fetch(void *ctx, int64_t off, size_t len, char *dst,
 	}
 	op->s = o->store;
 	op->path_h = path_hash(o->path);
+	op->mtime = o->mtime;
+	op->size = o->size;
+	op->off = off;
+	op->len = len;
+	op->dst = dst;
 	op->done = done;
 	op->arg = arg;
-	op->r.done = fetch_op_done;
-	op->r.priv = op;
-	objfs_engine_submit(o->store->engine, &op->r);
+	fetch_op_submit(op);
 }
 
 void objfs_store_free(struct objfs_store *s)
@@ -249,6 +365,22 @@ void objfs_store_free(struct objfs_store *s)
 		pthread_mutex_destroy(&s->stale->lock);
 		free(s->stale);
 		s->stale = NULL;
+	}
+	if (s->resign) {
+		struct objfs_store_resign *rs = s->resign;
+		int started;
+
+		pthread_mutex_lock(&rs->lock);
+		rs->stop = 1; /* what is queued is still signed and sent: the engine lives on */
+		started = rs->started;
+		pthread_cond_signal(&rs->cond);
+		pthread_mutex_unlock(&rs->lock);
+		if (started)
+			pthread_join(rs->thread, NULL);
+		pthread_cond_destroy(&rs->cond);
+		pthread_mutex_destroy(&rs->lock);
+		free(rs);
+		s->resign = NULL;
 	}
 	s->ops->free(s);
 }

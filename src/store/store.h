@@ -69,10 +69,22 @@ struct objfs_store_ops {
 	 */
 	int (*prepare)(struct objfs_store *s, const char *path, struct objfs_req *r,
 		       void **cookie);
-	/* Frees what prepare() made; @r is the request as it ended (its
-	 * status and S3 error code: a backend may learn from the answer,
-	 * e.g. that its credentials were refused). */
-	void (*release)(struct objfs_store *s, void *cookie, const struct objfs_req *r);
+	/*
+	 * Optional. Whether the answer @r to @cookie's request refused the
+	 * credentials it was signed with, in a way signing it anew may mend
+	 * (S3: ExpiredToken and the like; the backend has the credentials
+	 * resolved again). 1: objfs_store_fetch asks resign() and sends the
+	 * request once more; 0: the answer stands.
+	 */
+	int (*refused)(struct objfs_store *s, void *cookie, const struct objfs_req *r);
+	/*
+	 * Optional, with refused(). Signs @cookie's request anew and sets
+	 * r->url and r->headers from it again. May block (the credentials
+	 * resolved again: a remote source, a credential_process): never
+	 * called on an engine thread. 0 or -errno.
+	 */
+	int (*resign)(struct objfs_store *s, void *cookie, struct objfs_req *r);
+	void (*release)(struct objfs_store *s, void *cookie);
 	void (*free)(struct objfs_store *s);
 };
 
@@ -94,7 +106,8 @@ struct objfs_list_limits {
 #define OBJFS_LIST_MAX_PAGES 20000u      /* 10M keys at 500 a page */
 #define OBJFS_LIST_TIMEOUT 1800.0        /* 10,000 pages at 180 ms */
 
-struct objfs_store_stale; /* store.c's */
+struct objfs_store_stale;  /* store.c's */
+struct objfs_store_resign; /* store.c's */
 
 /* The part of every backend's store (its first member); objfs_store_init sets it. */
 struct objfs_store {
@@ -102,6 +115,8 @@ struct objfs_store {
 	struct objfs_engine *engine; /* borrowed; set before use */
 	size_t chunk_size;           /* largest single ranged GET */
 	struct objfs_store_stale *stale; /* owned; NULL: no stale notes kept */
+	struct objfs_store_resign *resign; /* owned; NULL: refused fetches not
+					      sent again */
 	const char *auth;            /* static: where credentials came from, never a value */
 	struct objfs_list_limits lim;    /* set by objfs_store_init, defaults filled */
 };

@@ -188,9 +188,9 @@ static int http_prepare(struct objfs_store *s, const char *path, struct objfs_re
 	return 0;
 }
 
-static void http_release(struct objfs_store *s, void *cookie, const struct objfs_req *r)
+static void http_release(struct objfs_store *s, void *cookie)
 {
-	(void)s, (void)r;
+	(void)s;
 	free(cookie);
 }
 

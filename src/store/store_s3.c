@@ -67,6 +67,8 @@ struct s3_store {
 struct s3_cookie {
 	char *url;
 	struct curl_slist *headers;
+	const char *method; /* static: "GET" or "HEAD" */
+	char *epath, *query; /* as signed, for signing anew (s3_resign) */
 	char akid[128]; /* the access key id it was signed with ("" unsigned):
 			   not a secret, the Authorization header names it */
 };
@@ -92,6 +94,8 @@ static void cookie_free(struct s3_cookie *c)
 	if (!c)
 		return;
 	free(c->url);
+	free(c->epath);
+	free(c->query);
 	curl_slist_free_all(c->headers);
 	free(c);
 }
@@ -170,6 +174,25 @@ out:
  * Builds a signed request for @epath (wire-encoded path, starting with '/')
  * and @query (sorted, encoded, "" for none). Returns 0 or -errno.
  */
+/* The Host and signature headers of @c's request into c->headers,
+ * replacing any it had. 0 or -errno. */
+static int s3_headers(struct s3_store *s, struct s3_cookie *c)
+{
+	struct curl_slist *h = NULL;
+	int err = add_header(&h, "Host", s->host);
+
+	c->akid[0] = '\0';
+	if (!err && s->creds)
+		err = s3_sign(s, c->method, c->epath, c->query, &h, c->akid, sizeof(c->akid));
+	if (err) {
+		curl_slist_free_all(h);
+		return err;
+	}
+	curl_slist_free_all(c->headers);
+	c->headers = h;
+	return 0;
+}
+
 static int s3_build(struct s3_store *s, const char *method, const char *epath,
 		    const char *query, struct s3_cookie **out)
 {
@@ -178,14 +201,15 @@ static int s3_build(struct s3_store *s, const char *method, const char *epath,
 
 	if (!c)
 		return -ENOMEM;
+	c->method = method;
 	if (asprintf(&c->url, "%s%s%s%s", s->origin, epath, *query ? "?" : "", query) < 0) {
 		c->url = NULL;
 		err = -ENOMEM;
+	} else if (!(c->epath = strdup(epath)) || !(c->query = strdup(query))) {
+		err = -ENOMEM;
 	} else {
-		err = add_header(&c->headers, "Host", s->host);
+		err = s3_headers(s, c);
 	}
-	if (!err && s->creds)
-		err = s3_sign(s, method, epath, query, &c->headers, c->akid, sizeof(c->akid));
 	if (err) {
 		cookie_free(c);
 		return err;
@@ -230,41 +254,52 @@ static int s3_build_key(struct s3_store *s, const char *method, const char *path
 }
 
 /*
- * What an answer to @c says of the credentials: S3 refuses temporary ones
- * revoked or rotated before their expiry with these codes, and the
- * provider would keep signing with them until five minutes before it (the
- * request itself fails with EACCES; the next ones are signed anew).
+ * Whether answer @r to @c refused the credentials it was signed with: S3
+ * refuses temporary ones revoked or rotated before their expiry with these
+ * codes, and the provider would keep signing with them until five minutes
+ * before it. Then the provider resolves them again before the next
+ * signature (objfs_creds_reject), and 1: signing @c anew may mend it.
  */
-static void s3_answered(struct s3_store *s, const struct s3_cookie *c, const struct objfs_req *r)
+static int s3_answered(struct s3_store *s, const struct s3_cookie *c, const struct objfs_req *r)
 {
 	static const char *const refused[] = { "ExpiredToken", "InvalidToken",
 					       "TokenRefreshRequired", "InvalidAccessKeyId" };
 
 	if (!s->creds || !c || !c->akid[0] || !r || (r->status != 400 && r->status != 403))
-		return;
+		return 0;
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
 		if (strcmp(r->s3_code, refused[i]) == 0) {
 			(void)objfs_creds_reject(s->creds, c->akid);
-			return;
+			return 1;
 		}
+	return 0;
 }
 
-/* Runs @c as a single request into @r (objfs_req_init'ed by the caller). */
+/* Runs @c as a single request into @r (objfs_req_init'ed by the caller,
+ * who may have set its deadline); once more, signed anew, when the answer
+ * refused the credentials (s3_answered). */
 static int run_one(struct s3_store *s, struct s3_cookie *c, enum objfs_method m,
 		   struct objfs_req *r)
 {
-	struct objfs_req *rp = r;
+	int64_t deadline = r->deadline_ns;
 	int err;
 
-	r->url = c->url;
-	r->headers = c->headers;
-	r->method = m;
-	r->no_redirect = 1;
-	if (m == OBJFS_GET)
-		r->body_max = PAGE_MAX;
-	err = objfs_engine_run(s->base.engine, &rp, 1);
-	s3_answered(s, c, r);
-	return err;
+	for (int again = 0;; again = 1) {
+		struct objfs_req *rp = r;
+
+		r->url = c->url;
+		r->headers = c->headers;
+		r->method = m;
+		r->no_redirect = 1;
+		r->deadline_ns = deadline;
+		if (m == OBJFS_GET)
+			r->body_max = PAGE_MAX;
+		err = objfs_engine_run(s->base.engine, &rp, 1);
+		if (again || !s3_answered(s, c, r) || s3_headers(s, c))
+			return err;
+		objfs_req_clear(r);
+		objfs_req_init(r);
+	}
 }
 
 /* Builds the request of one ListObjectsV2 page of @prefix into *@c. 0 or -errno. */
@@ -699,19 +734,29 @@ static int s3_lookup(struct objfs_store *st, const char *path, struct objfs_stat
 		err = list_page_build(s, prefix, NULL, 1, &lc);
 	if (err)
 		goto out;
-	head.url = hc->url;
-	head.headers = hc->headers;
-	head.method = OBJFS_HEAD;
-	head.no_redirect = 1;
-	list.url = lc->url;
-	list.headers = lc->headers;
-	list.method = OBJFS_GET;
-	list.no_redirect = 1;
-	list.body_max = LOOKUP_PAGE_MAX;
-	list.deadline_ns = objfs_store_list_deadline(st);
-	(void)objfs_engine_run(s->base.engine, rs, 2);
-	s3_answered(s, hc, &head);
-	s3_answered(s, lc, &list);
+	for (int again = 0;; again = 1) {
+		int refused;
+
+		head.url = hc->url;
+		head.headers = hc->headers;
+		head.method = OBJFS_HEAD;
+		head.no_redirect = 1;
+		list.url = lc->url;
+		list.headers = lc->headers;
+		list.method = OBJFS_GET;
+		list.no_redirect = 1;
+		list.body_max = LOOKUP_PAGE_MAX;
+		list.deadline_ns = objfs_store_list_deadline(st);
+		(void)objfs_engine_run(s->base.engine, rs, 2);
+		/* the HEAD's answer has no body, so no code: the listing's tells */
+		refused = s3_answered(s, hc, &head) | s3_answered(s, lc, &list);
+		if (again || !refused || s3_headers(s, hc) || s3_headers(s, lc))
+			break;
+		objfs_req_clear(&head);
+		objfs_req_clear(&list);
+		objfs_req_init(&head);
+		objfs_req_init(&list);
+	}
 	herr = head.err;
 	lerr = list_page_parse(&list, list.err, prefix, &files, &dirs, &page);
 	free(page.next_token);
@@ -744,6 +789,14 @@ out:
 	return objfs_store_meta_errno(err);
 }
 
+/* @c's request as @r's URL and headers (borrowed from @c). */
+static void cookie_into(const struct s3_cookie *c, struct objfs_req *r)
+{
+	r->url = c->url;
+	r->headers = c->headers;
+	r->no_redirect = 1;
+}
+
 static int s3_prepare(struct objfs_store *st, const char *path, struct objfs_req *r,
 		      void **cookie)
 {
@@ -753,16 +806,29 @@ static int s3_prepare(struct objfs_store *st, const char *path, struct objfs_req
 
 	if (err)
 		return err;
-	r->url = c->url;
-	r->headers = c->headers;
-	r->no_redirect = 1;
+	cookie_into(c, r);
 	*cookie = c;
 	return 0;
 }
 
-static void s3_release(struct objfs_store *st, void *cookie, const struct objfs_req *r)
+static int s3_refused(struct objfs_store *st, void *cookie, const struct objfs_req *r)
 {
-	s3_answered((struct s3_store *)st, cookie, r);
+	return s3_answered((struct s3_store *)st, cookie, r);
+}
+
+static int s3_resign(struct objfs_store *st, void *cookie, struct objfs_req *r)
+{
+	struct s3_cookie *c = cookie;
+	int err = s3_headers((struct s3_store *)st, c);
+
+	if (!err)
+		cookie_into(c, r);
+	return err;
+}
+
+static void s3_release(struct objfs_store *st, void *cookie)
+{
+	(void)st;
 	cookie_free(cookie);
 }
 
@@ -789,6 +855,8 @@ static const struct objfs_store_ops s3_ops = {
 	.stat = s3_stat,
 	.lookup = s3_lookup,
 	.prepare = s3_prepare,
+	.refused = s3_refused,
+	.resign = s3_resign,
 	.release = s3_release,
 	.free = s3_free,
 };

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 #
 # creds_refused.sh: temporary credentials the store refuses before their
-# expiry (revoked, rotated early) are resolved again at once, not kept
-# until five minutes before the expiry they came with.
+# expiry (revoked, rotated early) are resolved again at once and the
+# refused request is signed anew and sent once more, so readers see
+# nothing; credentials the store keeps refusing give EACCES, never a hang.
 #
 # A loopback stand-in for EC2 instance metadata (tests/imds_stub.py) hands
 # out credentials valid for an hour, a new access key id each time it is
@@ -11,15 +12,17 @@
 # temporary credentials. The test:
 #
 #  1. mounts and reads a key byte-exact with the first credentials;
-#  2. lists those as refused: the next read of an uncached key fails with
-#     EACCES (that request was signed with them), the daemon logs that the
-#     store refused them, and the read after it is byte-exact, signed with
-#     credentials asked of the metadata service once more (two fetches in
-#     all, not one per request);
-#  3. a listing signed with refused ones does the same for ls.
+#  2. a file opened before its credentials are refused reads byte-exact:
+#     its GET was refused, signed anew off the engine thread with
+#     credentials asked of the metadata service once more (the daemon logs
+#     the refusal), and sent again; later reads ask nothing more;
+#  3. a stat of a key not seen yet (a lookup: HEAD and a one-key listing)
+#     and an ls are refused the same way and answer at the first try;
+#  4. with every key refused, a read fails with EACCES within seconds and
+#     the metadata service is asked a bounded number of times.
 #
-# Without the forced refresh every read after 2's first would fail for the
-# hour. Exit: 0 pass, 1 fail, 77 skip (no FUSE).
+# Without the change every read after 2's refusal failed for the hour.
+# Exit: 0 pass, 1 fail, 77 skip (no FUSE).
 
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -53,12 +56,13 @@ refused() {
 		python3 -c 'import json, sys; print(json.load(sys.stdin)["refused"])'
 }
 fetched() { curl -sf "http://127.0.0.1:$STUB_PORT/count"; }
-# the generator's bytes of key $1: byte i is sha256(key)[i % 32]
+# the generator's bytes of key $1 (of size $2, else its own): byte i is
+# sha256(key)[i % 32]
 want_md5() {
-	python3 - "$1" <<'EOF'
+	python3 - "$1" "${2:-}" <<'EOF'
 import hashlib, sys, zlib
 k = sys.argv[1]
-n = zlib.crc32(k.encode()) % 4096 + 1
+n = int(sys.argv[2]) if sys.argv[2] else zlib.crc32(k.encode()) % 4096 + 1
 d = hashlib.sha256(k.encode()).digest()
 print(hashlib.md5((d * (n // 32 + 1))[:n]).hexdigest())
 EOF
@@ -85,57 +89,83 @@ ASIA*) pass "the requests are signed with the stand-in's key id ($first; $n0 fet
 *) fail "expected requests signed with the stand-in's key id, the server saw '$first'" ;;
 esac
 
-# 2. refused before their expiry: one failed read, then new ones
+# 2. GETs refused: signed anew and sent again. The object is larger than
+# a block, so its open fetches nothing and its reads' GETs meet the refusal.
+BIG=$((24 << 20))
+curl -sf -X POST "http://127.0.0.1:$PORT_s3/__put?key=big&size=$BIG" >/dev/null ||
+	fail "expected s3_synth to add the key big"
+exec 3<"$MNT/big"
 echo "$first" >"$REFUSE"
-if timeout 30 cat "$MNT/k0000002" >/dev/null 2>"$TEST_TMP/cat.err"; then
-	fail "refused: expected the read signed with the refused credentials to fail"
-elif grep -q "Permission denied" "$TEST_TMP/cat.err"; then
-	pass "refused: the read signed with them fails with EACCES ($(head -c 100 "$TEST_TMP/cat.err"))"
+r0=$(refused)
+got=$(timeout 60 md5sum <&3 2>"$TEST_TMP/read.err" | awk '{ print $1 }')
+exec 3<&-
+if [ "$got" = "$(want_md5 big "$BIG")" ] && [ "$(refused)" -gt "$r0" ]; then
+	pass "refused GET: a file opened before the refusal reads byte-exact ($(($(refused) - r0)) GET(s) refused on the way)"
 else
-	fail "refused: expected EACCES, got: $(head -c 200 "$TEST_TMP/cat.err")"
+	fail "refused GET: expected big byte-exact after $(($(refused) - r0)) refused request(s), got '$got' $(head -c 200 "$TEST_TMP/read.err")"
 fi
 if grep -q "refused by the store as expired or unknown" "$OBJFS_LOG"; then
-	pass "refused: the daemon says the store refused them and resolves them again"
+	pass "refused GET: the daemon says the store refused them and resolves them again"
 else
-	fail "refused: expected a log line saying the store refused the credentials; log:"
+	fail "refused GET: expected a log line saying the store refused the credentials; log:"
 	excerpt "$OBJFS_LOG"
-fi
-if [ "$(got_md5 k0000002)" = "$(want_md5 k0000002)" ]; then
-	pass "refused: the next read is byte-exact"
-else
-	fail "refused: expected the next read of k0000002 to be byte-exact (the credentials kept?)"
 fi
 second=$(last_key)
 n1=$(fetched)
 if [ "$second" != "$first" ] && [ "$n1" -eq $((n0 + 1)) ]; then
-	pass "refused: signed with new credentials ($second), the metadata service asked once more"
+	pass "refused GET: sent again with new credentials ($second), the metadata service asked once more"
 else
-	fail "refused: expected new credentials fetched once (key '$second' after '$first', fetches $n0 -> $n1)"
+	fail "refused GET: expected new credentials fetched once (key '$second' after '$first', fetches $n0 -> $n1)"
 fi
-for k in k0000003 k0000004 k0000005; do
-	[ "$(got_md5 "$k")" = "$(want_md5 "$k")" ] || fail "refused: expected $k byte-exact after the refresh"
+for k in k0000002 k0000004 k0000005; do
+	[ "$(got_md5 "$k")" = "$(want_md5 "$k")" ] || fail "refused GET: expected $k byte-exact after the refresh"
 done
 if [ "$(fetched)" -eq "$n1" ]; then
-	pass "refused: later reads use the new credentials without asking again"
+	pass "refused GET: later reads use the new credentials without asking again"
 else
-	fail "refused: expected no further fetch of credentials ($n1 -> $(fetched))"
+	fail "refused GET: expected no further fetch of credentials ($n1 -> $(fetched))"
 fi
 
-# 3. a listing refused the same way (a second later: another key id is
-# taken as refused at most once a second)
+# 3. a lookup and a listing refused (a second later each: another key id
+# is taken as refused at most once a second)
 sleep 1.2
 echo "$second" >>"$REFUSE"
 r0=$(refused)
-timeout 30 ls "$MNT/" >/dev/null 2>&1 || true
-if timeout 30 ls "$MNT/" 2>/dev/null | grep -q k0000199; then
-	pass "listing: ls works again after one refused listing ($(($(refused) - r0)) refused requests)"
+if [ "$(got_md5 k0000003)" = "$(want_md5 k0000003)" ] && [ "$(refused)" -gt "$r0" ] &&
+	[ "$(last_key)" != "$second" ]; then
+	pass "refused lookup: k0000003 (not seen before) reads byte-exact at the first try, with new credentials ($(last_key))"
 else
-	fail "listing: expected ls to list k0000199 after the refused credentials were resolved again"
+	fail "refused lookup: expected k0000003 byte-exact with new credentials ($(($(refused) - r0)) refused, key $(last_key))"
 fi
-if [ "$(last_key)" != "$second" ]; then
-	pass "listing: signed with the third credentials ($(last_key))"
+third=$(last_key)
+sleep 1.2
+echo "$third" >>"$REFUSE"
+r0=$(refused)
+if timeout 30 ls "$MNT/" 2>"$TEST_TMP/ls.err" | grep -q k0000199 && [ "$(refused)" -gt "$r0" ] &&
+	[ "$(last_key)" != "$third" ]; then
+	pass "refused listing: ls lists every key at the first try, with new credentials ($(last_key))"
 else
-	fail "listing: expected new credentials after the refusal, still $(last_key)"
+	fail "refused listing: expected ls to list k0000199 with new credentials ($(($(refused) - r0)) refused, key $(last_key)): $(head -c 200 "$TEST_TMP/ls.err")"
+fi
+
+# 4. every key refused: EACCES, no hang, the source not asked on every request
+sleep 1.2
+echo "*" >"$REFUSE"
+n2=$(fetched)
+start=$SECONDS
+if timeout 60 cat "$MNT/k0000007" >/dev/null 2>"$TEST_TMP/cat.err"; then
+	fail "all refused: expected the read to fail"
+elif grep -q "Permission denied" "$TEST_TMP/cat.err" && [ $((SECONDS - start)) -lt 30 ]; then
+	pass "all refused: the read fails with EACCES in $((SECONDS - start)) s"
+else
+	fail "all refused: expected EACCES within 30 s, got after $((SECONDS - start)) s: $(head -c 200 "$TEST_TMP/cat.err")"
+fi
+timeout 60 cat "$MNT/k0000008" "$MNT/k0000009" "$MNT/k0000010" >/dev/null 2>&1
+n3=$(fetched)
+if [ $((n3 - n2)) -ge 1 ] && [ $((n3 - n2)) -le $((SECONDS - start + 2)) ]; then
+	pass "all refused: the metadata service asked $((n3 - n2)) time(s) in $((SECONDS - start)) s (at most once a second)"
+else
+	fail "all refused: expected 1 to $((SECONDS - start + 2)) credential fetches, got $((n3 - n2))"
 fi
 
 check_unmount "creds_refused" "$MNT"
