@@ -1071,7 +1071,7 @@ END_TEST
  * they are resolved again before the next use, once. Keys from the
  * environment are otherwise never resolved again, so what the provider
  * hands out shows whether it did; a refusal of keys no longer current, or
- * a second one within REJECT_EVERY_S, changes nothing.
+ * a second one within the limits (objfs_creds_reject), changes nothing.
  */
 START_TEST(test_reject)
 {
@@ -1111,7 +1111,7 @@ START_TEST(test_reject)
 	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
 	ck_assert_str_eq(c.access_key, "AKREJ2");
 	objfs_creds_clear(&c);
-	sleep(2); /* REJECT_ANY_S: other keys than the last refused one */
+	sleep(2); /* a second, for other keys than the last refused one */
 	ck_assert_int_eq(objfs_creds_reject(p, "AKREJ2"), 1);
 	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
 	ck_assert_str_eq(c.access_key, "AKREJ3");
@@ -1136,6 +1136,42 @@ START_TEST(test_reject)
 	unsetenv("AWS_ACCESS_KEY_ID");
 	unsetenv("AWS_SECRET_ACCESS_KEY");
 	unsetenv("AWS_SESSION_TOKEN");
+}
+END_TEST
+
+/*
+ * A source whose every answer the store refuses is asked less and less
+ * often: the gap between refusals taken doubles while they follow one
+ * another (1 s, then 2 s), so a mount whose STS tokens S3 never takes does
+ * not ask STS every second for good.
+ */
+START_TEST(test_reject_backoff)
+{
+	struct objfs_creds_provider *p;
+	struct objfs_creds c;
+	char err[512] = "";
+
+	setenv("AWS_ACCESS_KEY_ID", "AKBO1", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "SKBO", 1);
+	ck_assert_int_eq(objfs_creds_provider_new(NULL, 0, &p, err, sizeof(err)), 0);
+	setenv("AWS_ACCESS_KEY_ID", "AKBO2", 1);
+	ck_assert_int_eq(objfs_creds_reject(p, "AKBO1"), 1); /* gap 1 s */
+	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
+	ck_assert_str_eq(c.access_key, "AKBO2");
+	objfs_creds_clear(&c);
+	usleep(1100 * 1000);
+	setenv("AWS_ACCESS_KEY_ID", "AKBO3", 1);
+	ck_assert_int_eq(objfs_creds_reject(p, "AKBO2"), 1); /* 1.1 s after: gap 2 s */
+	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
+	ck_assert_str_eq(c.access_key, "AKBO3");
+	objfs_creds_clear(&c);
+	usleep(1100 * 1000);
+	ck_assert_int_eq(objfs_creds_reject(p, "AKBO3"), 0); /* 1.1 s: within the 2 */
+	usleep(1000 * 1000);
+	ck_assert_int_eq(objfs_creds_reject(p, "AKBO3"), 1); /* 2.1 s: taken, gap 4 s */
+	objfs_creds_provider_free(p);
+	unsetenv("AWS_ACCESS_KEY_ID");
+	unsetenv("AWS_SECRET_ACCESS_KEY");
 }
 END_TEST
 
@@ -1234,6 +1270,7 @@ static Suite *creds_suite(void)
 	tcase_add_test(tc, test_container);
 	tcase_add_test(tc, test_file_reread);
 	tcase_add_test(tc, test_reject);
+	tcase_add_test(tc, test_reject_backoff);
 	tcase_add_test(tc, test_remote_no_secret_in_logs);
 	suite_add_tcase(s, tc);
 	return s;

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "clock.h"
 #include "creds_i.h"
 #include "log.h"
 #include "secret.h"
@@ -723,9 +724,15 @@ out:
 #define FILE_CHECK_EVERY_S 5   /* static keys from files: look for a change this often */
 #define FAIL_LOG_EVERY_S   60  /* a failing refresh is logged at most this often */
 #define RETRY_AFTER_S      10  /* a failed refresh is not tried again sooner */
-#define REJECT_SAME_S      10  /* a store's refusal of the same key id resolves again at
-				  most this often (a source handing out refused ones) */
-#define REJECT_ANY_S       1   /* and of any, at most this often */
+/* A store's refusal (objfs_creds_reject) resolves again at most once a
+ * REJECT_GAP_NS, a gap that doubles while refusals follow one another
+ * (a source whose every answer is refused: STS tokens S3 does not take)
+ * up to REJECT_GAP_MAX_NS and falls back to the first once one pair is
+ * further apart; for the key id refused last, never sooner than
+ * REJECT_SAME_NS (a source handing out the same refused key again). */
+#define REJECT_GAP_NS      1000000000LL
+#define REJECT_GAP_MAX_NS  (300 * 1000000000LL)
+#define REJECT_SAME_NS     (10 * 1000000000LL)
 
 /* The identity of a file as stat sees it; all zero when it does not exist. */
 struct file_id {
@@ -761,7 +768,8 @@ struct objfs_creds_provider {
 	int64_t checked, failed_log; /* unix times: last file check, last failure logged */
 	int64_t retry_at;         /* after a failed refresh, not before this */
 	int rejected;             /* the store refused p->cur: resolve before the next use */
-	int64_t rejected_at;      /* unix time of the last refusal taken */
+	int64_t rejected_ns;      /* monotonic time of the last refusal taken, 0 none */
+	int64_t reject_gap_ns;    /* the least time from it to the next one taken */
 	char rejected_key[128];   /* its access key id */
 };
 
@@ -944,26 +952,46 @@ int objfs_creds_get(struct objfs_creds_provider *p, struct objfs_creds *out)
 
 int objfs_creds_reject(struct objfs_creds_provider *p, const char *access_key)
 {
-	int64_t now = (int64_t)time(NULL);
+	int64_t now = objfs_now_ns(), gap;
 	int taken = 0;
 
 	if (!p || p->anonymous || !access_key)
 		return 0;
 	pthread_mutex_lock(&p->lock);
+	gap = p->reject_gap_ns;
+	if (!strcmp(p->rejected_key, access_key) && gap < REJECT_SAME_NS)
+		gap = REJECT_SAME_NS;
 	if (p->cur.access_key && strcmp(p->cur.access_key, access_key) == 0 && !p->rejected &&
-	    (!p->rejected_at ||
-	     now - p->rejected_at >= (strcmp(p->rejected_key, access_key) ? REJECT_ANY_S :
-				      REJECT_SAME_S))) {
+	    (!p->rejected_ns || now - p->rejected_ns >= gap)) {
+		/* refused again soon after the last: wait longer next time */
+		if (p->rejected_ns && now - p->rejected_ns < 2 * gap)
+			p->reject_gap_ns = p->reject_gap_ns * 2 < REJECT_GAP_MAX_NS ?
+					   p->reject_gap_ns * 2 : REJECT_GAP_MAX_NS;
+		else
+			p->reject_gap_ns = REJECT_GAP_NS;
 		p->rejected = 1;
-		p->rejected_at = now;
-		snprintf(p->rejected_key, sizeof(p->rejected_key), "%s", access_key);
+		p->rejected_ns = now;
 		p->retry_at = 0;
+		snprintf(p->rejected_key, sizeof(p->rejected_key), "%s", access_key);
 		taken = 1;
 		objfs_warn("credentials from %s were refused by the store as expired or unknown: "
-			   "resolving them again", p->cur.source);
+			   "resolving them again (next refusal taken after %.0f s at the earliest)",
+			   p->cur.source, (double)p->reject_gap_ns / 1e9);
 	}
 	pthread_mutex_unlock(&p->lock);
 	return taken;
+}
+
+int objfs_creds_has_token(struct objfs_creds_provider *p)
+{
+	int yes;
+
+	if (!p || p->anonymous)
+		return 0;
+	pthread_mutex_lock(&p->lock);
+	yes = p->cur.session_token != NULL;
+	pthread_mutex_unlock(&p->lock);
+	return yes;
 }
 
 const struct objfs_creds *objfs_creds_hold(struct objfs_creds_provider *p, int *err)

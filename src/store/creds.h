@@ -79,12 +79,17 @@ int objfs_creds_get(struct objfs_creds_provider *p, struct objfs_creds *out);
  * expiry they came with, which the provider would otherwise keep using
  * until five minutes before it. When they are still the current ones, the
  * next signer resolves them again (the others wait for it): at most once
- * a second, and for the same access key id once every ten, so a source
- * that keeps handing out refused credentials is not asked on every
- * request. 1 if that was arranged, 0 if not (other credentials are
- * current already, or one was arranged lately).
+ * a second, a gap that doubles up to five minutes while every answer of
+ * the source is refused, and for the key id refused last once in ten
+ * seconds, so a source that keeps handing out refused credentials is not
+ * asked on every request. 1 if that was arranged, 0 if not (other
+ * credentials are current already, or one was arranged lately).
  */
 int objfs_creds_reject(struct objfs_creds_provider *p, const char *access_key);
+
+/* Whether the current credentials carry a session token, without
+ * resolving anything (for messages). */
+int objfs_creds_has_token(struct objfs_creds_provider *p);
 
 /*
  * The current credentials, shared and read-only, held until

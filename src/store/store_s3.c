@@ -264,20 +264,26 @@ static int s3_answered(struct s3_store *s, const struct s3_cookie *c, const stru
 {
 	static const char *const refused[] = { "ExpiredToken", "InvalidToken",
 					       "TokenRefreshRequired", "InvalidAccessKeyId" };
+	int yes = 0;
 
 	if (!s->creds || !c || !c->akid[0] || !r || (r->status != 400 && r->status != 403))
 		return 0;
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
-		if (strcmp(r->s3_code, refused[i]) == 0) {
-			(void)objfs_creds_reject(s->creds, c->akid);
-			return 1;
-		}
-	return 0;
+		yes |= strcmp(r->s3_code, refused[i]) == 0;
+	/* An answer to a HEAD has no body, so no code: a 400 to a HEAD
+	 * signed with a session token is taken as its refusal (the token
+	 * codes are all 400; a 403 is as likely AccessDenied, not taken) */
+	if (!yes && r->method == OBJFS_HEAD && r->status == 400 && !r->s3_code[0] &&
+	    objfs_creds_has_token(s->creds))
+		yes = 1;
+	if (yes)
+		(void)objfs_creds_reject(s->creds, c->akid);
+	return yes;
 }
 
 /* Runs @c as a single request into @r (objfs_req_init'ed by the caller,
  * who may have set its deadline); once more, signed anew, when the answer
- * refused the credentials (s3_answered). */
+ * refused the credentials (s3_answered): -EACCES if it does again. */
 static int run_one(struct s3_store *s, struct s3_cookie *c, enum objfs_method m,
 		   struct objfs_req *r)
 {
@@ -295,8 +301,10 @@ static int run_one(struct s3_store *s, struct s3_cookie *c, enum objfs_method m,
 		if (m == OBJFS_GET)
 			r->body_max = PAGE_MAX;
 		err = objfs_engine_run(s->base.engine, &rp, 1);
-		if (again || !s3_answered(s, c, r) || s3_headers(s, c))
+		if (!s3_answered(s, c, r))
 			return err;
+		if (again || s3_headers(s, c))
+			return -EACCES;
 		objfs_req_clear(r);
 		objfs_req_init(r);
 	}
@@ -976,14 +984,7 @@ out:
 /* Whether the credentials in use carry a session token. */
 static int has_session_token(struct s3_store *s)
 {
-	struct objfs_creds cr;
-	int yes;
-
-	if (!s->creds || objfs_creds_get(s->creds, &cr))
-		return 0;
-	yes = cr.session_token != NULL;
-	objfs_creds_clear(&cr);
-	return yes;
+	return objfs_creds_has_token(s->creds);
 }
 
 /* Explains a failed probe of the bucket in one line. */

@@ -16,8 +16,9 @@
 #     its GET was refused, signed anew off the engine thread with
 #     credentials asked of the metadata service once more (the daemon logs
 #     the refusal), and sent again; later reads ask nothing more;
-#  3. a stat of a key not seen yet (a lookup: HEAD and a one-key listing)
-#     and an ls are refused the same way and answer at the first try;
+#  3. a stat of a key not seen yet (a lookup: HEAD and a one-key listing),
+#     an ls, and an fstat past attr_timeout (a HEAD alone, whose refusal
+#     has no body) are refused the same way and answer at the first try;
 #  4. with every key refused, a read fails with EACCES within seconds and
 #     the metadata service is asked a bounded number of times.
 #
@@ -69,7 +70,8 @@ EOF
 }
 got_md5() { timeout 30 md5sum <"$MNT/$1" 2>/dev/null | awk '{ print $1 }'; }
 
-OPTS="endpoint=http://127.0.0.1:$PORT_s3,path_style,region=us-east-1"
+# attr_timeout=1: an open file's attributes are asked again (a HEAD) soon
+OPTS="endpoint=http://127.0.0.1:$PORT_s3,path_style,region=us-east-1,attr_timeout=1"
 if ! mount_objfs s3://bkt "$MNT" "$OPTS"; then
 	fail "expected s3://bkt to mount with credentials from the metadata stand-in"
 	summary
@@ -126,9 +128,9 @@ else
 	fail "refused GET: expected no further fetch of credentials ($n1 -> $(fetched))"
 fi
 
-# 3. a lookup and a listing refused (a second later each: another key id
-# is taken as refused at most once a second)
-sleep 1.2
+# 3. a lookup and a listing refused (2.2 s apart: refusals less than two
+# gaps apart make the gap grow, as for a source whose every key is refused)
+sleep 2.2
 echo "$second" >>"$REFUSE"
 r0=$(refused)
 if [ "$(got_md5 k0000003)" = "$(want_md5 k0000003)" ] && [ "$(refused)" -gt "$r0" ] &&
@@ -138,7 +140,7 @@ else
 	fail "refused lookup: expected k0000003 byte-exact with new credentials ($(($(refused) - r0)) refused, key $(last_key))"
 fi
 third=$(last_key)
-sleep 1.2
+sleep 2.2
 echo "$third" >>"$REFUSE"
 r0=$(refused)
 if timeout 30 ls "$MNT/" 2>"$TEST_TMP/ls.err" | grep -q k0000199 && [ "$(refused)" -gt "$r0" ] &&
@@ -148,8 +150,25 @@ else
 	fail "refused listing: expected ls to list k0000199 with new credentials ($(($(refused) - r0)) refused, key $(last_key)): $(head -c 200 "$TEST_TMP/ls.err")"
 fi
 
+# 3b. a HEAD refused: its answer has no body, so no code; a 400 to a HEAD
+# signed with a session token is taken as the refusal (an open file's
+# attributes, asked again past attr_timeout, come from a HEAD alone)
+exec 4<"$MNT/k0000002"
+fourth=$(last_key)
+sleep 2.2
+echo "$fourth" >>"$REFUSE"
+r0=$(refused)
+size=$(python3 -c 'import os; print(os.fstat(4).st_size)' 2>"$TEST_TMP/fstat.err")
+exec 4<&-
+if [ "$size" = "$(python3 -c 'import zlib; print(zlib.crc32(b"k0000002") % 4096 + 1)')" ] &&
+	[ "$(refused)" -gt "$r0" ] && [ "$(last_key)" != "$fourth" ]; then
+	pass "refused HEAD: fstat of an open file past attr_timeout answers at the first try ($size bytes, new credentials $(last_key))"
+else
+	fail "refused HEAD: expected fstat to give k0000002's size with new credentials, got '$size' ($(($(refused) - r0)) refused, key $(last_key)): $(head -c 200 "$TEST_TMP/fstat.err")"
+fi
+
 # 4. every key refused: EACCES, no hang, the source not asked on every request
-sleep 1.2
+sleep 2.2
 echo "*" >"$REFUSE"
 n2=$(fetched)
 start=$SECONDS
@@ -163,7 +182,7 @@ fi
 timeout 60 cat "$MNT/k0000008" "$MNT/k0000009" "$MNT/k0000010" >/dev/null 2>&1
 n3=$(fetched)
 if [ $((n3 - n2)) -ge 1 ] && [ $((n3 - n2)) -le $((SECONDS - start + 2)) ]; then
-	pass "all refused: the metadata service asked $((n3 - n2)) time(s) in $((SECONDS - start)) s (at most once a second)"
+	pass "all refused: the metadata service asked $((n3 - n2)) time(s) in $((SECONDS - start)) s (at most once a second, less and less often)"
 else
 	fail "all refused: expected 1 to $((SECONDS - start + 2)) credential fetches, got $((n3 - n2))"
 fi
