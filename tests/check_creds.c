@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1238,6 +1239,79 @@ START_TEST(test_refresh_outside_lock)
 }
 END_TEST
 
+/*
+ * While one signer resolves refused credentials, the others wait for the
+ * new ones instead of signing with what they hold (known bad): the
+ * credential_process's second run blocks on a FIFO; a second get()
+ * started meanwhile has not returned 0.3 s later, and both get the new
+ * key once the FIFO opens. (Without the wait it returned AK1 at once.)
+ */
+static atomic_int waiter_done;
+
+static void *get_flag_thread(void *arg)
+{
+	struct objfs_creds *c = get_in_thread(arg);
+
+	atomic_store(&waiter_done, 1);
+	return c;
+}
+
+START_TEST(test_reject_waits)
+{
+	struct objfs_creds_provider *p;
+	struct objfs_creds *ca, *cb;
+	char err[512] = "", text[1200], path[600];
+	struct timespec nap = { 0, 300 * 1000000 };
+	pthread_t a, b;
+	FILE *f;
+	int n = 0;
+
+	write_script("gated.sh", "#!/bin/sh\nn=$(cat \"$HOME/.aws/n\" 2>/dev/null || echo 0)\n"
+		     "echo $((n + 1)) > \"$HOME/.aws/n\"\n"
+		     "[ \"$n\" -gt 0 ] && read x < \"$HOME/.aws/gate\"\n"
+		     "printf '{\"Version\":1,\"AccessKeyId\":\"AK%s\",\"SecretAccessKey\":\"S\","
+		     "\"Expiration\":\"%s\"}' $((n + 1)) "
+		     "\"$(date -u -d '+3600 seconds' +%Y-%m-%dT%H:%M:%SZ)\"\n");
+	snprintf(path, sizeof(path), "%s/.aws/gate", home);
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+	snprintf(text, sizeof(text), "[profile gated]\ncredential_process = %s/.aws/gated.sh\n",
+		 home);
+	write_file(".aws/config", text, 0600);
+	ck_assert_int_eq(objfs_creds_provider_new("gated", 0, &p, err, sizeof(err)), 0);
+	ck_assert_int_eq(objfs_creds_reject(p, "AK1"), 1);
+	ck_assert_int_eq(pthread_create(&a, NULL, get_in_thread, p), 0); /* resolves */
+	snprintf(path, sizeof(path), "%s/.aws/n", home);
+	while (n < 2) { /* the refresh's program started */
+		struct timespec tick = { 0, 10 * 1000000 };
+
+		nanosleep(&tick, NULL);
+		if ((f = fopen(path, "r"))) {
+			if (fscanf(f, "%d", &n) != 1)
+				n = 0;
+			fclose(f);
+		}
+	}
+	atomic_store(&waiter_done, 0);
+	ck_assert_int_eq(pthread_create(&b, NULL, get_flag_thread, p), 0);
+	nanosleep(&nap, NULL);
+	ck_assert_int_eq(atomic_load(&waiter_done), 0); /* waits for the new ones */
+	snprintf(path, sizeof(path), "%s/.aws/gate", home);
+	f = fopen(path, "w");
+	ck_assert_ptr_nonnull(f);
+	fputs("go\n", f);
+	fclose(f);
+	ck_assert_int_eq(pthread_join(a, (void **)&ca), 0);
+	ck_assert_int_eq(pthread_join(b, (void **)&cb), 0);
+	ck_assert_str_eq(ca->access_key, "AK2");
+	ck_assert_str_eq(cb->access_key, "AK2");
+	objfs_creds_clear(ca);
+	objfs_creds_clear(cb);
+	free(ca);
+	free(cb);
+	objfs_creds_provider_free(p);
+}
+END_TEST
+
 static Suite *creds_suite(void)
 {
 	Suite *s = suite_create("creds");
@@ -1271,6 +1345,7 @@ static Suite *creds_suite(void)
 	tcase_add_test(tc, test_file_reread);
 	tcase_add_test(tc, test_reject);
 	tcase_add_test(tc, test_reject_backoff);
+	tcase_add_test(tc, test_reject_waits);
 	tcase_add_test(tc, test_remote_no_secret_in_logs);
 	suite_add_tcase(s, tc);
 	return s;
