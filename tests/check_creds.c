@@ -1151,6 +1151,8 @@ START_TEST(test_reject_backoff)
 	struct objfs_creds_provider *p;
 	struct objfs_creds c;
 	char err[512] = "";
+	int64_t t0;
+	int rc;
 
 	setenv("AWS_ACCESS_KEY_ID", "AKBO1", 1);
 	setenv("AWS_SECRET_ACCESS_KEY", "SKBO", 1);
@@ -1166,10 +1168,13 @@ START_TEST(test_reject_backoff)
 	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
 	ck_assert_str_eq(c.access_key, "AKBO3");
 	objfs_creds_clear(&c);
+	t0 = objfs_now_ns();
 	usleep(1100 * 1000);
-	ck_assert_int_eq(objfs_creds_reject(p, "AKBO3"), 0); /* 1.1 s: within the 2 */
+	rc = objfs_creds_reject(p, "AKBO3");
+	if (objfs_now_ns() - t0 < 1900000000LL) /* a loaded machine may oversleep */
+		ck_assert_int_eq(rc, 0); /* 1.1 s: within the 2 */
 	usleep(1000 * 1000);
-	ck_assert_int_eq(objfs_creds_reject(p, "AKBO3"), 1); /* 2.1 s: taken, gap 4 s */
+	ck_assert_int_eq(objfs_creds_reject(p, "AKBO3"), rc ? 0 : 1); /* 2.1 s: taken, gap 4 s */
 	objfs_creds_provider_free(p);
 	unsetenv("AWS_ACCESS_KEY_ID");
 	unsetenv("AWS_SECRET_ACCESS_KEY");

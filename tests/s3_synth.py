@@ -27,7 +27,9 @@ Prints its port on the first line of stdout, then serves on 127.0.0.1:
     GET /__inflight: {"now": n, "max": m}, requests in their latency wait
     now and at most at once (with --latency-ms: how parallel a client is);
     POST /__put?key=K&size=S adds or replaces a key (key= may repeat), POST /__delete?key=K
-    removes one (churn tests); POST /__reset zeroes the counters (and max).
+    removes one (churn tests); POST /__reset zeroes the counters (and max);
+    POST /__headfail?key=K answers every later HEAD of K with a bodiless 400,
+    as S3 answers a HEAD of an SSE-C object without its key.
 
 The key set is a sorted list searched with bisect: a million keys take
 ~100 MB and a listing page costs O(page x log N), common prefixes skipped
@@ -191,6 +193,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             for k in q["key"]:
                 keys.put(k, int(q.get("size", ["100"])[0]))
             self.send(200, b"ok\n", "text/plain")
+        elif u.path == "/__headfail":
+            self.server.head_fail.add(q["key"][0])
+            self.send(200, b"ok\n", "text/plain")
         elif u.path == "/__delete":
             self.send(200 if keys.delete(q["key"][0]) else 404, b"", "text/plain")
         elif u.path == "/__reset":
@@ -262,6 +267,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         keys = self.server.keys
         self.count("head" if head else "get")
+        if head and key in self.server.head_fail:
+            self.error(400, "InvalidRequest", head)  # as S3 answers an SSE-C HEAD without its key
+            return
         if not keys.exists(key):
             self.error(404, "NoSuchKey", head)
             return
@@ -358,6 +366,7 @@ def main():
     srv.bucket = a.bucket
     srv.stats = {"list": 0, "head": 0, "get": 0, "other": 0, "refused": 0}
     srv.refuse_keys = a.refuse_keys
+    srv.head_fail = set()
     srv.last_key = ""
     srv.stats_lock = threading.Lock()
     srv.inflight = srv.inflight_max = 0

@@ -270,14 +270,40 @@ static int s3_answered(struct s3_store *s, const struct s3_cookie *c, const stru
 		return 0;
 	for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
 		yes |= strcmp(r->s3_code, refused[i]) == 0;
-	/* An answer to a HEAD has no body, so no code: a 400 to a HEAD
-	 * signed with a session token is taken as its refusal (the token
-	 * codes are all 400; a 403 is as likely AccessDenied, not taken) */
-	if (!yes && r->method == OBJFS_HEAD && r->status == 400 && !r->s3_code[0] &&
-	    objfs_creds_has_token(s->creds))
-		yes = 1;
 	if (yes)
 		(void)objfs_creds_reject(s->creds, c->akid);
+	return yes;
+}
+
+static int list_page_build(struct s3_store *s, const char *prefix, const char *token,
+			   unsigned max_keys, struct s3_cookie **c);
+static void cookie_into(const struct s3_cookie *c, struct objfs_req *r);
+
+/*
+ * Whether a 400 without a body to HEAD @r refused its credentials. A HEAD's
+ * answer has no body, so no code: it may be a session token refused or,
+ * say, an SSE-C object asked without its key. A one-key listing, signed
+ * with the current credentials, says which (its body has the code, and
+ * s3_answered takes a refusal it finds). Only for a request signed with a
+ * session token; on the caller's thread (a synchronous request).
+ */
+static int head_refused(struct s3_store *s, const struct objfs_req *r)
+{
+	struct s3_cookie *lc = NULL;
+	struct objfs_req lr, *rp = &lr;
+	int yes = 0;
+
+	if (r->method != OBJFS_HEAD || r->status != 400 || r->s3_code[0] ||
+	    !objfs_creds_has_token(s->creds) || list_page_build(s, s->prefix, NULL, 1, &lc))
+		return 0;
+	objfs_req_init(&lr);
+	cookie_into(lc, &lr);
+	lr.method = OBJFS_GET;
+	lr.body_max = LOOKUP_PAGE_MAX;
+	(void)objfs_engine_run(s->base.engine, &rp, 1);
+	yes = s3_answered(s, lc, &lr);
+	objfs_req_clear(&lr);
+	cookie_free(lc);
 	return yes;
 }
 
@@ -301,10 +327,13 @@ static int run_one(struct s3_store *s, struct s3_cookie *c, enum objfs_method m,
 		if (m == OBJFS_GET)
 			r->body_max = PAGE_MAX;
 		err = objfs_engine_run(s->base.engine, &rp, 1);
-		if (!s3_answered(s, c, r))
+		if (!s3_answered(s, c, r) && !head_refused(s, r))
 			return err;
-		if (again || s3_headers(s, c))
+		if (again)
 			return -EACCES;
+		err = s3_headers(s, c);
+		if (err)
+			return err;
 		objfs_req_clear(r);
 		objfs_req_init(r);
 	}

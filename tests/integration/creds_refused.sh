@@ -150,9 +150,9 @@ else
 	fail "refused listing: expected ls to list k0000199 with new credentials ($(($(refused) - r0)) refused, key $(last_key)): $(head -c 200 "$TEST_TMP/ls.err")"
 fi
 
-# 3b. a HEAD refused: its answer has no body, so no code; a 400 to a HEAD
-# signed with a session token is taken as the refusal (an open file's
-# attributes, asked again past attr_timeout, come from a HEAD alone)
+# 3b. a HEAD refused: its answer has no body, so no code; a one-key listing
+# signed with the same credentials tells (an open file's attributes, asked
+# again past attr_timeout, come from a HEAD alone)
 exec 4<"$MNT/k0000002"
 fourth=$(last_key)
 sleep 2.2
@@ -166,6 +166,23 @@ if [ "$size" = "$(python3 -c 'import zlib; print(zlib.crc32(b"k0000002") % 4096 
 else
 	fail "refused HEAD: expected fstat to give k0000002's size with new credentials, got '$size' ($(($(refused) - r0)) refused, key $(last_key)): $(head -c 200 "$TEST_TMP/fstat.err")"
 fi
+
+# 3c. a bodiless 400 to a HEAD that is not about the credentials (S3's
+# answer to a HEAD of an SSE-C object without its key): the listing says
+# the credentials are fine; nothing resolved, the error stands
+exec 4<"$MNT/k0000011"
+curl -sf -X POST "http://127.0.0.1:$PORT_s3/__headfail?key=k0000011" >/dev/null
+n2=$(fetched)
+l2=$(grep -c "refused by the store" "$OBJFS_LOG")
+sleep 1.2
+if python3 -c 'import os; os.fstat(4)' 2>/dev/null; then
+	fail "HEAD 400 of another cause: expected fstat past attr_timeout to fail"
+elif [ "$(fetched)" -eq "$n2" ] && [ "$(grep -c "refused by the store" "$OBJFS_LOG")" -eq "$l2" ]; then
+	pass "HEAD 400 of another cause: fstat fails, the credentials are not resolved again"
+else
+	fail "HEAD 400 of another cause: expected no credential fetch ($n2 -> $(fetched)) and no new refusal logged ($l2 -> $(grep -c "refused by the store" "$OBJFS_LOG") lines)"
+fi
+exec 4<&-
 
 # 4. every key refused: EACCES, no hang, the source not asked on every request
 sleep 2.2
