@@ -30,6 +30,8 @@
  *   /redir    302 to /ok
  *   /redirhost 302 to /ok on http://localhost:PORT (another origin)
  *   /bighead, /bigline  206 with a 200 KB head: 2,000 lines, or one line
+ *   /refused  400 with an S3 ExpiredToken body, unless the request carries
+ *             "X-Sig: fresh" (then as /ok): credentials refused, then taken
  *
  * Every body is bytes 0-99 of a 1000-byte object whose byte i is i * 7.
  * The first group runs against libcurl and the direct receive path
@@ -68,6 +70,7 @@
 #include "clock.h"
 #include "http_resp.h"
 #include "stats.h"
+#include "store.h"
 
 #define BODY 100
 #define MAX_CONNS 64
@@ -195,6 +198,16 @@ static void *conn_main(void *arg)
 			put(c, head, strlen(head));
 			put(c, body, BODY / 2);
 			break;
+		} else if (strncmp(req, "GET /refused ", 13) == 0 &&
+			   !strstr(req, "\r\nX-Sig: fresh\r\n")) {
+			static const char b[] = "<?xml version=\"1.0\"?><Error><Code>ExpiredToken"
+				"</Code><Message>x</Message></Error>";
+			char h[160];
+
+			snprintf(h, sizeof(h), "HTTP/1.1 400 Bad Request\r\nContent-Type: "
+				 "application/xml\r\nContent-Length: %zu\r\n\r\n", strlen(b));
+			put(c, h, strlen(h));
+			put(c, b, strlen(b));
 		} else if (strncmp(req, "GET /gone ", 10) == 0) {
 			static const char h[] = "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\n"
 				"not here\n";
@@ -2437,6 +2450,128 @@ START_TEST(test_join_signed)
 }
 END_TEST
 
+/*
+ * objfs_store_fetch's second send (store.c): a GET whose answer refused
+ * the credentials (the backend's refused()) is signed anew by resign() on
+ * the store's resign thread, never an engine thread, and sent once more:
+ * byte-exact when the new signature is taken (_i 0), EACCES after one
+ * resign when it is refused again (_i 1).
+ */
+struct rs_store {
+	struct objfs_store base; /* first */
+	char url[128];
+	struct curl_slist *stale_sig, *fresh_sig;
+	int fresh; /* resign() signs with fresh_sig */
+	atomic_int resigns, off_thread;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int done, err;
+};
+
+static int rs_prepare(struct objfs_store *st, const char *path, struct objfs_req *r, void **cookie)
+{
+	struct rs_store *s = (struct rs_store *)st;
+
+	(void)path;
+	r->url = s->url;
+	r->headers = s->stale_sig;
+	*cookie = s;
+	return 0;
+}
+
+static int rs_refused(struct objfs_store *st, void *cookie, const struct objfs_req *r)
+{
+	(void)st, (void)cookie;
+	return r->status == 400 && strcmp(r->s3_code, "ExpiredToken") == 0;
+}
+
+static int rs_resign(struct objfs_store *st, void *cookie, struct objfs_req *r)
+{
+	struct rs_store *s = (struct rs_store *)st;
+	char name[16] = "";
+
+	(void)cookie;
+	pthread_getname_np(pthread_self(), name, sizeof(name));
+	if (strcmp(name, "objfs-resign") == 0)
+		atomic_fetch_add(&s->off_thread, 1);
+	atomic_fetch_add(&s->resigns, 1);
+	r->url = s->url;
+	r->headers = s->fresh ? s->fresh_sig : s->stale_sig;
+	return 0;
+}
+
+static void rs_release(struct objfs_store *st, void *cookie)
+{
+	(void)st, (void)cookie;
+}
+
+static void rs_free(struct objfs_store *st)
+{
+	(void)st;
+}
+
+static const struct objfs_store_ops rs_ops = { .name = "rs", .prepare = rs_prepare,
+					       .refused = rs_refused, .resign = rs_resign,
+					       .release = rs_release, .free = rs_free };
+
+static void rs_done(void *arg, int err)
+{
+	struct rs_store *s = arg;
+
+	pthread_mutex_lock(&s->lock);
+	s->done = 1;
+	s->err = err;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+START_TEST(test_store_resign)
+{
+	struct rs_store st;
+	struct objfs_store_obj o = { .path = "obj", .etag = "", .mtime = -1, .size = 1000 };
+	struct objfs_engine *e = engine(2, 1);
+	char dst[BODY], want[BODY];
+	struct srv sv;
+
+	srv_start(&sv);
+	memset(&st, 0, sizeof(st));
+	ck_assert_int_eq(objfs_store_init(&st.base, &rs_ops, e, 1 << 20), 0);
+	snprintf(st.url, sizeof(st.url), "http://127.0.0.1:%d/refused", sv.port);
+	st.stale_sig = curl_slist_append(NULL, "X-Sig: stale");
+	st.fresh_sig = curl_slist_append(NULL, "X-Sig: fresh");
+	st.fresh = _i == 0;
+	pthread_mutex_init(&st.lock, NULL);
+	pthread_cond_init(&st.cond, NULL);
+	o.store = &st.base;
+	body_of(want, sizeof(want));
+	memset(dst, 0xAA, sizeof(dst));
+	objfs_store_fetch(&o, 0, BODY, dst, rs_done, &st);
+	pthread_mutex_lock(&st.lock);
+	while (!st.done)
+		pthread_cond_wait(&st.cond, &st.lock);
+	pthread_mutex_unlock(&st.lock);
+	ck_assert_int_eq(atomic_load(&st.resigns), 1); /* once, either way */
+	ck_assert_int_eq(atomic_load(&st.off_thread), 1);
+	if (_i == 0) {
+		ck_assert_int_eq(st.err, 0);
+		ck_assert_mem_eq(dst, want, BODY);
+	} else {
+		ck_assert_int_eq(st.err, -EACCES);
+		ck_assert_int_eq((unsigned char)dst[0], 0xAA); /* no byte of a refusal */
+	}
+	/* sent twice (a direct attempt's 400 is asked again through libcurl,
+	 * which reads the error body: a third request) */
+	ck_assert_int_ge(atomic_load(&sv.requests), 2);
+	objfs_store_free(&st.base); /* joins the resign thread */
+	objfs_engine_free(e);
+	srv_stop(&sv);
+	curl_slist_free_all(st.stale_sig);
+	curl_slist_free_all(st.fresh_sig);
+	pthread_cond_destroy(&st.cond);
+	pthread_mutex_destroy(&st.lock);
+}
+END_TEST
+
 static Suite *engine_suite(void)
 {
 	Suite *s = suite_create("engine");
@@ -2477,6 +2612,7 @@ static Suite *engine_suite(void)
 			    sizeof(proxy_cases) / sizeof(proxy_cases[0]));
 #endif
 	tcase_add_loop_test(tc, test_head_too_large, 0, 2);
+	tcase_add_loop_test(tc, test_store_resign, 0, 2);
 	tcase_add_test(tc, test_whole_body);
 	tcase_add_loop_test(tc, test_redirect_policy, 0,
 			    sizeof(redir_cases) / sizeof(redir_cases[0]));
