@@ -68,7 +68,10 @@ rm -f "$logs"/*.res
 # one test under valgrind: its verdict line into $log.res, 0 or 1
 run_one() {
 	local t=$1 log=$logs/${1##*/}.log start=$SECONDS rc=0 why
-	CK_FORK=no timeout 900 valgrind -q --max-threads=4096 --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
+	# CK_LOG_FILE_NAME: each test's result as it ends, so a run that hangs
+	# still says which tests ended and how (a failed assertion under
+	# CK_FORK=no can leave a test's threads behind and hang the rest)
+	CK_FORK=no CK_LOG_FILE_NAME="$log.check" timeout 900 valgrind -q --max-threads=4096 --leak-check=full --errors-for-leak-kinds=definite,indirect,possible \
 		--error-exitcode=97 --log-file="$log" "$t" >"$log.out" 2>&1 || rc=$?
 	if [ "$rc" -eq 0 ]; then
 		echo "PASS: ${t##*/} clean under valgrind ($((SECONDS - start)) s)" >"$log.res"
@@ -83,6 +86,9 @@ run_one() {
 		echo "FAIL: ${t##*/}: $why; valgrind log $log:"
 		sed -n '1,40{s/^/    | /;p}' "$log"
 		tail -n 5 "$log.out" | sed 's/^/    | /'
+		echo "    the last tests that ended, and every failure:"
+		{ grep -v ':P:' "$log.check" 2>/dev/null; tail -n 3 "$log.check" 2>/dev/null; } |
+			sed 's/^/    | /'
 	} >"$log.res"
 	return 1
 }
