@@ -1196,46 +1196,78 @@ static void *get_in_thread(void *arg)
 	return c;
 }
 
-START_TEST(test_refresh_outside_lock)
+/*
+ * Profile @name: a credential_process handing out AK1, AK2, ... valid for
+ * @valid_s seconds; every run after the first blocks on the FIFO
+ * ~/.aws/gate until gate_open().
+ */
+static void gated_profile(const char *name, int valid_s)
 {
-	struct objfs_creds_provider *p;
-	struct objfs_creds c, *ca;
-	char err[512] = "", text[1200], path[600];
-	pthread_t t;
+	char body[1024], script[64], text[1200], path[600];
+
+	snprintf(body, sizeof(body), "#!/bin/sh\nn=$(cat \"$HOME/.aws/n\" 2>/dev/null || echo 0)\n"
+		 "echo $((n + 1)) > \"$HOME/.aws/n\"\n"
+		 "[ \"$n\" -gt 0 ] && read x < \"$HOME/.aws/gate\"\n"
+		 "printf '{\"Version\":1,\"AccessKeyId\":\"AK%%s\",\"SecretAccessKey\":\"S\","
+		 "\"Expiration\":\"%%s\"}' $((n + 1)) "
+		 "\"$(date -u -d '+%d seconds' +%%Y-%%m-%%dT%%H:%%M:%%SZ)\"\n", valid_s);
+	snprintf(script, sizeof(script), "%s.sh", name);
+	write_script(script, body);
+	snprintf(path, sizeof(path), "%s/.aws/gate", home);
+	ck_assert_int_eq(mkfifo(path, 0600), 0);
+	snprintf(text, sizeof(text), "[profile %s]\ncredential_process = %s/.aws/%s\n", name,
+		 home, script);
+	write_file(".aws/config", text, 0600);
+}
+
+/* Waits until the gated program's second run started (it blocks then). */
+static void gate_reached(void)
+{
+	char path[600];
 	FILE *f;
 	int n = 0;
 
-	write_script("slow.sh", "#!/bin/sh\nn=$(cat \"$HOME/.aws/n\" 2>/dev/null || echo 0)\n"
-		     "echo $((n + 1)) > \"$HOME/.aws/n\"\n"
-		     "[ \"$n\" -gt 0 ] && read x < \"$HOME/.aws/gate\"\n"
-		     "printf '{\"Version\":1,\"AccessKeyId\":\"AK%s\",\"SecretAccessKey\":\"S\","
-		     "\"Expiration\":\"%s\"}' $((n + 1)) "
-		     "\"$(date -u -d '+200 seconds' +%Y-%m-%dT%H:%M:%SZ)\"\n");
-	snprintf(path, sizeof(path), "%s/.aws/gate", home);
-	ck_assert_int_eq(mkfifo(path, 0600), 0);
-	snprintf(text, sizeof(text), "[profile slow]\ncredential_process = %s/.aws/slow.sh\n", home);
-	write_file(".aws/config", text, 0600);
-	ck_assert_int_eq(objfs_creds_provider_new("slow", 0, &p, err, sizeof(err)), 0);
-	ck_assert_int_eq(pthread_create(&t, NULL, get_in_thread, p), 0);
 	snprintf(path, sizeof(path), "%s/.aws/n", home);
-	while (n < 2) { /* the refresh's program started */
-		struct timespec nap = { 0, 10 * 1000000 };
+	while (n < 2) {
+		struct timespec tick = { 0, 10 * 1000000 };
 
-		nanosleep(&nap, NULL);
+		nanosleep(&tick, NULL);
 		if ((f = fopen(path, "r"))) {
 			if (fscanf(f, "%d", &n) != 1)
 				n = 0;
 			fclose(f);
 		}
 	}
-	ck_assert_int_eq(objfs_creds_get(p, &c), 0); /* not behind the refresh */
-	ck_assert_str_eq(c.access_key, "AK1");
-	objfs_creds_clear(&c);
+}
+
+/* Lets the gated program's blocked run go on. */
+static void gate_open(void)
+{
+	char path[600];
+	FILE *f;
+
 	snprintf(path, sizeof(path), "%s/.aws/gate", home);
 	f = fopen(path, "w");
 	ck_assert_ptr_nonnull(f);
 	fputs("go\n", f);
 	fclose(f);
+}
+
+START_TEST(test_refresh_outside_lock)
+{
+	struct objfs_creds_provider *p;
+	struct objfs_creds c, *ca;
+	char err[512] = "";
+	pthread_t t;
+
+	gated_profile("slow", 200); /* within the refresh window: stale at once */
+	ck_assert_int_eq(objfs_creds_provider_new("slow", 0, &p, err, sizeof(err)), 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, get_in_thread, p), 0);
+	gate_reached(); /* the refresh's program started */
+	ck_assert_int_eq(objfs_creds_get(p, &c), 0); /* not behind the refresh */
+	ck_assert_str_eq(c.access_key, "AK1");
+	objfs_creds_clear(&c);
+	gate_open();
 	ck_assert_int_eq(pthread_join(t, (void **)&ca), 0);
 	ck_assert_str_eq(ca->access_key, "AK2");
 	objfs_creds_clear(ca);
@@ -1265,46 +1297,20 @@ START_TEST(test_reject_waits)
 {
 	struct objfs_creds_provider *p;
 	struct objfs_creds *ca, *cb;
-	char err[512] = "", text[1200], path[600];
+	char err[512] = "";
 	struct timespec nap = { 0, 300 * 1000000 };
 	pthread_t a, b;
-	FILE *f;
-	int n = 0;
 
-	write_script("gated.sh", "#!/bin/sh\nn=$(cat \"$HOME/.aws/n\" 2>/dev/null || echo 0)\n"
-		     "echo $((n + 1)) > \"$HOME/.aws/n\"\n"
-		     "[ \"$n\" -gt 0 ] && read x < \"$HOME/.aws/gate\"\n"
-		     "printf '{\"Version\":1,\"AccessKeyId\":\"AK%s\",\"SecretAccessKey\":\"S\","
-		     "\"Expiration\":\"%s\"}' $((n + 1)) "
-		     "\"$(date -u -d '+3600 seconds' +%Y-%m-%dT%H:%M:%SZ)\"\n");
-	snprintf(path, sizeof(path), "%s/.aws/gate", home);
-	ck_assert_int_eq(mkfifo(path, 0600), 0);
-	snprintf(text, sizeof(text), "[profile gated]\ncredential_process = %s/.aws/gated.sh\n",
-		 home);
-	write_file(".aws/config", text, 0600);
+	gated_profile("gated", 3600); /* not stale: only the refusal resolves */
 	ck_assert_int_eq(objfs_creds_provider_new("gated", 0, &p, err, sizeof(err)), 0);
 	ck_assert_int_eq(objfs_creds_reject(p, "AK1"), 1);
 	ck_assert_int_eq(pthread_create(&a, NULL, get_in_thread, p), 0); /* resolves */
-	snprintf(path, sizeof(path), "%s/.aws/n", home);
-	while (n < 2) { /* the refresh's program started */
-		struct timespec tick = { 0, 10 * 1000000 };
-
-		nanosleep(&tick, NULL);
-		if ((f = fopen(path, "r"))) {
-			if (fscanf(f, "%d", &n) != 1)
-				n = 0;
-			fclose(f);
-		}
-	}
+	gate_reached();
 	atomic_store(&waiter_done, 0);
 	ck_assert_int_eq(pthread_create(&b, NULL, get_flag_thread, p), 0);
 	nanosleep(&nap, NULL);
 	ck_assert_int_eq(atomic_load(&waiter_done), 0); /* waits for the new ones */
-	snprintf(path, sizeof(path), "%s/.aws/gate", home);
-	f = fopen(path, "w");
-	ck_assert_ptr_nonnull(f);
-	fputs("go\n", f);
-	fclose(f);
+	gate_open();
 	ck_assert_int_eq(pthread_join(a, (void **)&ca), 0);
 	ck_assert_int_eq(pthread_join(b, (void **)&cb), 0);
 	ck_assert_str_eq(ca->access_key, "AK2");

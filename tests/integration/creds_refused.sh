@@ -57,17 +57,6 @@ refused() {
 		python3 -c 'import json, sys; print(json.load(sys.stdin)["refused"])'
 }
 fetched() { curl -sf "http://127.0.0.1:$STUB_PORT/count"; }
-# the generator's bytes of key $1 (of size $2, else its own): byte i is
-# sha256(key)[i % 32]
-want_md5() {
-	python3 - "$1" "${2:-}" <<'EOF'
-import hashlib, sys, zlib
-k = sys.argv[1]
-n = int(sys.argv[2]) if sys.argv[2] else zlib.crc32(k.encode()) % 4096 + 1
-d = hashlib.sha256(k.encode()).digest()
-print(hashlib.md5((d * (n // 32 + 1))[:n]).hexdigest())
-EOF
-}
 got_md5() { timeout 30 md5sum <"$MNT/$1" 2>/dev/null | awk '{ print $1 }'; }
 
 # attr_timeout=1: an open file's attributes are asked again (a HEAD) soon
@@ -79,7 +68,7 @@ if ! mount_objfs s3://bkt "$MNT" "$OPTS"; then
 fi
 
 # 1. the first credentials work
-if [ "$(got_md5 k0000001)" = "$(want_md5 k0000001)" ]; then
+if [ "$(got_md5 k0000001)" = "$(synth_md5 k0000001)" ]; then
 	pass "first credentials: k0000001 reads byte-exact"
 else
 	fail "first credentials: expected k0000001 to read byte-exact"
@@ -101,7 +90,7 @@ echo "$first" >"$REFUSE"
 r0=$(refused)
 got=$(timeout 60 md5sum <&3 2>"$TEST_TMP/read.err" | awk '{ print $1 }')
 exec 3<&-
-if [ "$got" = "$(want_md5 big "$BIG")" ] && [ "$(refused)" -gt "$r0" ]; then
+if [ "$got" = "$(synth_md5 big "$BIG")" ] && [ "$(refused)" -gt "$r0" ]; then
 	pass "refused GET: a file opened before the refusal reads byte-exact ($(($(refused) - r0)) GET(s) refused on the way)"
 else
 	fail "refused GET: expected big byte-exact after $(($(refused) - r0)) refused request(s), got '$got' $(head -c 200 "$TEST_TMP/read.err")"
@@ -120,7 +109,7 @@ else
 	fail "refused GET: expected new credentials fetched once (key '$second' after '$first', fetches $n0 -> $n1)"
 fi
 for k in k0000002 k0000004 k0000005; do
-	[ "$(got_md5 "$k")" = "$(want_md5 "$k")" ] || fail "refused GET: expected $k byte-exact after the refresh"
+	[ "$(got_md5 "$k")" = "$(synth_md5 "$k")" ] || fail "refused GET: expected $k byte-exact after the refresh"
 done
 if [ "$(fetched)" -eq "$n1" ]; then
 	pass "refused GET: later reads use the new credentials without asking again"
@@ -133,7 +122,7 @@ fi
 sleep 2.2
 echo "$second" >>"$REFUSE"
 r0=$(refused)
-if [ "$(got_md5 k0000003)" = "$(want_md5 k0000003)" ] && [ "$(refused)" -gt "$r0" ] &&
+if [ "$(got_md5 k0000003)" = "$(synth_md5 k0000003)" ] && [ "$(refused)" -gt "$r0" ] &&
 	[ "$(last_key)" != "$second" ]; then
 	pass "refused lookup: k0000003 (not seen before) reads byte-exact at the first try, with new credentials ($(last_key))"
 else
@@ -160,7 +149,7 @@ echo "$fourth" >>"$REFUSE"
 r0=$(refused)
 size=$(python3 -c 'import os; print(os.fstat(4).st_size)' 2>"$TEST_TMP/fstat.err")
 exec 4<&-
-if [ "$size" = "$(python3 -c 'import zlib; print(zlib.crc32(b"k0000002") % 4096 + 1)')" ] &&
+if [ "$size" = "$(synth_size k0000002)" ] &&
 	[ "$(refused)" -gt "$r0" ] && [ "$(last_key)" != "$fourth" ]; then
 	pass "refused HEAD: fstat of an open file past attr_timeout answers at the first try ($size bytes, new credentials $(last_key))"
 else

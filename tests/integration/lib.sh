@@ -671,6 +671,18 @@ synth_start() {
 	py_server_start "$name" "$_LIB_DIR/../s3_synth.py" "$@"
 }
 
+# synth_size KEY: the size s3_synth.py gives KEY (its --size-max 4096);
+# synth_md5 KEY [SIZE]: the md5 of its bytes, byte i being sha256(KEY)[i % 32]
+synth_size() { python3 -c 'import sys, zlib; print(zlib.crc32(sys.argv[1].encode()) % 4096 + 1)' "$1"; }
+synth_md5() {
+	python3 - "$1" "${2:-$(synth_size "$1")}" <<'EOF'
+import hashlib, sys
+k, n = sys.argv[1], int(sys.argv[2])
+d = hashlib.sha256(k.encode()).digest()
+print(hashlib.md5((d * (n // 32 + 1))[:n]).hexdigest())
+EOF
+}
+
 at_cleanup() {
 	_CLEANUP_CMDS+=("$*")
 }

@@ -49,8 +49,6 @@ put_keys() {
 	for k in "$@"; do q="$q&key=$k"; done
 	curl -sf -X POST "http://127.0.0.1:$port/__put?size=$size$q" >/dev/null
 }
-# want_size KEY: the generator's size of KEY
-want_size() { python3 -c 'import sys, zlib; print(zlib.crc32(sys.argv[1].encode()) % 4096 + 1)' "$1"; }
 # inodes: the nodes objfs holds now (.objfs-stats)
 inodes() { awk '$1 == "inodes" { print $2 }' "$MNT/.objfs-stats"; }
 rss_mib() { awk '/^VmRSS/ { print int($2 / 1024) }' "/proc/$OBJFS_PID/status"; }
@@ -68,16 +66,6 @@ drop_wait() {
 	echo "$n"
 }
 del_key() { curl -sf -X POST "http://127.0.0.1:$1/__delete?key=$2" >/dev/null; }
-# want_md5 KEY [SIZE]: md5 of the generator's bytes of KEY
-want_md5() {
-	python3 - "$1" "${2:-}" <<'EOF'
-import hashlib, sys, zlib
-k = sys.argv[1]
-n = int(sys.argv[2]) if sys.argv[2] else zlib.crc32(k.encode()) % 4096 + 1
-d = hashlib.sha256(k.encode()).digest()
-print(hashlib.md5((d * (n // 32 + 1))[:n]).hexdigest())
-EOF
-}
 s3o() { echo "endpoint=http://127.0.0.1:$1,no_sign,path_style,region=us-east-1${2:+,$2}"; }
 
 synth_start flat --keys "$KEYS"
@@ -98,10 +86,10 @@ if mount_objfs s3://bkt "$MNT" "$(s3o "$PORT_flat")"; then
 		fail "stat of one key: expected at most 3 requests and no full listing, got $((l1 - l0)) listings + $((h1 - h0)) HEADs (size '$sz')"
 	fi
 	got=$(md5sum <"$MNT/$key" | cut -d' ' -f1)
-	if [ "$got" = "$(want_md5 "$key")" ]; then
+	if [ "$got" = "$(synth_md5 "$key")" ]; then
 		pass "its bytes are the generator's (md5 $got)"
 	else
-		fail "expected $key to read as md5 $(want_md5 "$key"), got $got"
+		fail "expected $key to read as md5 $(synth_md5 "$key"), got $got"
 	fi
 	r0=$(requests "$PORT_flat")
 	if ! stat "$MNT/k9999999x" >/dev/null 2>&1 && [ $(($(requests "$PORT_flat") - r0)) -le 2 ]; then
@@ -132,10 +120,10 @@ if mount_objfs s3://bkt "$MNT" "$(s3o "$PORT_nest")"; then
 	r0=$(requests "$PORT_nest")
 	got=$(md5sum <"$MNT/d0003/k00042" | cut -d' ' -f1)
 	r1=$(requests "$PORT_nest")
-	if [ "$got" = "$(want_md5 d0003/k00042)" ] && [ $((r1 - r0)) -le 5 ]; then
+	if [ "$got" = "$(synth_md5 d0003/k00042)" ] && [ $((r1 - r0)) -le 5 ]; then
 		pass "a nested key d0003/k00042 reads right after $((r1 - r0)) requests (2 lookups + 1 GET)"
 	else
-		fail "nested key: expected md5 $(want_md5 d0003/k00042) (got $got) within 5 requests (got $((r1 - r0)))"
+		fail "nested key: expected md5 $(synth_md5 d0003/k00042) (got $got) within 5 requests (got $((r1 - r0)))"
 	fi
 	# ---- 4: object and prefix ----
 	put_key "$PORT_nest" d0001 10
@@ -162,7 +150,7 @@ if mount_objfs s3://bkt "$MNT" "$(s3o "$PORT_flat" "$TTL")"; then
 	else
 		fail "churn: expected knew-one (333 bytes) listed and k0000003 gone after the TTLs"
 	fi
-	if [ "$(md5sum <"$MNT/knew-one" | cut -d' ' -f1)" = "$(want_md5 knew-one 333)" ]; then
+	if [ "$(md5sum <"$MNT/knew-one" | cut -d' ' -f1)" = "$(synth_md5 knew-one 333)" ]; then
 		pass "churn: the new key reads right"
 	else
 		fail "churn: the new key's bytes differ"
@@ -248,10 +236,10 @@ if mount_objfs s3://bkt "$MNT" "$(s3o "$PORT_slow")"; then
 	n2=$(cat "$TEST_TMP/ls2")
 	# the pages once, and the one-key listing of the lookup
 	if [ "$n1" = "$KEYS" ] && [ "$n2" = "$KEYS" ] && [ $((l1 - l0)) -le $((PAGES + 1)) ] &&
-		[ "$sz" = "$(want_size "$last")" ]; then
+		[ "$sz" = "$(synth_size "$last")" ]; then
 		pass "two ls -f at once: $KEYS names each from one listing ($((l1 - l0)) requests); $last looked up meanwhile ($sz bytes)"
 	else
-		fail "two ls -f at once: expected $KEYS names each (got $n1, $n2) from at most $((PAGES + 1)) listing requests (got $((l1 - l0))) and $last of $(want_size "$last") bytes (got '$sz')"
+		fail "two ls -f at once: expected $KEYS names each (got $n1, $n2) from at most $((PAGES + 1)) listing requests (got $((l1 - l0))) and $last of $(synth_size "$last") bytes (got '$sz')"
 	fi
 	unmount_objfs "$MNT"
 else
@@ -277,7 +265,7 @@ if mount_objfs s3://bkt "$MNT" "$(s3o "$PORT_slow")"; then
 		python3 -c 'import json,sys; print(json.load(sys.stdin)["max"])')
 	bad=0
 	for ((i = 0; i < 16; i++)); do
-		[ "$(cat "$TEST_TMP/pstat.$i")" = "$(want_size "${pkeys[i]}")" ] || bad=1
+		[ "$(cat "$TEST_TMP/pstat.$i")" = "$(synth_size "${pkeys[i]}")" ] || bad=1
 	done
 	if [ "$bad" = 0 ] && [ "${maxin:-0}" -gt 2 ]; then
 		pass "16 lookups in one directory at once: right sizes, up to $maxin requests in flight at the server (parallel LOOKUPs)"
@@ -302,7 +290,7 @@ if mount_objfs s3://bkt "$MNT" "$(s3o "$PORT_slow")"; then
 	total=$(grep -c ' k' "$TEST_TMP/lsl")
 	inner=$(md5sum <"$MNT/$K/inner" | cut -d' ' -f1)
 	if [ "$nk" = 1 ] && [ "$isdir" = d ] && [ "$nd" = 999 ] && [ "$total" = $((KEYS + 999)) ] &&
-		[ "$inner" = "$(want_md5 "$K/inner" 100)" ]; then
+		[ "$inner" = "$(synth_md5 "$K/inner" 100)" ]; then
 		pass "object $K and prefix $K/ a page apart: listed once, as the directory, among $total names; $K/inner reads right"
 	else
 		fail "object and prefix a page apart: expected $K once as a directory (got $nk, type '$isdir'), 999 $K-NNN (got $nd), $((KEYS + 999)) names (got $total), $K/inner right (md5 $inner)"
