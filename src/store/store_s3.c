@@ -1010,12 +1010,6 @@ out:
 	return err;
 }
 
-/* Whether the credentials in use carry a session token. */
-static int has_session_token(struct s3_store *s)
-{
-	return objfs_creds_has_token(s->creds);
-}
-
 /* Explains a failed probe of the bucket in one line. */
 static void probe_message(struct s3_store *s, const struct objfs_req *r, int err, char *msg,
 			  size_t len)
@@ -1031,11 +1025,11 @@ static void probe_message(struct s3_store *s, const struct objfs_req *r, int err
 	else if (strcmp(code, "InvalidAccessKeyId") == 0)
 		snprintf(msg, len, "access key not known to %s (InvalidAccessKeyId): check "
 			 "the credentials or the endpoint%s", s->endpoint,
-			 has_session_token(s) ? "; with a session token, the temporary "
+			 objfs_creds_has_token(s->creds) ? "; with a session token, the temporary "
 			 "credentials may have expired or the token may not match" : "");
 	else if (strcmp(code, "ExpiredToken") == 0 || strcmp(code, "InvalidToken") == 0 ||
 		 strcmp(code, "TokenRefreshRequired") == 0 ||
-		 (strcmp(code, "InvalidArgument") == 0 && has_session_token(s)))
+		 (strcmp(code, "InvalidArgument") == 0 && objfs_creds_has_token(s->creds)))
 		/* RGW says InvalidArgument for a token it cannot decode */
 		snprintf(msg, len, "session token rejected by %s (%s): the temporary "
 			 "credentials expired or do not belong together; get new ones "
