@@ -11,16 +11,11 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <openssl/evp.h>
-#include <openssl/rand.h>
-
-#include "aesgcm.h"
 #include "tls_rx.h"
 
 #include "fuzz/tls_seal.h"
@@ -324,162 +319,6 @@ START_TEST(test_tls_rx_expand_label)
 }
 END_TEST
 
-/* Hex @s into @out; its length. */
-static size_t unhex(const char *s, unsigned char *out)
-{
-	size_t n = 0;
-
-	for (; s[0] && s[1]; s += 2) {
-		unsigned v;
-
-		ck_assert_int_eq(sscanf(s, "%2x", &v), 1);
-		out[n++] = (unsigned char)v;
-	}
-	return n;
-}
-
-/* The GCM specification's test cases 3, 4 and 16 (McGrew and Viega, "The
- * Galois/Counter Mode of Operation", appendix B), opened by objfs_aesgcm
- * where this CPU has it. */
-START_TEST(test_aesgcm_vectors)
-{
-	static const char *const p64 =
-		"d9313225f88406e5a55909c5aff5269a86a7a9531534f7da2e4c303d8a318a72"
-		"1c3c0c95956809532fcf0e2449a6b525b16aedf5aa0de657ba637b391aafd255";
-	static const struct {
-		const char *k, *a, *c, *t;
-		size_t plen;
-	} v[] = {
-		{ "feffe9928665731c6d6a8f9467308308", "",
-		  "42831ec2217774244b7221b784d0d49ce3aa212f2c02a4e035c17e2329aca12e"
-		  "21d514b25466931c7d8f6a5aac84aa051ba30b396a0aac973d58e091473f5985",
-		  "4d5c2af327cd64a62cf35abd2ba6fab4", 64 },
-		{ "feffe9928665731c6d6a8f9467308308", "feedfacedeadbeeffeedfacedeadbeefabaddad2",
-		  "42831ec2217774244b7221b784d0d49ce3aa212f2c02a4e035c17e2329aca12e"
-		  "21d514b25466931c7d8f6a5aac84aa051ba30b396a0aac973d58e091",
-		  "5bc94fbc3221a5db94fae95ae7121a47", 60 },
-		{ "feffe9928665731c6d6a8f9467308308feffe9928665731c6d6a8f9467308308",
-		  "feedfacedeadbeeffeedfacedeadbeefabaddad2",
-		  "522dc1f099567d07f47f37a32a84427d643a8cdcbfe5c0c97598a2bd2555d1aa"
-		  "8cb08e48590dbb3da7b08b1056828838c5f61e6393ba7a0abcc9f662",
-		  "76fc6ece0f4e1768cddf8853bb2d551b", 60 },
-	};
-	unsigned char k[32], a[20], c[64], t[16], p[64], iv[12], out[64];
-	struct objfs_aesgcm *g;
-	size_t i, klen, alen, clen;
-
-	unhex(p64, p);
-	unhex("cafebabefacedbaddecaf888", iv);
-	if (!objfs_aesgcm_usable()) {
-		ck_assert_int_eq(objfs_aesgcm_new(k, 16, &g), -ENOTSUP);
-		fprintf(stderr, "aesgcm: no VAES here (or OBJFS_AESGCM=openssl): OpenSSL's GCM only\n");
-		return;
-	}
-	for (i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
-		klen = unhex(v[i].k, k);
-		alen = unhex(v[i].a, a);
-		clen = unhex(v[i].c, c);
-		unhex(v[i].t, t);
-		ck_assert_uint_eq(clen, v[i].plen);
-		ck_assert_int_eq(objfs_aesgcm_new(k, klen, &g), 0);
-		memset(out, 0, sizeof(out));
-		ck_assert_int_eq(objfs_aesgcm_open(g, iv, a, alen, c, clen, t, out), 0);
-		ck_assert_mem_eq(out, p, clen);
-		t[15] ^= 1;
-		ck_assert_int_eq(objfs_aesgcm_open(g, iv, a, alen, c, clen, t, out), -EBADMSG);
-		objfs_aesgcm_free(g);
-	}
-	ck_assert_int_eq(objfs_aesgcm_new(k, 24, &g), -EINVAL);
-}
-END_TEST
-
-/* Seals with OpenSSL: @n bytes of @p under @key (@klen) into @c and @tag. */
-static void evp_seal(const unsigned char *key, size_t klen, const unsigned char *iv,
-		     const unsigned char *a, size_t alen, const unsigned char *p, size_t n,
-		     unsigned char *c, unsigned char *tag)
-{
-	EVP_CIPHER_CTX *x = EVP_CIPHER_CTX_new();
-	int l = 0;
-
-	ck_assert_ptr_nonnull(x);
-	ck_assert_int_eq(EVP_EncryptInit_ex(x, klen == 16 ? EVP_aes_128_gcm() : EVP_aes_256_gcm(),
-					    NULL, key, iv), 1);
-	ck_assert_int_eq(EVP_EncryptUpdate(x, NULL, &l, a, (int)alen), 1);
-	ck_assert_int_eq(EVP_EncryptUpdate(x, c, &l, p, (int)n), 1);
-	ck_assert_int_eq(EVP_EncryptFinal_ex(x, c + l, &l), 1);
-	ck_assert_int_eq(EVP_CIPHER_CTX_ctrl(x, EVP_CTRL_GCM_GET_TAG, 16, tag), 1);
-	EVP_CIPHER_CTX_free(x);
-}
-
-/* Every length from 0 to 1,100 bytes and records' lengths up to 16 KiB,
- * both key sizes, additional data of 0-40 bytes, unaligned and in place:
- * what OpenSSL seals opens to the same bytes; one bit changed anywhere
- * (ciphertext, tag, additional data, nonce) is refused. */
-START_TEST(test_aesgcm_openssl)
-{
-	enum { MAX = 16384 + 256 };
-	static const size_t big[] = { 4095, 4096, 4097, 16383, 16384, 16385, 16400, MAX - 16 };
-	unsigned char *p = malloc(MAX), *c = malloc(MAX + 1), *out = malloc(MAX + 64);
-	unsigned char key[32], iv[12], a[40], tag[16];
-	size_t klen = _i ? 32 : 16, n, alen, step;
-	struct objfs_aesgcm *g;
-
-	ck_assert(p && c && out);
-	if (!objfs_aesgcm_usable())
-		goto done;
-	ck_assert_int_eq(RAND_bytes(key, sizeof(key)), 1);
-	ck_assert_int_eq(objfs_aesgcm_new(key, klen, &g), 0);
-	ck_assert_int_eq(RAND_bytes(p, MAX), 1);
-	for (step = 0; step < 1101 + sizeof(big) / sizeof(big[0]); step++) {
-		size_t at = step % 61; /* where out starts: every alignment */
-		unsigned char *o = out + at;
-
-		n = step < 1101 ? step : big[step - 1101];
-		alen = step % 41;
-		ck_assert_int_eq(RAND_bytes(iv, sizeof(iv)), 1);
-		ck_assert_int_eq(RAND_bytes(a, sizeof(a)), 1);
-		evp_seal(key, klen, iv, a, alen, p, n, c + 1, tag);
-		memset(out, 0xa5, MAX + 64);
-		ck_assert_int_eq(objfs_aesgcm_open(g, iv, a, alen, c + 1, n, tag, o), 0);
-		ck_assert_mem_eq(o, p, n);
-		ck_assert_uint_eq(out[at + n], 0xa5); /* nothing past the end */
-		if (at)
-			ck_assert_uint_eq(out[at - 1], 0xa5);
-		/* in place, as tls_rx's callers may not, but the header allows */
-		ck_assert_int_eq(objfs_aesgcm_open(g, iv, a, alen, c + 1, n, tag, c + 1), 0);
-		ck_assert_mem_eq(c + 1, p, n);
-		evp_seal(key, klen, iv, a, alen, p, n, c + 1, tag);
-		if (n) {
-			size_t b = (step * 7919) % (n * 8);
-
-			c[1 + b / 8] ^= (unsigned char)(1 << (b % 8));
-			ck_assert_int_eq(objfs_aesgcm_open(g, iv, a, alen, c + 1, n, tag, o), -EBADMSG);
-			c[1 + b / 8] ^= (unsigned char)(1 << (b % 8));
-		}
-		tag[step % 16] ^= 0x80;
-		ck_assert_int_eq(objfs_aesgcm_open(g, iv, a, alen, c + 1, n, tag, o), -EBADMSG);
-		tag[step % 16] ^= 0x80;
-		if (alen) {
-			a[step % alen] ^= 2;
-			ck_assert_int_eq(objfs_aesgcm_open(g, iv, a, alen, c + 1, n, tag, o), -EBADMSG);
-			a[step % alen] ^= 2;
-			/* the same bytes as less additional data */
-			ck_assert_int_eq(objfs_aesgcm_open(g, iv, a, alen - 1, c + 1, n, tag, o),
-					 -EBADMSG);
-		}
-		iv[step % 12] ^= 4;
-		ck_assert_int_eq(objfs_aesgcm_open(g, iv, a, alen, c + 1, n, tag, o), -EBADMSG);
-		iv[step % 12] ^= 4;
-		ck_assert_int_eq(objfs_aesgcm_open(g, iv, a, alen, c + 1, n, tag, o), 0);
-	}
-	objfs_aesgcm_free(g);
-done:
-	free(p);
-	free(c);
-	free(out);
-}
-END_TEST
-
 static Suite *tls_rx_suite(void)
 {
 	Suite *s = suite_create("tls_rx");
@@ -490,8 +329,6 @@ static Suite *tls_rx_suite(void)
 	tcase_add_loop_test(tc, test_tls_rx_key_update, 0, 2);
 	tcase_add_loop_test(tc, test_tls_rx_damage, 0, ND);
 	tcase_add_test(tc, test_tls_rx_expand_label);
-	tcase_add_test(tc, test_aesgcm_vectors);
-	tcase_add_loop_test(tc, test_aesgcm_openssl, 0, 2);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -11,7 +11,6 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "aesgcm.h"
 #include "tls_rx.h"
 
 #define REC_MAX   (16384 + 256)   /* a TLS 1.3 record's ciphertext, at most (5.2) */
@@ -24,7 +23,6 @@ enum { HS_NEW_SESSION_TICKET = 4, HS_KEY_UPDATE = 24 };
 
 struct objfs_tls_rx {
 	EVP_CIPHER_CTX *ctx;
-	struct objfs_aesgcm *fast;    /* NULL: OpenSSL decrypts (aesgcm.h) */
 	const EVP_CIPHER *cipher;
 	const EVP_MD *md;
 	unsigned char secret[48];
@@ -74,10 +72,6 @@ static int rekey(struct objfs_tls_rx *rx)
 		 objfs_tls_rx_expand_label(rx->secret, rx->slen, "iv", rx->iv, IVLEN) == 0 &&
 		 EVP_DecryptInit_ex(rx->ctx, rx->cipher, NULL, key, NULL) == 1;
 
-	objfs_aesgcm_free(rx->fast);
-	rx->fast = NULL;
-	if (ok && objfs_aesgcm_usable())
-		ok = objfs_aesgcm_new(key, rx->klen, &rx->fast) == 0;
 	OPENSSL_cleanse(key, sizeof(key));
 	rx->seq = 0;
 	return ok ? 0 : -EIO;
@@ -114,7 +108,6 @@ void objfs_tls_rx_free(struct objfs_tls_rx *rx)
 	if (!rx)
 		return;
 	EVP_CIPHER_CTX_free(rx->ctx);
-	objfs_aesgcm_free(rx->fast);
 	OPENSSL_cleanse(rx, sizeof(*rx));
 	free(rx);
 }
@@ -182,17 +175,12 @@ static int open_record(struct objfs_tls_rx *rx, unsigned char *out, size_t *len,
 	memcpy(nonce, rx->iv, IVLEN);
 	for (i = 0; i < 8; i++)
 		nonce[IVLEN - 1 - i] ^= (unsigned char)(rx->seq >> (8 * i));
-	if (rx->fast) {
-		if (objfs_aesgcm_open(rx->fast, nonce, h, 5, h + 5, clen, h + 5 + clen, out))
-			return -EIO;
-	} else if (EVP_DecryptInit_ex(rx->ctx, NULL, NULL, NULL, nonce) != 1 ||
-		   EVP_DecryptUpdate(rx->ctx, NULL, &ol, h, 5) != 1 ||
-		   EVP_DecryptUpdate(rx->ctx, out, &ol, h + 5, (int)clen) != 1 ||
-		   EVP_CIPHER_CTX_ctrl(rx->ctx, EVP_CTRL_GCM_SET_TAG, TAG,
-				       (void *)(h + 5 + clen)) != 1 ||
-		   EVP_DecryptFinal_ex(rx->ctx, out + ol, &fl) != 1) {
+	if (EVP_DecryptInit_ex(rx->ctx, NULL, NULL, NULL, nonce) != 1 ||
+	    EVP_DecryptUpdate(rx->ctx, NULL, &ol, h, 5) != 1 ||
+	    EVP_DecryptUpdate(rx->ctx, out, &ol, h + 5, (int)clen) != 1 ||
+	    EVP_CIPHER_CTX_ctrl(rx->ctx, EVP_CTRL_GCM_SET_TAG, TAG, (void *)(h + 5 + clen)) != 1 ||
+	    EVP_DecryptFinal_ex(rx->ctx, out + ol, &fl) != 1)
 		return -EIO;
-	}
 	rx->seq++;
 	rx->coff += 5 + rlen;
 	if (rx->coff == rx->cend)
