@@ -789,6 +789,10 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO;
 	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
+#ifdef FUSE_CAP_DIRECT_IO_ALLOW_MMAP /* libfuse >= 3.16; before it, init_hooks */
+	if (conn->capable & FUSE_CAP_DIRECT_IO_ALLOW_MMAP)
+		conn->want |= FUSE_CAP_DIRECT_IO_ALLOW_MMAP;
+#endif
 	conn->max_readahead = READAHEAD_KB << 10;
 	conn->max_write = MAX_READ;
 	bg = bg < 64 ? 64 : bg > 1024 ? 1024 : bg;
@@ -797,33 +801,63 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 }
 
 /*
- * FUSE_PARALLEL_DIROPS. libfuse before 3.17.1 turns the capability on in
+ * Two INIT flags libfuse 3.14 (Debian 12's) cannot give the kernel; the
+ * session's device I/O goes through the two hooks below
+ * (fuse_session_custom_io on the fd fuse_session_mount opened): reads pass
+ * through and note the INIT request's unique and what the kernel offers;
+ * writes pass through, and the INIT reply gets the flags. Nothing else is
+ * changed.
+ *
+ * FUSE_PARALLEL_DIROPS: libfuse before 3.17.1 turns the capability on in
  * conn->want by default but never puts it in its INIT reply (fixed there
  * by commit c9905341, "Pass FUSE_PARALLEL_DIROPS to kernel"), so the
  * kernel serialised every LOOKUP and READDIR of one directory on that
  * directory's inode mutex: on the H200 machine, 16 workers each opening
  * files of one directory (issue 13's small files) were found in
- * fuse_lock_inode under fuse_lookup in ~40% of their stack samples. With
- * such a libfuse the session's device I/O goes through the two hooks
- * below (fuse_session_custom_io on the fd fuse_session_mount opened):
- * reads pass through and note the INIT request's unique when the kernel
- * offers the flag; writes pass through, and the INIT reply gets the flag.
- * Nothing else is changed. The inode layer already serves lookups and
- * listings of one directory concurrently (one lock; lookups parked on a
- * listing under way), as it does for different directories.
+ * fuse_lock_inode under fuse_lookup in ~40% of their stack samples. The
+ * inode layer already serves lookups and listings of one directory
+ * concurrently (one lock; lookups parked on a listing under way), as it
+ * does for different directories.
+ *
+ * FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6, protocol 7.39; libfuse 3.16 knows
+ * it): without it the kernel refuses a shared mmap of a file opened with
+ * direct_io (ENODEV), so -o direct_io, 1.5x the page cache's speed for 16
+ * to 64 streaming readers on the H200 machine (docs/benchmarks.md), broke
+ * numpy's and safetensors' read-only mappings. With it such a mapping
+ * reads through the page cache as any other file's does.
  */
+#define INIT_DIROPS 1u
+#define INIT_MMAP   2u
+#ifndef FUSE_DIRECT_IO_ALLOW_MMAP
+#define FUSE_DIRECT_IO_ALLOW_MMAP (1ULL << 36)
+#endif
+#define ALLOW_MMAP_FLAGS2 ((uint32_t)(FUSE_DIRECT_IO_ALLOW_MMAP >> 32))
+
 static _Atomic uint64_t init_unique; /* the INIT request's, until answered */
+static _Atomic unsigned init_add;    /* INIT_*: what its reply gets */
+static unsigned init_want;           /* INIT_*: what this libfuse lacks */
 
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
 	ssize_t n = read(fd, buf, len);
 	const struct fuse_in_header *in = buf;
+	const struct fuse_init_in *ii = (const struct fuse_init_in *)(in + 1);
+	unsigned add = 0;
 
 	(void)userdata;
-	if (n >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags2)) &&
-	    in->opcode == FUSE_INIT &&
-	    (((const struct fuse_init_in *)(in + 1))->flags & FUSE_PARALLEL_DIROPS))
+	if (n < (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags2)) ||
+	    in->opcode != FUSE_INIT)
+		return n;
+	if ((init_want & INIT_DIROPS) && (ii->flags & FUSE_PARALLEL_DIROPS))
+		add |= INIT_DIROPS;
+	if ((init_want & INIT_MMAP) && (ii->flags & FUSE_INIT_EXT) &&
+	    n >= (ssize_t)(sizeof(*in) + offsetof(struct fuse_init_in, flags2) + sizeof(uint32_t)) &&
+	    (ii->flags2 & ALLOW_MMAP_FLAGS2))
+		add |= INIT_MMAP;
+	if (add) {
+		atomic_store(&init_add, add);
 		atomic_store(&init_unique, in->unique);
+	}
 	return n;
 }
 
@@ -832,30 +866,42 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	const struct fuse_out_header *out = iov[0].iov_base;
 	struct fuse_init_out init;
 	uint64_t u = atomic_load_explicit(&init_unique, memory_order_relaxed);
+	unsigned add;
 
 	(void)userdata;
 	if (u && count >= 2 && iov[0].iov_len >= sizeof(*out) && out->unique == u &&
 	    out->error == 0 && iov[1].iov_len >= offsetof(struct fuse_init_out, max_background) &&
 	    iov[1].iov_len <= sizeof(init)) {
+		add = atomic_load(&init_add);
 		memcpy(&init, iov[1].iov_base, iov[1].iov_len);
-		init.flags |= FUSE_PARALLEL_DIROPS;
+		if (add & INIT_DIROPS)
+			init.flags |= FUSE_PARALLEL_DIROPS;
+		if ((add & INIT_MMAP) &&
+		    iov[1].iov_len >= offsetof(struct fuse_init_out, flags2) + sizeof(uint32_t)) {
+			init.flags |= FUSE_INIT_EXT;
+			init.flags2 |= ALLOW_MMAP_FLAGS2;
+		}
 		iov[1].iov_base = &init; /* libfuse's array, on its stack: ours until we return */
 		atomic_store(&init_unique, 0);
-		objfs_debug("INIT: parallel lookups and readdirs asked for (libfuse %d)",
-			    fuse_version());
+		objfs_debug("INIT: asked for%s%s (libfuse %d)",
+			    add & INIT_DIROPS ? " parallel lookups and readdirs" : "",
+			    add & INIT_MMAP ? " shared mmap of direct_io files" : "", fuse_version());
 	}
 	return writev(fd, iov, count);
 }
 
 /* Routes the session's I/O through the hooks above where libfuse needs them. */
-static void parallel_dirops(struct fuse_session *se)
+static void init_hooks(struct fuse_session *se)
 {
 	static const struct fuse_custom_io io = { .writev = io_writev, .read = io_read };
 
-	if (fuse_version() >= 317)
+	init_want = (fuse_version() < 317 ? INIT_DIROPS : 0) |
+		    (fuse_version() < 316 ? INIT_MMAP : 0);
+	if (!init_want)
 		return;
 	if (fuse_session_custom_io(se, &io, fuse_session_fd(se)))
-		objfs_info("cannot hook the FUSE device: lookups in one directory stay serialised");
+		objfs_info("cannot hook the FUSE device: lookups in one directory stay serialised, "
+			   "and shared mmap of direct_io files refused");
 }
 
 /*
@@ -1075,7 +1121,7 @@ int objfs_fs_run(struct objfs_fs *fs, int fuse_argc, char **fuse_argv, const cha
 			  "installed?)", mountpoint);
 		goto out_signals;
 	}
-	parallel_dirops(se);
+	init_hooks(se);
 	{
 		char real[PATH_MAX];
 
