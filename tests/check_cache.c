@@ -17,6 +17,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "cache.h"
 #include "fake_store.h"
 
@@ -168,6 +169,38 @@ static void fill_seen_cb(void *arg, int err)
  * (the GPU side API's shared fill workers never block on the network). A
  * failed block fails its waiters.
  */
+/*
+ * objfs_copy_stream (util/buf.h; fills into GPU ring slots): the bytes of
+ * memcpy at every alignment of both ends and around the lengths where it
+ * changes method (under 4 KiB, the aligning head, whole lines, the tail),
+ * and not a byte outside the destination.
+ */
+START_TEST(test_copy_stream)
+{
+	static const size_t lens[] = { 0, 1, 63, 64, 65, 4095, 4096, 4097, 4096 + 63, 4096 + 64,
+				       65536 + 17, 200000 };
+	enum { ROOM = 200000 + 256 };
+	unsigned char *src = malloc(ROOM), *dst = malloc(ROOM);
+
+	ck_assert(src && dst);
+	for (size_t i = 0; i < ROOM; i++)
+		src[i] = (unsigned char)(i * 131 + (i >> 9));
+	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++)
+		for (size_t d = 0; d < 70; d += (lens[l] > 4096 ? 3 : 1))
+			for (size_t so = 0; so < 5; so++) {
+				memset(dst, 0xee, ROOM);
+				objfs_copy_stream(dst + d, src + so, lens[l]);
+				ck_assert(memcmp(dst + d, src + so, lens[l]) == 0);
+				for (size_t i = 0; i < d; i++)
+					ck_assert_uint_eq(dst[i], 0xee);
+				for (size_t i = d + lens[l]; i < d + lens[l] + 128 && i < ROOM; i++)
+					ck_assert_uint_eq(dst[i], 0xee);
+			}
+	free(src);
+	free(dst);
+}
+END_TEST
+
 START_TEST(test_fill_waits_without_blocking)
 {
 	struct objfs_cache *c;
@@ -181,7 +214,7 @@ START_TEST(test_fill_waits_without_blocking)
 	atomic_store(&f.hold, 1);
 	ck_assert_uint_eq(objfs_cache_prefetch(c, &o, 0, 2 * 65536, NULL), 2 * 65536);
 	/* blocks 0 and 1 in flight, block 2 not cached: one waits, one fetches */
-	objfs_cache_fill(c, &o, 100, 2 * 65536 + 50, buf, fill_seen_cb, &w);
+	objfs_cache_fill(c, &o, 100, 2 * 65536 + 50, buf, OBJFS_FILL_DEVICE, fill_seen_cb, &w);
 	ck_assert_int_eq(atomic_load(&w.done), 0); /* returned, still open */
 	atomic_store(&f.hold, 0);
 	while (!atomic_load(&w.done))
@@ -192,7 +225,7 @@ START_TEST(test_fill_waits_without_blocking)
 	atomic_store(&f.hold, 1);
 	atomic_store(&f.fail_next, 1);
 	ck_assert_uint_eq(objfs_cache_prefetch(c, &o, 3 * 65536, 65536, NULL), 65536);
-	objfs_cache_fill(c, &o, 3 * 65536 + 10, 20, buf, fill_seen_cb, &w2);
+	objfs_cache_fill(c, &o, 3 * 65536 + 10, 20, buf, 0, fill_seen_cb, &w2);
 	ck_assert_int_eq(atomic_load(&w2.done), 0);
 	atomic_store(&f.hold, 0);
 	while (!atomic_load(&w2.done))
@@ -541,7 +574,8 @@ START_TEST(test_fill_buffers_within_cap)
 	atomic_store(&f.hold, 1);
 	h0 = heap_now();
 	for (int i = 0; i < N; i++)
-		objfs_cache_fill(c, &o, (int64_t)i * BSZ + 100, BSZ / 4, dst[i], held_cb, &errs[i]);
+		objfs_cache_fill(c, &o, (int64_t)i * BSZ + 100, BSZ / 4, dst[i], i % 2 ? OBJFS_FILL_DEVICE : 0,
+				 held_cb, &errs[i]);
 	h1 = heap_now();
 	objfs_cache_get_stats(c, &st);
 	ck_assert_uint_le(st.bytes + st.pool_bytes, CAP);
@@ -752,6 +786,7 @@ static Suite *cache_suite(void)
 	tcase_add_test(tc, test_cap_and_eviction);
 	tcase_add_test(tc, test_buffer_pool);
 	tcase_add_test(tc, test_fill_waits_without_blocking);
+	tcase_add_test(tc, test_copy_stream);
 	tcase_add_test(tc, test_drop_behind);
 	tcase_add_test(tc, test_prefetch_respects_cap);
 	tcase_add_test(tc, test_prefetch_whole_window);

@@ -640,7 +640,7 @@ static void fill_check(struct objfs_cache *c, const struct objfs_cache_obj *o, i
 	size_t i = 0;
 
 	memset(buf, 0x5a, len);
-	objfs_cache_fill(c, o, off, len, buf, on_done, &w);
+	objfs_cache_fill(c, o, off, len, buf, 0, on_done, &w);
 	ck_assert_int_eq(wait_done(&w), 0);
 	while (i < len && (unsigned char)buf[i] == byte_at(off + (int64_t)i))
 		i++;

@@ -8,7 +8,11 @@
  * benchmark's 10,000 samples), by 1-16 threads, twice. What it reports for
  * 16 threads bounds any path that copies every byte once on this machine.
  *
- *   memcpy_bw            (contrib/gpu/run_device.sh pack builds it)
+ * With "nt" as its argument the copies are objfs_copy_stream's (util/buf.h:
+ * streaming stores, no read for ownership of the destination's lines,
+ * nothing left in the cache), as fills into GPU ring slots copy.
+ *
+ *   memcpy_bw [nt]       (contrib/gpu/run_device.sh pack builds it)
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -18,6 +22,8 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include "buf.h" /* objfs_copy_stream, the fills' copy */
+
 #define SRC_BYTES (2ull << 30)
 #define DST_BYTES (128ull << 20)
 #define PIECE (64u << 10)
@@ -26,6 +32,7 @@
 
 static char *src, *dst;
 static unsigned nthreads;
+static int nt;
 
 static double now(void)
 {
@@ -47,12 +54,15 @@ static void *run(void *arg)
 		x = x * 6364136223846793005ull + 1442695040888963407ull;
 		s = (size_t)((x >> 20) % (SRC_BYTES / PIECE)) * PIECE;
 		d = (size_t)((i * nthreads + id) % (DST_BYTES / PIECE)) * PIECE;
-		memcpy(dst + d, src + s, PIECE);
+		if (nt)
+			objfs_copy_stream(dst + d, src + s, PIECE);
+		else
+			memcpy(dst + d, src + s, PIECE);
 	}
 	return NULL;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	static const unsigned counts[] = { 1, 2, 4, 8, 12, 16 };
 	pthread_t t[MAX_THREADS];
@@ -65,6 +75,8 @@ int main(void)
 		perror("memcpy_bw: mmap");
 		return 1;
 	}
+	nt = argc > 1 && strcmp(argv[1], "nt") == 0;
+	printf("memcpy_bw: %s\n", nt ? "non-temporal stores" : "memcpy");
 	memset(src, 1, SRC_BYTES); /* every page really there, not the zero page */
 	memset(dst, 2, DST_BYTES);
 	for (int rep = 0; rep < 2; rep++) {

@@ -41,7 +41,7 @@ pack() {
 	gcc -O2 $(pkg-config --cflags fuse3) ../contrib/bench/nullfs.c $(pkg-config --libs fuse3) \
 		-o "$dev/nullfs"
 	# The machine's ceiling for one CPU copy per byte (contrib/bench/memcpy_bw.c).
-	gcc -O2 -pthread ../contrib/bench/memcpy_bw.c -o "$dev/memcpy_bw"
+	gcc -O2 -pthread -I../src/util ../contrib/bench/memcpy_bw.c -o "$dev/memcpy_bw"
 	# What taking the credentials costs a signed request (contrib/bench/creds_bench.c).
 	gcc -O2 -I../src/store -I../src/util -I. ../contrib/bench/creds_bench.c \
 		src/.libs/libobjfscore.a $(pkg-config --libs libcurl fuse3 json-c libxml-2.0 \

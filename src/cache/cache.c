@@ -23,6 +23,7 @@
 #include <sys/mman.h>
 #include <sys/queue.h>
 
+#include "buf.h"
 #include "cache.h"
 #include "clock.h"
 #include "diskcache.h"
@@ -843,7 +844,17 @@ struct fill {
 	int err;               /* atomic: the first error */
 	objfs_fetch_done_fn done;
 	void *arg;
+	unsigned flags;        /* OBJFS_FILL_* */
 };
+
+/* @n bytes of memory into @f's destination at @dst. */
+static void fill_copy(const struct fill *f, char *dst, const char *src, size_t n)
+{
+	if (f->flags & OBJFS_FILL_DEVICE)
+		objfs_copy_stream(dst, src, n);
+	else
+		memcpy(dst, src, n);
+}
 
 #define PAGE ((int64_t)4096)
 
@@ -1137,7 +1148,7 @@ static void fill_part_done(void *arg, int err)
 		return;
 	}
 	if (!err && p->own) {
-		memcpy(p->dst, p->own, p->len);
+		fill_copy(f, p->dst, p->own, p->len);
 		if (!p->from_disk && c->disk)
 			fill_write_behind(c, p); /* from a copy of its own */
 		keep_ranges(c, p);               /* may take p->own */
@@ -1234,7 +1245,7 @@ static int fill_from_block(struct fill *f, uint64_t idx, int64_t off, size_t len
 	ref(c, b);
 	pthread_mutex_unlock(&c->lock);
 	/* READY blocks and kept ranges never change: copied without the lock */
-	memcpy(dst, src, len);
+	fill_copy(f, dst, src, len);
 	pthread_mutex_lock(&c->lock);
 	unref(c, b);
 	evict(c, 0);
@@ -1255,7 +1266,7 @@ static void waiters_run(struct objfs_block *b, struct blk_waiter *w, int err)
 
 	for (struct blk_waiter *x = w; x; x = x->next)
 		if (!err)
-			memcpy(x->dst, b->data + (x->off - bstart), x->len);
+			fill_copy(x->f, x->dst, b->data + (x->off - bstart), x->len);
 	pthread_mutex_lock(&c->lock);
 	for (struct blk_waiter *x = w; x; x = x->next)
 		unref(c, b);
@@ -1274,7 +1285,7 @@ static void waiters_run(struct objfs_block *b, struct blk_waiter *w, int err)
 }
 
 void objfs_cache_fill(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
-		      size_t len, char *dst, objfs_fetch_done_fn done, void *arg)
+		      size_t len, char *dst, unsigned flags, objfs_fetch_done_fn done, void *arg)
 {
 	struct fill *f;
 	int64_t end = off + (int64_t)len, run = -1; /* run: start of the store run */
@@ -1289,7 +1300,7 @@ void objfs_cache_fill(struct objfs_cache *c, const struct objfs_cache_obj *o, in
 		done(arg, -ENOMEM);
 		return;
 	}
-	*f = (struct fill){ c, o, 1, 0, done, arg };
+	*f = (struct fill){ c, o, 1, 0, done, arg, flags };
 	for (int64_t at = off; at < end && !err;) {
 		uint64_t idx = (uint64_t)at / c->bsize;
 		int64_t bstart = (int64_t)(idx * c->bsize);
@@ -1348,7 +1359,7 @@ int objfs_cache_fill_wait(struct objfs_cache *c, const struct objfs_cache_obj *o
 {
 	struct fill_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
 
-	objfs_cache_fill(c, o, off, len, dst, fill_wait_done, &w);
+	objfs_cache_fill(c, o, off, len, dst, 0, fill_wait_done, &w);
 	pthread_mutex_lock(&w.lock);
 	while (!w.done)
 		pthread_cond_wait(&w.cond, &w.lock);

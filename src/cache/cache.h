@@ -136,7 +136,12 @@ int objfs_cache_read(struct objfs_cache *c, const struct objfs_cache_obj *o, int
  * not be delivered. @o must stay valid until done().
  */
 void objfs_cache_fill(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
-		      size_t len, char *dst, objfs_fetch_done_fn done, void *arg);
+		      size_t len, char *dst, unsigned flags, objfs_fetch_done_fn done, void *arg);
+
+/* objfs_cache_fill()'s @flags. */
+#define OBJFS_FILL_DEVICE 1u /* @dst is read next by a device, not by this CPU (a GPU
+			       * ring slot): bytes from memory are copied with
+			       * streaming stores (objfs_copy_stream, util/buf.h) */
 
 /* objfs_cache_fill(), waited for: 0 or -errno (then @dst must not be delivered). */
 int objfs_cache_fill_wait(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,

@@ -88,6 +88,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "buf.h"
 #include "clock.h"
 #include "log.h"
 #include "side_i.h"
@@ -976,7 +977,7 @@ static void run_done(void *arg, int err)
 			__atomic_compare_exchange_n(&e->err, &zero, -err, 0, __ATOMIC_RELAXED,
 						    __ATOMIC_RELAXED);
 		else if (u->tmp && !__atomic_load_n(&ss->failed, __ATOMIC_RELAXED))
-			memcpy(slot + e->slot_off, u->tmp + (e->off - u->off), e->len);
+			objfs_copy_stream(slot + e->slot_off, u->tmp + (e->off - u->off), e->len);
 	}
 	free(u->tmp);
 	job_put(j);
@@ -1206,7 +1207,8 @@ static void job_start_runs(struct job *j)
 		}
 		__atomic_add_fetch(&ss->side->fill_runs, 1, __ATOMIC_RELAXED);
 		objfs_cache_fill(cache, &f->cap->obj->cobj, f->off, (size_t)(end - f->off),
-				 u->tmp ? u->tmp : slot + f->off + delta, fill_done, u);
+				 u->tmp ? u->tmp : slot + f->off + delta,
+				 u->tmp ? 0 : OBJFS_FILL_DEVICE, fill_done, u);
 	}
 	if (j->resumed) {
 		j->resumed = 0;
@@ -1247,7 +1249,7 @@ static void job_run(struct job *j)
 		j->left++;
 		__atomic_add_fetch(&ss->side->fill_runs, 1, __ATOMIC_RELAXED);
 		objfs_cache_fill(cache, &ents[j->e0].cap->obj->cobj, j->sub_off, j->sub_len, slot,
-				 run_done, &j->one);
+				 OBJFS_FILL_DEVICE, run_done, &j->one);
 		job_put(j);
 		return;
 	}

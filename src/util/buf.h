@@ -9,8 +9,13 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__) && defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /*
  * Makes *@p (of *@cap bytes, NULL/0 at first) hold at least @need bytes,
@@ -31,6 +36,50 @@ static inline int objfs_buf_reserve(char **p, size_t *cap, size_t need, size_t f
 	*p = np;
 	*cap = nc;
 	return 0;
+}
+
+/*
+ * memcpy for memory a device reads next, not this processor (a GPU ring
+ * slot, which the GPU's DMA reads from memory): on x86-64, full cache
+ * lines are written with streaming stores, which neither read the
+ * destination's lines first (a plain store does, "for ownership") nor
+ * leave them in the caches. 16 threads copying 64 KiB pieces into a 128
+ * MiB buffer on the H200 machine: 52-55 GB/s against memcpy's 43-62
+ * (contrib/bench/memcpy_bw.c). An sfence at the end orders the streamed
+ * bytes before the caller's next store (a completion it publishes).
+ * Short copies, and everything elsewhere, are memcpy.
+ */
+static inline void objfs_copy_stream(void *dst, const void *src, size_t n)
+{
+#if defined(__x86_64__) && defined(__SSE2__)
+	char *d = dst;
+	const char *s = src;
+	size_t head = (64 - ((uintptr_t)d & 63)) & 63;
+
+	if (n < 4096) {
+		memcpy(dst, src, n);
+		return;
+	}
+	memcpy(d, s, head);
+	d += head;
+	s += head;
+	n -= head;
+	for (; n >= 64; d += 64, s += 64, n -= 64) {
+		__m128i a = _mm_loadu_si128((const __m128i *)s);
+		__m128i b = _mm_loadu_si128((const __m128i *)(s + 16));
+		__m128i c = _mm_loadu_si128((const __m128i *)(s + 32));
+		__m128i e = _mm_loadu_si128((const __m128i *)(s + 48));
+
+		_mm_stream_si128((__m128i *)d, a);
+		_mm_stream_si128((__m128i *)(d + 16), b);
+		_mm_stream_si128((__m128i *)(d + 32), c);
+		_mm_stream_si128((__m128i *)(d + 48), e);
+	}
+	memcpy(d, s, n);
+	_mm_sfence();
+#else
+	memcpy(dst, src, n);
+#endif
 }
 
 /*
