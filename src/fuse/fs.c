@@ -789,7 +789,7 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	if (conn->capable & FUSE_CAP_READDIRPLUS)
 		conn->want |= FUSE_CAP_READDIRPLUS | FUSE_CAP_READDIRPLUS_AUTO;
 	conn->want &= ~(unsigned)FUSE_CAP_AUTO_INVAL_DATA;
-#ifdef FUSE_CAP_DIRECT_IO_ALLOW_MMAP /* libfuse >= 3.16; before it, init_hooks */
+#ifdef FUSE_CAP_DIRECT_IO_ALLOW_MMAP /* libfuse >= 3.17.1; before it, init_hooks */
 	if (conn->capable & FUSE_CAP_DIRECT_IO_ALLOW_MMAP)
 		conn->want |= FUSE_CAP_DIRECT_IO_ALLOW_MMAP;
 #endif
@@ -819,8 +819,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
  * concurrently (one lock; lookups parked on a listing under way), as it
  * does for different directories.
  *
- * FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6, protocol 7.39; libfuse 3.16 knows
- * it): without it the kernel refuses a shared mmap of a file opened with
+ * FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6, protocol 7.39; libfuse asks for it
+ * from 3.17.1, and objfs then does through conn->want): without it the kernel refuses a shared mmap of a file opened with
  * direct_io (ENODEV), so -o direct_io, 1.5x the page cache's speed for 16
  * to 64 streaming readers on the H200 machine (docs/benchmarks.md), broke
  * numpy's and safetensors' read-only mappings. With it such a mapping
@@ -895,8 +895,12 @@ static void init_hooks(struct fuse_session *se)
 {
 	static const struct fuse_custom_io io = { .writev = io_writev, .read = io_read };
 
-	init_want = (fuse_version() < 317 ? INIT_DIROPS : 0) |
-		    (fuse_version() < 316 ? INIT_MMAP : 0);
+	init_want = fuse_version() < 317 ? INIT_DIROPS : 0;
+#ifndef FUSE_CAP_DIRECT_IO_ALLOW_MMAP
+	/* headers that cannot ask for it, whichever libfuse runs: the hook
+	 * does (OR-ing the flag into a reply that has it changes nothing) */
+	init_want |= INIT_MMAP;
+#endif
 	if (!init_want)
 		return;
 	if (fuse_session_custom_io(se, &io, fuse_session_fd(se)))
