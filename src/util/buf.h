@@ -1,8 +1,9 @@
 /*
  * buf: growing a heap buffer by doubling, for the text objfs builds up
  * piece by piece (response bodies in the engine, canonical requests in
- * SigV4). Callers keep their own caps on what they accept; this only
- * grows.
+ * SigV4; callers keep their own caps on what they accept, this only
+ * grows), appending to a fixed one, and copying into memory that a
+ * device reads next (GPU ring slots: objfs_copy_stream).
  */
 #ifndef OBJFS_BUF_H
 #define OBJFS_BUF_H
