@@ -164,12 +164,6 @@ static void fill_seen_cb(void *arg, int err)
 }
 
 /*
- * A fill over a block in flight does not wait for it: the call returns
- * with the fill still open, and the bytes are copied when the block lands
- * (the GPU side API's shared fill workers never block on the network). A
- * failed block fails its waiters.
- */
-/*
  * objfs_copy_stream (util/buf.h; fills into GPU ring slots): the bytes of
  * memcpy at every alignment of both ends and around the lengths where it
  * changes method (under 4 KiB, the aligning head, whole lines, the tail),
@@ -201,6 +195,12 @@ START_TEST(test_copy_stream)
 }
 END_TEST
 
+/*
+ * A fill over a block in flight does not wait for it: the call returns
+ * with the fill still open, and the bytes are copied when the block lands
+ * (the GPU side API's shared fill workers never block on the network). A
+ * failed block fails its waiters.
+ */
 START_TEST(test_fill_waits_without_blocking)
 {
 	struct objfs_cache *c;
@@ -574,8 +574,8 @@ START_TEST(test_fill_buffers_within_cap)
 	atomic_store(&f.hold, 1);
 	h0 = heap_now();
 	for (int i = 0; i < N; i++)
-		objfs_cache_fill(c, &o, (int64_t)i * BSZ + 100, BSZ / 4, dst[i], i % 2 ? OBJFS_FILL_DEVICE : 0,
-				 held_cb, &errs[i]);
+		objfs_cache_fill(c, &o, (int64_t)i * BSZ + 100, BSZ / 4, dst[i],
+				 i % 2 ? OBJFS_FILL_DEVICE : 0, held_cb, &errs[i]);
 	h1 = heap_now();
 	objfs_cache_get_stats(c, &st);
 	ck_assert_uint_le(st.bytes + st.pool_bytes, CAP);

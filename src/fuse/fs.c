@@ -820,11 +820,12 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
  * does for different directories.
  *
  * FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6, protocol 7.39; libfuse asks for it
- * from 3.17.1, and objfs then does through conn->want): without it the kernel refuses a shared mmap of a file opened with
- * direct_io (ENODEV), so -o direct_io, 1.5x the page cache's speed for 16
- * to 64 streaming readers on the H200 machine (docs/benchmarks.md), broke
- * numpy's and safetensors' read-only mappings. With it such a mapping
- * reads through the page cache as any other file's does.
+ * from 3.17.1, and objfs then does through conn->want): without it the
+ * kernel refuses a shared mmap of a file opened with direct_io (ENODEV),
+ * so -o direct_io, 1.5x the page cache's speed for 16 to 64 streaming
+ * readers on the H200 machine (docs/benchmarks.md), broke numpy's and
+ * safetensors' read-only mappings. With it such a mapping reads through
+ * the page cache as any other file's does.
  */
 #define INIT_DIROPS 1u
 #define INIT_MMAP   2u
