@@ -433,10 +433,12 @@ int objfs_client_cpu_accessible(void *buf, size_t len)
  * Classifies @buf by looking: through CUDA when the ring is registered,
  * else it must be memory the CPU can reach. 0 or -errno.
  */
-static int classify(struct objfs_sess *s, void *buf, size_t len, enum mem_kind *kind, int *dev)
+static int classify(struct objfs_sess *s, void *buf, size_t len, enum mem_kind *kind, int *dev,
+		    struct reg *alloc)
 {
+	alloc->len = 0;
 	if (s->cuda)
-		return objfs_cuda_classify(s, buf, len, kind, dev);
+		return objfs_cuda_classify(s, buf, len, kind, dev, alloc);
 	*dev = 0;
 	*kind = MEM_HOST;
 	switch (objfs_client_cpu_accessible(buf, len)) {
@@ -446,11 +448,17 @@ static int classify(struct objfs_sess *s, void *buf, size_t len, enum mem_kind *
 	}
 }
 
-/* Kind of @buf: from the registry, else by looking. 0 or -errno. */
-static int mem_kind_of(struct objfs_sess *s, char *buf, size_t len, enum mem_kind *kind, int *dev)
+/*
+ * Kind of @buf: from the registry, else by looking. *known gets a range
+ * around @buf of that same kind (the registration, or the allocation),
+ * or known->len 0. 0 or -errno.
+ */
+static int mem_kind_of(struct objfs_sess *s, char *buf, size_t len, enum mem_kind *kind, int *dev,
+		       struct reg *known)
 {
 	int found = 0;
 
+	known->len = 0;
 	pthread_mutex_lock(&s->lock);
 	for (unsigned i = 0; i < s->nregs; i++) {
 		struct reg *r = &s->regs[i];
@@ -459,6 +467,7 @@ static int mem_kind_of(struct objfs_sess *s, char *buf, size_t len, enum mem_kin
 			found = len <= (size_t)(r->buf + r->len - buf) ? 1 : -1;
 			*kind = r->kind;
 			*dev = r->dev;
+			*known = *r;
 			break;
 		}
 	}
@@ -467,19 +476,27 @@ static int mem_kind_of(struct objfs_sess *s, char *buf, size_t len, enum mem_kin
 		return -EFAULT;
 	if (found)
 		return 0;
-	return classify(s, buf, len, kind, dev);
+	return classify(s, buf, len, kind, dev, known);
+}
+
+/* Whether [buf, buf + len) lies inside @r. */
+static int reg_holds(const struct reg *r, const char *buf, size_t len)
+{
+	return r->len && buf >= r->buf && (size_t)(buf - r->buf) <= r->len &&
+	       len <= r->len - (size_t)(buf - r->buf);
 }
 
 int objfs_gpu_buf_register(struct objfs_gpu *h, void *buf, size_t len)
 {
 	struct objfs_sess *s;
 	enum mem_kind kind;
+	struct reg alloc;
 	int dev, err;
 
 	if (!h || !buf || !len || (uintptr_t)buf + len < (uintptr_t)buf)
 		return -EINVAL;
 	s = h->s;
-	err = classify(s, buf, len, &kind, &dev);
+	err = classify(s, buf, len, &kind, &dev, &alloc);
 	if (err)
 		return err;
 	pthread_mutex_lock(&s->lock);
@@ -535,6 +552,7 @@ static int batch_prep(struct objfs_gpu_iov *iov, int n, struct batch **out, int 
 {
 	struct objfs_sess *s;
 	struct batch *b;
+	struct reg last = { 0 }; /* the range the last entry's kind came from */
 	uint32_t k = 0;
 
 	*out = NULL;
@@ -581,8 +599,10 @@ static int batch_prep(struct objfs_gpu_iov *iov, int n, struct batch **out, int 
 			continue;
 		}
 		len = (int64_t)v->len < v->h->size - v->off ? (int64_t)v->len : v->h->size - v->off;
-		err = mem_kind_of(s, v->buf, (size_t)len, &e->kind, &e->dev);
-		if (err) {
+		if (reg_holds(&last, v->buf, (size_t)len)) { /* samples into one tensor */
+			e->kind = last.kind;
+			e->dev = last.dev;
+		} else if ((err = mem_kind_of(s, v->buf, (size_t)len, &e->kind, &e->dev, &last))) {
 			v->nread = err;
 			continue;
 		}

@@ -204,11 +204,13 @@ OBJFS_HIDDEN void objfs_cuda_detach(struct objfs_sess *s);
 
 /*
  * Classifies @buf for a session with s->cuda: *kind MEM_DEVICE (memory a
- * copy engine must write) or MEM_HOST, *dev its device. 0, -EFAULT (neither
- * CUDA nor the CPU knows it) or -EOPNOTSUPP.
+ * copy engine must write) or MEM_HOST, *dev its device. For device memory
+ * *alloc gets the whole allocation holding @buf (every byte of it is of
+ * the same kind and device) when the driver tells it, else alloc->len 0.
+ * 0, -EFAULT (neither CUDA nor the CPU knows it) or -EOPNOTSUPP.
  */
 OBJFS_HIDDEN int objfs_cuda_classify(struct objfs_sess *s, void *buf, size_t len,
-				     enum mem_kind *kind, int *dev);
+				     enum mem_kind *kind, int *dev, struct reg *alloc);
 
 /*
  * Submits @b and enqueues its consumers on @stream (copies from the ring

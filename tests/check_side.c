@@ -53,6 +53,7 @@ int objfs_gpu_open_cap(const struct objfs_side_cap *cap, struct objfs_gpu **h);
 static atomic_llong fail_from = -1; /* fetches reaching this offset fail */
 static atomic_int fetch_delay_ms;
 static atomic_int fetches;          /* fake_fetch calls */
+static atomic_llong fetched;        /* bytes they asked for */
 static atomic_int jobs_live;        /* fake_fetch threads not yet returned */
 static atomic_int hold;             /* fetches wait in held[] until released */
 
@@ -127,6 +128,7 @@ static void fake_fetch(void *ctx, int64_t off, size_t len, char *dst, objfs_fetc
 
 	(void)ctx;
 	atomic_fetch_add(&fetches, 1);
+	atomic_fetch_add(&fetched, (long long)len);
 	*j = (struct job){ off, len, dst, done, arg };
 	atomic_fetch_add(&jobs_live, 1);
 	if (atomic_load(&hold)) {
@@ -1675,6 +1677,39 @@ START_TEST(test_batch_dense_blocks)
 }
 END_TEST
 
+/*
+ * Many entries of one block, named in reverse and overlapping: their union,
+ * not their sum, decides. 20 of 2 KiB 800 bytes apart cover 17,248 bytes of
+ * 64 KiB (dense: the block whole); 10 at one offset cover 2 KiB (sparse,
+ * though their sum is 20 KiB): only those bytes are fetched. All 30 fit
+ * one piece (one run each block).
+ */
+START_TEST(test_batch_dense_overlaps)
+{
+	struct objfs_gpu *h = open_ino(42);
+	static char buf[30][2048];
+	struct objfs_gpu_iov v[30];
+	long long b0;
+	int f0;
+
+	for (int i = 0; i < 20; i++)
+		v[i] = (struct objfs_gpu_iov){ h, buf[i], 2048,
+					       44 * (int64_t)SLOT_SIZE + (19 - i) * 800, 0 };
+	for (int i = 20; i < 30; i++)
+		v[i] = (struct objfs_gpu_iov){ h, buf[i], 2048, 46 * (int64_t)SLOT_SIZE + 100, 0 };
+	f0 = atomic_load(&fetches);
+	b0 = atomic_load(&fetched);
+	ck_assert_int_eq(objfs_gpu_readv(v, 30), 0);
+	for (int i = 0; i < 30; i++) {
+		ck_assert_int_eq(v[i].nread, 2048);
+		check_bytes(buf[i], v[i].off, 2048);
+	}
+	ck_assert_int_eq(atomic_load(&fetches) - f0, 2);
+	ck_assert_int_eq(atomic_load(&fetched) - b0, SLOT_SIZE + 2048);
+	objfs_gpu_close(h);
+}
+END_TEST
+
 /* The packing both sides compute (side_proto.h, 6), against a table. */
 START_TEST(test_pack)
 {
@@ -2239,6 +2274,7 @@ static Suite *side_suite(void)
 	tcase_add_test(tc, test_batch_partial_failure);
 	tcase_add_test(tc, test_batch_coalesce);
 	tcase_add_test(tc, test_batch_dense_blocks);
+	tcase_add_test(tc, test_batch_dense_overlaps);
 	tcase_add_test(tc, test_batch_limits);
 	tcase_add_test(tc, test_batch_runs_bounded);
 	tcase_add_loop_test(tc, test_batch_hostile, 0, sizeof(bad_batch) / sizeof(bad_batch[0]));

@@ -27,7 +27,8 @@
 # BENCH_REPS (2), BENCH_OPTS (mount options), BENCH_MODES (the modes to run,
 # default "readv readv1 loop pread16"; "MODE+OPTS" runs MODE on a mount
 # with OPTS added, e.g. "readv+fill_threads=16"; "MODE@old" runs it on a
-# mount of the daemon binary BENCH_OLD, to compare two builds). After
+# mount of the daemon binary BENCH_OLD, with the client GPU_BATCH_OLD if
+# set, to compare two builds). After
 # each mode's warm pass its line "stats" gives the requests of each pass,
 # the cache's hits and kept ranges (where the warm bytes came from), the
 # daemon's CPU seconds in each pass (and nginx's in the cold one: the
@@ -86,9 +87,10 @@ cpu_delta() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
 nm=${#modes[@]}
 # one_pass MODE: one gpu_batch pass, its line labelled MODE
 one_pass() {
-	local m=${1%%[+@]*} env=()
+	local m=${1%%[+@]*} env=() gb=$GPU_BATCH
 	[ "$m" = readv1 ] && m=readv env=(OBJFS_GPU_NO_BATCHCOPY=1)
-	env "${env[@]}" "$GPU_BATCH" bench "$MNT/shards" "$NF" "$NS" "$LEN" "$m" $((rep + 1)) 2>&1 |
+	[ "${1%@old}" = "$1" ] || gb=${GPU_BATCH_OLD:-$GPU_BATCH}
+	env "${env[@]}" "$gb" bench "$MNT/shards" "$NF" "$NS" "$LEN" "$m" $((rep + 1)) 2>&1 |
 		grep '^bench' | sed "s/^bench $m /bench $1 /"
 }
 for ((rep = 0; rep < REPS; rep++)); do

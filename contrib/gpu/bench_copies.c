@@ -11,27 +11,7 @@
  *          -L/usr/local/cuda/lib64 -lcudart_static -ldl -lrt -lpthread
  * Run:   bench_copies [pieces=10000] [piece_kib=64] [batch=128] [reps=5]
  */
-#include <cuda_runtime_api.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-
-#define CK(x)                                                                        \
-	do {                                                                         \
-		cudaError_t e_ = (x);                                                \
-		if (e_) {                                                            \
-			fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_));     \
-			exit(1);                                                     \
-		}                                                                    \
-	} while (0)
-
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
+#include "bench_cuda.h"
 
 int main(int argc, char **argv)
 {

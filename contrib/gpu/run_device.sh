@@ -37,6 +37,10 @@ pack() {
 	gcc -O2 $(sed -n 's/^CUDA_CPPFLAGS = //p' Makefile) ../contrib/gpu/bench_copies.c \
 		$(sed -n 's/^CUDA_LDFLAGS = //p' Makefile) $(sed -n 's/^CUDA_LIBS = //p' Makefile) \
 		-o "$dev/bench_copies"
+	# The ceiling of a warm readv's pipeline, without objfs (contrib/gpu/bench_pipe.c).
+	gcc -O2 -pthread -I../src/util $(sed -n 's/^CUDA_CPPFLAGS = //p' Makefile) \
+		../contrib/gpu/bench_pipe.c $(sed -n 's/^CUDA_LDFLAGS = //p' Makefile) \
+		$(sed -n 's/^CUDA_LIBS = //p' Makefile) -o "$dev/bench_pipe"
 	# The FUSE floor (contrib/bench/nullfs.c, fuse_probe.sh's PROBE_NULLFS).
 	gcc -O2 $(pkg-config --cflags fuse3) ../contrib/bench/nullfs.c $(pkg-config --libs fuse3) \
 		-o "$dev/nullfs"

@@ -265,6 +265,56 @@ static int do_check(const char *mnt, const char *src, int nfiles, int nent, size
 	snprintf(msg, sizeof(msg), "the same batch into host memory (objfs_gpu_readv): %s",
 		 err ? objfs_strerror(err) : "equal");
 	ok_line(!err && bad == 0, msg);
+	/*
+	 * Two device allocations and host memory in turn within one batch: each
+	 * entry's kind and device are its own (libobjfs looks a kind up once
+	 * per allocation and reuses it while entries stay inside).
+	 */
+	{
+		unsigned char *d2, *where[3];
+		unsigned long long *sums2, *h_sums2 = (unsigned long long *)calloc(nent, 8);
+
+		CK(cudaMalloc(&d2, total));
+		CK(cudaMalloc(&sums2, (size_t)nent * 8));
+		CK(cudaMemset(d, GUARD, total));
+		CK(cudaMemset(d2, GUARD, total));
+		memset(hb, GUARD, total);
+		where[0] = d;
+		where[1] = d2;
+		where[2] = hb;
+		for (int i = 0; i < nent; i++) {
+			v[i].buf = where[(i / 3) % 3] + e[i].dst; /* runs of three alike */
+			v[i].nread = -999;
+		}
+		err = objfs_gpu_readv(v, nent);
+		CK(cudaMemset(sums, 0, (size_t)nent * 8));
+		CK(cudaMemset(sums2, 0, (size_t)nent * 8));
+		k_sums<<<nent, 128>>>(d, de, sums);
+		k_sums<<<nent, 128>>>(d2, de, sums2);
+		CK(cudaDeviceSynchronize());
+		CK(cudaMemcpy(h_sums, sums, (size_t)nent * 8, cudaMemcpyDeviceToHost));
+		CK(cudaMemcpy(h_sums2, sums2, (size_t)nent * 8, cudaMemcpyDeviceToHost));
+		bad = 0;
+		for (int i = 0; i < nent && !err; i++) {
+			int w = (i / 3) % 3;
+			uint64_t cs = cpu_sum(f.sfd[fi[i]], v[i].off, (size_t)want[i], e[i].base), got = 0;
+
+			if (w == 2)
+				for (int64_t k = 0; k < want[i]; k++)
+					got += (uint64_t)hb[e[i].dst + k] * weight(e[i].base + k);
+			else
+				got = w ? h_sums2[i] : h_sums[i];
+			if ((v[i].nread != want[i] || got != cs) && bad++ < 5)
+				fprintf(stderr, "mixed entry %d (%s): nread %zd want %lld\n", i,
+					w == 2 ? "host" : "device", v[i].nread, (long long)want[i]);
+		}
+		snprintf(msg, sizeof(msg), "two device buffers and host memory in turn, one batch: %s",
+			 err ? objfs_strerror(err) : "equal");
+		ok_line(!err && bad == 0, msg);
+		cudaFree(d2);
+		cudaFree(sums2);
+		free(h_sums2);
+	}
 	free(hb);
 	files_close(&f, 1);
 	cudaFree(d);
