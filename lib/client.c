@@ -450,13 +450,14 @@ static int classify(struct objfs_sess *s, void *buf, size_t len, enum mem_kind *
 
 /*
  * Kind of @buf: from the registry, else by looking. *known gets a range
- * around @buf of that same kind (the registration, or the allocation),
+ * around @buf of that same kind where every entry would get this same
+ * answer (the registration, or an allocation no registration overlaps),
  * or known->len 0. 0 or -errno.
  */
 static int mem_kind_of(struct objfs_sess *s, char *buf, size_t len, enum mem_kind *kind, int *dev,
 		       struct reg *known)
 {
-	int found = 0;
+	int found = 0, err;
 
 	known->len = 0;
 	pthread_mutex_lock(&s->lock);
@@ -476,7 +477,16 @@ static int mem_kind_of(struct objfs_sess *s, char *buf, size_t len, enum mem_kin
 		return -EFAULT;
 	if (found)
 		return 0;
-	return classify(s, buf, len, kind, dev, known);
+	err = classify(s, buf, len, kind, dev, known);
+	if (!err && known->len) { /* a registration inside keeps its own bounds */
+		pthread_mutex_lock(&s->lock);
+		for (unsigned i = 0; i < s->nregs && known->len; i++)
+			if (s->regs[i].buf < known->buf + known->len &&
+			    known->buf < s->regs[i].buf + s->regs[i].len)
+				known->len = 0;
+		pthread_mutex_unlock(&s->lock);
+	}
+	return err;
 }
 
 /* Whether [buf, buf + len) lies inside @r. */

@@ -56,7 +56,7 @@
  * gives the allocation around it (cuMemGetAddressRange): batch_prep reuses
  * that answer while entries stay inside it, so a batch of 10,000 samples
  * into one tensor asks once, not 10,000 times (on an H200 the batch's
- * preparation took 1.5-3.2 ms of a ~23 ms warm readv, now 0.3-0.5).
+ * preparation took 1.5-3.3 ms of a 23-34 ms warm readv, now 0.3-0.5).
  *
  * The driver entry points for stream memory operations are looked up once
  * per process (cudaGetDriverEntryPointByVersion, CUDA 12 ABI), so the

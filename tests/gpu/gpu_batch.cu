@@ -315,6 +315,28 @@ static int do_check(const char *mnt, const char *src, int nfiles, int nent, size
 		cudaFree(sums2);
 		free(h_sums2);
 	}
+	/*
+	 * A registration keeps its bounds even when an entry before it, outside
+	 * it in the same allocation, made the library learn the allocation:
+	 * the second entry runs 100 bytes past the registered half.
+	 */
+	if (total >= 8192 && f.size[0] >= 4096) {
+		size_t half = (size_t)total / 2;
+		struct objfs_gpu_iov r[2] = {
+			{ f.h[0], d + half + 1024, 4096 < total - half - 1024 ? 4096 : total - half - 1024, 0, -999 },
+			{ f.h[0], d + half - 100, 200, 0, -999 },
+		};
+
+		err = objfs_gpu_buf_register(f.h[0], d, half);
+		if (!err)
+			err = objfs_gpu_readv(r, 2);
+		snprintf(msg, sizeof(msg), "past a registered buffer after an entry outside it in the "
+			 "same allocation: nread %zd, %zd (want %zu, -EFAULT)", r[0].nread, r[1].nread,
+			 r[0].len);
+		ok_line(!err && r[0].nread == (ssize_t)r[0].len && r[1].nread == -EFAULT, msg);
+		if (objfs_gpu_buf_deregister(f.h[0], d, half))
+			ok_line(0, "deregister");
+	}
 	free(hb);
 	files_close(&f, 1);
 	cudaFree(d);
