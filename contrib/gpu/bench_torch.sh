@@ -12,7 +12,8 @@
 # with the Python modules in BENCH_OLD_PY), BENCH_REPS, BENCH_ST_GB,
 # BENCH_BATCHES, BENCH_OPTS.
 # Every measurement is a fresh mount (daemon caches cold; nginx's files in
-# the page cache); modes alternate, BENCH_REPS times.
+# the page cache); modes alternate, BENCH_REPS times, their order rotated,
+# after BENCH_WARMUP (1) untimed rounds.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=../../tests/integration/lib.sh
@@ -57,8 +58,14 @@ cat "$DATA/model.safetensors" "$DATA"/shards/* >/dev/null
 bench_nginx "$DATA" || exit 99 # a worker per core, no access log: not the limit
 MNT=$TEST_TMP/mnt
 say "== bench_torch: (2) $(stat -c %s "$DATA/model.safetensors") byte safetensors; (3) $NB batches of 256 x 110 KiB over 1000 files; -o $OPTS; $(python3 -c 'import torch; print("torch", torch.__version__)')"
-for ((rep = 0; rep < REPS; rep++)); do
-	for m in ${BENCH_MODES:-st_objfs st_base st_one dl_objfs dl_base}; do
+read -r -a modes <<<"${BENCH_MODES:-st_objfs st_base st_one dl_objfs dl_base}"
+nm=${#modes[@]}
+# Rep -1 is a warm-up, not reported: in two calls the first rep of the mode
+# that ran first (dl_objfs) ran at 0.70x and 0.27x its median, the first
+# use of torch and CUDA on the machine. The order rotates.
+for ((rep = -${BENCH_WARMUP:-1}; rep < REPS; rep++)); do
+	for ((k = 0; k < nm; k++)); do
+		m=${modes[$(((k + (rep < 0 ? 0 : rep)) % nm))]}
 		mount_objfs "$URL" "$MNT" "$OPTS" || exit 99
 		case $m in
 		st_*) arg=("$MNT/model.safetensors") ;;
@@ -66,7 +73,8 @@ for ((rep = 0; rep < REPS; rep++)); do
 		esac
 		pydir= # MODE@old: the Python modules in BENCH_OLD_PY
 		[ "${m%@old}" != "$m" ] && pydir=${BENCH_OLD_PY:?MODE@old needs BENCH_OLD_PY}
-		say "rep $rep: $(OBJFS_PYDIR=$pydir timeout 120 python3 "$HERE/bench_torch.py" "${m%@old}" "${arg[@]}" 2>&1 | tail -1)${pydir:+ (@old)}"
+		line="rep $rep: $(OBJFS_PYDIR=$pydir timeout 120 python3 "$HERE/bench_torch.py" "${m%@old}" "${arg[@]}" 2>&1 | tail -1)${pydir:+ (@old)}"
+		if ((rep < 0)); then echo "warm-up, not counted: $line"; else say "$line"; fi
 		unmount_objfs "$MNT" >/dev/null 2>&1
 	done
 done
