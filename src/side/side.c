@@ -998,25 +998,6 @@ static int ent_cmp(const void *a, const void *b, void *arg)
 	return x->off < y->off ? -1 : x->off > y->off;
 }
 
-/*
- * Whole blocks for dense samples (issue 17). A batch of many small ranges
- * cost one GET each, even when ten of them fall into one 2 MiB shard: the
- * fills of a piece only see the piece's entries, and a 10,000-sample batch
- * over 1,000 shards spreads each shard's samples over many pieces. Here the
- * whole request is seen at once: a block that two or more small entries
- * (a quarter of a block at most, within one block) touch, covering at
- * least a quarter of it (so at most 4x the bytes asked), is fetched whole
- * into the block cache, in the
- * order the request first names it (the order its pieces are filled); the
- * fills then copy from it (objfs_cache_fill waits for a block in flight).
- * One GET instead of several, and a second pass over the same shards is
- * served from memory. Bounded by what the cache's prefetch room takes
- * (objfs_cache_prefetch never passes the cap). On the H200 machine, 10,000
- * samples of 64 KiB over 1,000 shards of 2 MiB (31% of each): a warm
- * second pass 259k samples/s (was 77k, fetched again), the cold one 55k
- * (was 71k: 3x the bytes on a loopback where bytes are cheap and requests
- * are not; on S3 a request costs ~20 ms). Session thread.
- */
 struct pgroup { /* a block small entries of a request fall in */
 	const struct objfs_object *obj;
 	uint64_t blk;
@@ -1039,6 +1020,25 @@ static void sort_by_off(const struct ent *ents, uint32_t *idx, uint32_t n)
 	}
 }
 
+/*
+ * Whole blocks for dense samples (issue 17). A batch of many small ranges
+ * cost one GET each, even when ten of them fall into one 2 MiB shard: the
+ * fills of a piece only see the piece's entries, and a 10,000-sample batch
+ * over 1,000 shards spreads each shard's samples over many pieces. Here the
+ * whole request is seen at once: a block that two or more small entries
+ * (a quarter of a block at most, within one block) touch, covering at
+ * least a quarter of it (so at most 4x the bytes asked), is fetched whole
+ * into the block cache, in the
+ * order the request first names it (the order its pieces are filled); the
+ * fills then copy from it (objfs_cache_fill waits for a block in flight).
+ * One GET instead of several, and a second pass over the same shards is
+ * served from memory. Bounded by what the cache's prefetch room takes
+ * (objfs_cache_prefetch never passes the cap). On the H200 machine, 10,000
+ * samples of 64 KiB over 1,000 shards of 2 MiB (31% of each): a warm
+ * second pass 259k samples/s (was 77k, fetched again), the cold one 55k
+ * (was 71k: 3x the bytes on a loopback where bytes are cheap and requests
+ * are not; on S3 a request costs ~20 ms). Session thread.
+ */
 static void plan_blocks(struct session *ss, const struct req *r)
 {
 	struct objfs_cache *cache = ss->side->cache;
