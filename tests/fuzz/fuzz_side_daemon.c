@@ -21,7 +21,8 @@
  *   7 consume for a while (let the daemon run)
  * and kind & 8 attaches a descriptor, which the daemon's socket refuses
  * (SO_PASSRIGHTS, Linux >= 6.16: sendmsg fails with EPERM and the message
- * is not sent) or the daemon must (the message refused). The client then
+ * is not sent, so the model does not count it) or the daemon must (the
+ * message refused). The client then
  * consumes what was published and closes.
  *
  * The daemon must: answer only well-formed HELLO_OK / DONE / ERR /
@@ -177,7 +178,7 @@ static int send_fd(struct client *c, const void *m, size_t len, int fd)
 			return 0;
 		}
 		if (errno == EPERM && fd >= 0)
-			return 0; /* the socket refuses descriptors: nothing was sent */
+			return 1; /* the socket refuses descriptors: nothing was sent */
 		if (errno != EAGAIN)
 			return -1;
 		usleep(1000);
@@ -414,6 +415,7 @@ static int do_fill(struct client *c, const uint8_t *p, size_t n, int other_cap, 
 	struct objfs_msg_fill *m = (struct objfs_msg_fill *)mb;
 	size_t len = objfs_msg_size(OBJFS_MSG_FILL, 1);
 	struct fill f;
+	int rc;
 
 	memcpy(b, p, n < sizeof(b) ? n : sizeof(b));
 	f.first = c->next_first + ((b[0] & 1) ? (uint64_t)(int64_t)(int8_t)b[1] : 0);
@@ -428,8 +430,6 @@ static int do_fill(struct client *c, const uint8_t *p, size_t n, int other_cap, 
 						   FILE_SIZE - f.off + 2 : 1000);
 	f.req_id = (b[0] & 8) ? fuzz_le(b + 18, 8) : c->nfills + 1000;
 	f.pieces = f.len / SLOT_SIZE + (f.len % SLOT_SIZE != 0);
-	if (c->partial || f.first != c->next_first)
-		c->reclaimed = 1; /* out of sequence: EPROTO */
 	f.fails = f.off >= 0 && f.off < (int64_t)(FAIL_BLOCK + 1) * (64 << 10) &&
 		  f.len <= (uint64_t)FILE_SIZE &&
 		  (uint64_t)f.off + f.len > (uint64_t)FAIL_BLOCK * (64 << 10);
@@ -440,16 +440,22 @@ static int do_fill(struct client *c, const uint8_t *p, size_t n, int other_cap, 
 	m->nent = 1;
 	m->count = 1;
 	m->ent[0] = (struct objfs_fill_ent){ other_cap ? 1 + b[0] % 4 : 0, 0, f.off, f.len };
-	if (!other_cap && !(b[0] & 16) && c->nfills < MAX_FILLS) {
+	if (!other_cap && !(b[0] & 16) && c->nfills == MAX_FILLS)
+		return -1; /* the model is full: stop here */
+	if (!other_cap && (b[0] & 16))
+		m->nent = 2; /* an unfinished request: the next FILL breaks the sequence */
+	rc = send_fd(c, m, len, fd);
+	if (rc) /* not sent (a refused descriptor) or an error: the model stays */
+		return rc > 0 ? 0 : -1;
+	if (c->partial || f.first != c->next_first)
+		c->reclaimed = 1; /* out of sequence: EPROTO */
+	if (!other_cap && !(b[0] & 16)) {
 		c->fills[c->nfills++] = f;
 		c->next_first = f.first + f.pieces;
-	} else if (!other_cap && !(b[0] & 16)) {
-		return -1; /* the model is full: stop here */
 	} else if (!other_cap) {
-		m->nent = 2; /* an unfinished request: the next FILL breaks the sequence */
 		c->partial = 1;
 	}
-	return send_fd(c, m, len, fd);
+	return 0;
 }
 
 static int do_hello(struct client *c, const uint8_t *p, size_t n, int fd)
@@ -457,9 +463,9 @@ static int do_hello(struct client *c, const uint8_t *p, size_t n, int fd)
 	uint8_t b[17] = { 0 };
 	struct objfs_msg_hello m;
 
+	int rc;
+
 	memcpy(b, p, n < sizeof(b) ? n : sizeof(b));
-	if (c->hellos)
-		c->reclaimed = 1; /* a HELLO in session: EPROTO */
 	hello(&m, (b[0] & 1) ? other.token : cap.token, (b[0] & 2) ? 43 : 42);
 	if (b[0] & 4)
 		m.slots = (uint32_t)fuzz_le(b + 1, 4);
@@ -467,9 +473,14 @@ static int do_hello(struct client *c, const uint8_t *p, size_t n, int fd)
 		m.slot_size = (uint32_t)fuzz_le(b + 5, 4);
 	if (b[0] & 16)
 		m.ring_bytes = fuzz_le(b + 9, 8);
+	rc = send_fd(c, &m, sizeof(m), fd);
+	if (rc) /* not sent (a refused descriptor) or an error */
+		return rc > 0 ? 0 : -1;
+	if (c->hellos)
+		c->reclaimed = 1; /* a HELLO in session: EPROTO */
 	if (!c->hellos++ && (b[0] & (4 | 8 | 16)))
 		c->odd = 1;
-	return send_fd(c, &m, sizeof(m), fd);
+	return 0;
 }
 
 static int do_raw(struct client *c, const uint8_t *p, size_t n, int framed, int fd)
@@ -490,7 +501,7 @@ static int do_raw(struct client *c, const uint8_t *p, size_t n, int framed, int 
 	} else {
 		memcpy(buf, p, n);
 	}
-	return send_fd(c, buf, len, fd);
+	return send_fd(c, buf, len, fd) < 0 ? -1 : 0;
 }
 
 static void wait_sessions_closed(void)
@@ -525,10 +536,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (flags & 1) {
 		struct objfs_msg_hello m;
 
+		int rc;
+
 		hello(&m, cap.token, 42);
-		c.hellos++;
-		if (send_fd(&c, &m, sizeof(m), (flags & 4) ? c.spare : -1))
+		rc = send_fd(&c, &m, sizeof(m), (flags & 4) ? c.spare : -1);
+		if (rc < 0)
 			goto out;
+		c.hellos += rc == 0; /* 1: refused with its descriptor, not sent */
 	}
 	while (pos + 2 <= size) {
 		uint8_t kind = data[pos], n = data[pos + 1];
@@ -550,7 +564,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			c.reclaimed = 1; /* EMSGSIZE */
 			for (size_t i = 0; i < sizeof(big); i++)
 				big[i] = n ? (char)p[i % n] : 0;
-			rc = send_fd(&c, big, sizeof(big), fd);
+			rc = send_fd(&c, big, sizeof(big), fd) < 0 ? -1 : 0;
 			break;
 		}
 		case 6:
