@@ -448,6 +448,15 @@ static int classify(struct objfs_sess *s, void *buf, size_t len, enum mem_kind *
 	}
 }
 
+/* Whether a registration of @s overlaps [buf, buf + len). s->lock held. */
+static int regs_overlap_locked(const struct objfs_sess *s, const char *buf, size_t len)
+{
+	for (unsigned i = 0; i < s->nregs; i++)
+		if (buf < s->regs[i].buf + s->regs[i].len && s->regs[i].buf < buf + len)
+			return 1;
+	return 0;
+}
+
 /*
  * Kind of @buf: from the registry, else by looking. *known gets a range
  * around @buf of that same kind where every entry would get this same
@@ -480,10 +489,8 @@ static int mem_kind_of(struct objfs_sess *s, char *buf, size_t len, enum mem_kin
 	err = classify(s, buf, len, kind, dev, known);
 	if (!err && known->len) { /* a registration inside keeps its own bounds */
 		pthread_mutex_lock(&s->lock);
-		for (unsigned i = 0; i < s->nregs && known->len; i++)
-			if (s->regs[i].buf < known->buf + known->len &&
-			    known->buf < s->regs[i].buf + s->regs[i].len)
-				known->len = 0;
+		if (regs_overlap_locked(s, known->buf, known->len))
+			known->len = 0;
 		pthread_mutex_unlock(&s->lock);
 	}
 	return err;
@@ -510,13 +517,9 @@ int objfs_gpu_buf_register(struct objfs_gpu *h, void *buf, size_t len)
 	if (err)
 		return err;
 	pthread_mutex_lock(&s->lock);
-	for (unsigned i = 0; i < s->nregs; i++) {
-		struct reg *r = &s->regs[i];
-
-		if ((char *)buf < r->buf + r->len && r->buf < (char *)buf + len) {
-			pthread_mutex_unlock(&s->lock);
-			return -EEXIST;
-		}
+	if (regs_overlap_locked(s, buf, len)) {
+		pthread_mutex_unlock(&s->lock);
+		return -EEXIST;
 	}
 	if (s->nregs == MAX_REGS) {
 		pthread_mutex_unlock(&s->lock);
