@@ -31,7 +31,10 @@
  *
  * Locking: one mutex guards the hash, the LRU and every block's state;
  * block data is written only by the fetch that owns a LOADING block and read
- * only once the block is READY, so copies happen outside the lock.
+ * only once the block is READY, so copies happen outside the lock. It is
+ * held briefly and taken by many threads at once (every fill worker of the
+ * GPU side API, twice a fill): an adaptive mutex, which spins before it
+ * sleeps (objfs_cache_new).
  */
 #ifndef OBJFS_CACHE_H
 #define OBJFS_CACHE_H
