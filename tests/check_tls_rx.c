@@ -188,11 +188,68 @@ START_TEST(test_tls_rx_key_update)
 }
 END_TEST
 
+/*
+ * Handshake messages across records (RFC 8446, 5.1): a ticket cut inside
+ * its header and again inside its body, one longer than a record, and a
+ * KeyUpdate cut in two after a whole ticket (the key changes after its
+ * last byte): the application data around them byte-exact at every read
+ * size, the update asked for reported.
+ */
+START_TEST(test_tls_rx_split_handshake)
+{
+	static const size_t steps[] = { 1, 100, 4096, 1 << 20 };
+	static unsigned char t1[4 + 300], t2[4 + 20000], hs[4 + 40 + 5];
+	static char want[8000], got[1 << 20];
+
+	pattern((char *)t1, sizeof(t1), 1);
+	memcpy(t1, "\x04\0\x01\x2c", 4); /* 300 */
+	pattern((char *)t2, sizeof(t2), 2);
+	memcpy(t2, "\x04\0\x4e\x20", 4); /* 20,000 */
+	memset(hs, 0, sizeof(hs));
+	memcpy(hs, "\x04\0\0\x28", 4); /* a ticket of 40, then KeyUpdate(update_requested) */
+	memcpy(hs + 44, "\x18\0\0\1\1", 5);
+	pattern(want, sizeof(want), 4);
+	for (size_t si = 0; si < sizeof(steps) / sizeof(steps[0]); si++) {
+		struct objfs_tls_rx *rx;
+		struct stream st;
+		struct tls_seal s;
+		size_t n;
+		int asked = 0;
+
+		tls_seal_init(&s, 32, 0x21);
+		stream_init(&st);
+		ck_assert_int_eq(
+			objfs_tls_rx_new(OBJFS_TLS_AES_128_GCM_SHA256, s.secret, 32, 0, &rx), 0);
+		add(&st, &s, 23, want, 1000, 0);
+		add(&st, &s, 22, t1, 2, 0);
+		add(&st, &s, 22, t1 + 2, 150, 3);
+		add(&st, &s, 22, t1 + 152, sizeof(t1) - 152, 0);
+		add(&st, &s, 23, want + 1000, 2000, 0);
+		add(&st, &s, 22, t2, 16000, 0);
+		add(&st, &s, 22, t2 + 16000, sizeof(t2) - 16000, 0);
+		add(&st, &s, 23, want + 3000, 2000, 0);
+		add(&st, &s, 22, hs, 44 + 3, 0);
+		add(&st, &s, 22, hs + 47, 2, 0);
+		tls_seal_update(&s);
+		add(&st, &s, 23, want + 5000, 3000, 0);
+		add(&st, &s, 21, "\1\0", 2, 0); /* close_notify */
+		ck_assert_int_eq(drain(rx, &st, steps[si], got, &n, &asked), 0);
+		ck_assert_uint_eq(n, sizeof(want));
+		ck_assert_mem_eq(got, want, sizeof(want));
+		ck_assert_int_eq(asked, 1);
+		ck_assert_int_eq(objfs_tls_rx_pending(rx), 0);
+		objfs_tls_rx_free(rx);
+		stream_free(&st);
+	}
+}
+END_TEST
+
 /* Every kind of damage: an error, and nothing of the damaged record. */
 enum damage {
 	D_CIPHERTEXT, D_TAG, D_HEADER_LEN, D_WRONG_SEQ, D_WRONG_KEY, D_PLAIN_ALERT,
 	D_VERSION, D_TOO_SHORT, D_TOO_LONG, D_NO_TYPE, D_ALERT, D_HS_UNKNOWN, D_KU_NOT_LAST,
-	D_KU_VALUE, D_HS_SPANS, D_CUT, D_INNER_TYPE, D_SKIP_RECORD, ND
+	D_KU_VALUE, D_HS_SPANS, D_CUT, D_INNER_TYPE, D_SKIP_RECORD, D_HS_INTERLEAVED,
+	D_HS_PART_UNKNOWN, D_HS_HUGE, ND
 };
 
 START_TEST(test_tls_rx_damage)
@@ -265,8 +322,18 @@ START_TEST(test_tls_rx_damage)
 	case D_KU_VALUE:
 		add(&st, &s, 22, "\x18\0\0\1\2", 5, 0);
 		break;
-	case D_HS_SPANS:
+	case D_HS_SPANS: /* a ticket's start, then the stream's end */
 		add(&st, &s, 22, "\x04\0\0\x50\0\0", 6, 0);
+		break;
+	case D_HS_INTERLEAVED: /* a ticket's start, then application data (5.1) */
+		add(&st, &s, 22, "\x04\0\0\x50\0\0", 6, 0);
+		add(&st, &s, 23, want + 1000, 100, 0);
+		break;
+	case D_HS_PART_UNKNOWN: /* the first bytes of a CertificateRequest */
+		add(&st, &s, 22, "\x0d\0", 2, 0);
+		break;
+	case D_HS_HUGE: /* longer than any ticket */
+		add(&st, &s, 22, "\x04\x03\0\0\0", 5, 0);
 		break;
 	case D_CUT:
 		len = seal_record(&s, 23, want + 1000, 2000, 0, rec);
@@ -327,6 +394,7 @@ static Suite *tls_rx_suite(void)
 	tcase_set_timeout(tc, 30);
 	tcase_add_test(tc, test_tls_rx_stream);
 	tcase_add_loop_test(tc, test_tls_rx_key_update, 0, 2);
+	tcase_add_test(tc, test_tls_rx_split_handshake);
 	tcase_add_loop_test(tc, test_tls_rx_damage, 0, ND);
 	tcase_add_test(tc, test_tls_rx_expand_label);
 	suite_add_tcase(s, tc);

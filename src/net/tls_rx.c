@@ -20,6 +20,7 @@
 
 enum { CT_ALERT = 21, CT_HANDSHAKE = 22, CT_APPDATA = 23 };
 enum { HS_NEW_SESSION_TICKET = 4, HS_KEY_UPDATE = 24 };
+#define HS_MAX OBJFS_TLS_RX_HS_MAX
 
 struct objfs_tls_rx {
 	EVP_CIPHER_CTX *ctx;
@@ -32,6 +33,8 @@ struct objfs_tls_rx {
 	int dead, eof;
 	size_t coff, cend;            /* ciphertext not yet used: cbuf[coff, cend) */
 	size_t poff, pend;            /* plaintext not yet handed on: pbuf[poff, pend) */
+	unsigned char *hs;            /* owned, HS_MAX bytes once needed: the start of a */
+	size_t hs_len;                /* handshake message the next record goes on with */
 	unsigned char pbuf[REC_MAX];
 	unsigned char cbuf[CBUF];
 };
@@ -108,13 +111,14 @@ void objfs_tls_rx_free(struct objfs_tls_rx *rx)
 	if (!rx)
 		return;
 	EVP_CIPHER_CTX_free(rx->ctx);
+	free(rx->hs);
 	OPENSSL_cleanse(rx, sizeof(*rx));
 	free(rx);
 }
 
 int objfs_tls_rx_pending(const struct objfs_tls_rx *rx)
 {
-	return rx->cend > rx->coff || rx->pend > rx->poff;
+	return rx->cend > rx->coff || rx->pend > rx->poff || rx->hs_len;
 }
 
 static ssize_t fail(struct objfs_tls_rx *rx)
@@ -123,20 +127,29 @@ static ssize_t fail(struct objfs_tls_rx *rx)
 	return -EIO;
 }
 
-/* The handshake messages of one record (@m, @n bytes): tickets skipped, a
- * KeyUpdate (the record's last message) moves to the next secret. */
-static int handshake(struct objfs_tls_rx *rx, const unsigned char *m, size_t n, int *asked)
+/*
+ * The whole handshake messages at the start of @m (@n bytes): tickets
+ * skipped, a KeyUpdate (which must end the record: 5.1, no message spans a
+ * key change) moves to the next secret. Returns how many bytes they take
+ * (a message not yet whole starts there), or -EIO: a message of another
+ * type, known as soon as its first byte is, or longer than any ticket.
+ */
+static ssize_t hs_take(struct objfs_tls_rx *rx, const unsigned char *m, size_t n, int *asked)
 {
 	size_t off = 0;
 
 	while (off < n) {
 		size_t len;
 
-		if (n - off < 4)
+		if (m[off] != HS_NEW_SESSION_TICKET && m[off] != HS_KEY_UPDATE)
 			return -EIO;
+		if (n - off < 4)
+			break;
 		len = (size_t)m[off + 1] << 16 | (size_t)m[off + 2] << 8 | m[off + 3];
+		if (len > HS_MAX - 4)
+			return -EIO;
 		if (len > n - off - 4)
-			return -EIO; /* a message across records: none we take is */
+			break;
 		if (m[off] == HS_KEY_UPDATE) {
 			unsigned char next[48];
 
@@ -151,11 +164,39 @@ static int handshake(struct objfs_tls_rx *rx, const unsigned char *m, size_t n, 
 				return -EIO;
 			if (m[off + 4])
 				*asked = 1;
-		} else if (m[off] != HS_NEW_SESSION_TICKET) {
-			return -EIO;
 		}
 		off += 4 + len;
 	}
+	return (ssize_t)off;
+}
+
+/*
+ * A handshake record's plaintext (@m, @n bytes). A message may span
+ * records (5.1; a server that sends small records splits a ticket), so
+ * what the records before left of one (rx->hs) comes first, and what this
+ * one leaves is kept for the next, which must be a handshake record too.
+ */
+static int handshake(struct objfs_tls_rx *rx, const unsigned char *m, size_t n, int *asked)
+{
+	ssize_t k;
+	size_t rest;
+
+	if (rx->hs_len) {
+		if (n > HS_MAX - rx->hs_len)
+			return -EIO;
+		memcpy(rx->hs + rx->hs_len, m, n);
+		m = rx->hs;
+		n += rx->hs_len;
+	}
+	k = hs_take(rx, m, n, asked);
+	if (k < 0)
+		return -EIO;
+	rest = n - (size_t)k;
+	if (rest && !rx->hs && !(rx->hs = malloc(HS_MAX)))
+		return -EIO;
+	if (rest)
+		memmove(rx->hs, m + k, rest);
+	rx->hs_len = rest;
 	return 0;
 }
 
@@ -226,6 +267,8 @@ ssize_t objfs_tls_rx_read(struct objfs_tls_rx *rx, int fd, char *p, size_t n, in
 
 			if (open_record(rx, out, &len, &type))
 				return fail(rx);
+			if (type != CT_HANDSHAKE && rx->hs_len)
+				return fail(rx); /* 5.1: nothing between a message's records */
 			if (type == CT_APPDATA) {
 				if (!len)
 					continue;
@@ -257,8 +300,8 @@ ssize_t objfs_tls_rx_read(struct objfs_tls_rx *rx, int fd, char *p, size_t n, in
 		if (k < 0)
 			return errno == EAGAIN || errno == EWOULDBLOCK ? -EAGAIN : fail(rx);
 		if (k == 0) {
-			if (avail)
-				return fail(rx); /* cut inside a record */
+			if (avail || rx->hs_len)
+				return fail(rx); /* cut inside a record, or a message */
 			rx->eof = 1;
 			break;
 		}

@@ -19,9 +19,10 @@
  * wrong bytes. Application data is handed on; NewSessionTicket is skipped
  * (OpenSSL had the handshake's tickets before the takeover); KeyUpdate
  * moves to the next secret (4.6.3) and says whether the peer asked for
- * ours, which the caller has OpenSSL send; close_notify is the end; any
- * other record, alert or handshake message is an error. The sending half
- * stays with OpenSSL.
+ * ours, which the caller has OpenSSL send; a handshake message may span
+ * records (5.1), with no other record between them and none past a
+ * KeyUpdate's last byte; close_notify is the end; any other record, alert
+ * or handshake message is an error. The sending half stays with OpenSSL.
  *
  * Not thread-safe: one connection, one thread (the engine thread's).
  * Unit tests: tests/check_engine.c (tls_rx_*); fuzz target fuzz_tls_rx.
@@ -34,6 +35,11 @@
 #include <sys/types.h>
 
 struct objfs_tls_rx;
+
+/* The longest handshake message taken: a NewSessionTicket at its largest
+ * (RFC 8446, 4.6.1: lifetime, age_add, a nonce of 255 bytes, a ticket and
+ * extensions of 2^16 - 1 each), with its 4-byte header. */
+#define OBJFS_TLS_RX_HS_MAX (4 + 4 + 4 + 1 + 255 + 2 + 65535 + 2 + 65535)
 
 /* TLS 1.3 cipher suites (the low 16 bits of OpenSSL's cipher ids). */
 #define OBJFS_TLS_AES_128_GCM_SHA256 0x1301

@@ -4,8 +4,10 @@
  *
  * The input is a script: its first byte picks the suite and the read
  * sizes, then steps of [op][len_hi][len_lo][len bytes]: a sealed record
- * of application data, handshake messages (a KeyUpdate among them moves
- * the script's keys on as the reader must), an alert or any inner type,
+ * of application data, handshake bytes (messages may span records, as
+ * RFC 8446 5.1 allows: the script keeps what its records leave of one and
+ * judges them as the RFC does; a KeyUpdate moves its keys on as the reader
+ * must), an alert or any inner type,
  * raw bytes, a byte flipped in the last record, or a record sealed under
  * a wrong sequence number. The stream goes through a socket pair and is
  * read back at the chosen sizes. Invariant, the one that keeps wrong
@@ -25,10 +27,49 @@
 
 #define REC_MAX TLS_SEAL_REC_MAX
 #define OUT_MAX (1 << 20)
+#define HS_MAX  OBJFS_TLS_RX_HS_MAX
+
+/*
+ * The script's own judgement of a handshake record's @n bytes @d, after
+ * the @*held bytes of a message the records before left in @hs: 1 when a
+ * reader must fail on it (a message neither ticket nor KeyUpdate, longer
+ * than any ticket, or a KeyUpdate not ending the record), else 0, the
+ * keys moved on past a KeyUpdate and what is left of a message kept.
+ */
+static int hs_judge(struct tls_seal *s, const uint8_t *d, size_t n, uint8_t *hs, size_t *held)
+{
+	size_t off = 0, len, all;
+
+	if (n > HS_MAX - *held)
+		return 1;
+	memcpy(hs + *held, d, n);
+	all = *held + n;
+	while (off < all) {
+		if (hs[off] != 4 && hs[off] != 24)
+			return 1;
+		if (all - off < 4)
+			break;
+		len = (size_t)hs[off + 1] << 16 | (size_t)hs[off + 2] << 8 | hs[off + 3];
+		if (len > HS_MAX - 4)
+			return 1;
+		if (len > all - off - 4)
+			break;
+		if (hs[off] == 24) {
+			if (len != 1 || hs[off + 4] > 1 || off + 5 != all)
+				return 1;
+			tls_seal_update(s); /* the keys move on after this record */
+		}
+		off += 4 + len;
+	}
+	memmove(hs, hs + off, all - off);
+	*held = all - off;
+	return 0;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static unsigned char stream[OUT_MAX + 2 * REC_MAX], want[OUT_MAX], got[OUT_MAX];
+	static unsigned char stream[OUT_MAX + 2 * REC_MAX], want[OUT_MAX], got[OUT_MAX], hs[HS_MAX];
+	size_t held = 0; /* bytes of a handshake message the records so far left */
 	static const size_t steps[] = { 1, 5, 100, 4096, 16400, 65536 };
 	struct objfs_tls_rx *rx;
 	struct tls_seal s;
@@ -65,7 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			if (op % 7 == 6 && n)
 				d++, n--;
 			rec = tls_seal_record(&s, type, d, n, op >> 3, stream + slen, &dlen);
-			if (type == 23) {
+			if (type == 23 && !held) {
 				if (wlen + dlen > OUT_MAX)
 					dlen = 0, damaged = 1;
 				memcpy(want + wlen, d, dlen);
@@ -74,14 +115,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				damaged = 1;
 			}
 			break;
-		case 1: /* handshake messages */
+		case 1: /* handshake bytes */
 			rec = tls_seal_record(&s, 22, d, n, 0, stream + slen, &dlen);
-			if (dlen == 5 && d[0] == 24 && !d[1] && !d[2] && d[3] == 1 && d[4] <= 1) {
-				tls_seal_update(&s); /* one KeyUpdate: the keys move on */
-			} else if (!(dlen >= 4 && d[0] == 4 &&
-				     ((size_t)d[1] << 16 | (size_t)d[2] << 8 | d[3]) + 4 == dlen)) {
-				damaged = 1; /* one ticket is skipped; anything else may end it */
-			}
+			damaged = hs_judge(&s, d, dlen, hs, &held);
 			break;
 		case 2: /* an alert: close_notify ends the stream, others fail it */
 			rec = tls_seal_record(&s, 21, d, n, 0, stream + slen, &dlen);
