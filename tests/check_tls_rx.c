@@ -244,12 +244,90 @@ START_TEST(test_tls_rx_split_handshake)
 }
 END_TEST
 
+/*
+ * A ticket as long as one can be (RFC 8446 4.6.1), in records of 16,000
+ * bytes, the last of them also starting the next ticket: taken.
+ */
+START_TEST(test_tls_rx_largest_ticket)
+{
+	static unsigned char t[OBJFS_TLS_RX_HS_MAX + 6];
+	static char want[3000], got[1 << 16];
+	const size_t len = OBJFS_TLS_RX_HS_MAX - 4;
+	struct objfs_tls_rx *rx;
+	struct stream st;
+	struct tls_seal s;
+	size_t n, at = 0;
+	int asked = 0;
+
+	pattern((char *)t, sizeof(t), 5);
+	t[0] = 4;
+	t[1] = (unsigned char)(len >> 16);
+	t[2] = (unsigned char)(len >> 8);
+	t[3] = (unsigned char)len;
+	memcpy(t + OBJFS_TLS_RX_HS_MAX, "\x04\0\0\x02\xaa\xbb", 6); /* the next ticket */
+	pattern(want, sizeof(want), 6);
+	tls_seal_init(&s, 32, 0x44);
+	stream_init(&st);
+	add(&st, &s, 23, want, 1000, 0);
+	while (at < OBJFS_TLS_RX_HS_MAX + 2) { /* the last record ends inside the next one */
+		size_t k = OBJFS_TLS_RX_HS_MAX + 2 - at < 16000 ? OBJFS_TLS_RX_HS_MAX + 2 - at : 16000;
+
+		add(&st, &s, 22, t + at, k, 0);
+		at += k;
+	}
+	add(&st, &s, 22, t + at, 4, 0);
+	add(&st, &s, 23, want + 1000, 2000, 0);
+	ck_assert_int_eq(objfs_tls_rx_new(OBJFS_TLS_AES_128_GCM_SHA256, s.secret, 32, 0, &rx), 0);
+	ck_assert_int_eq(drain(rx, &st, 4096, got, &n, &asked), 0);
+	ck_assert_uint_eq(n, sizeof(want));
+	ck_assert_mem_eq(got, want, sizeof(want));
+	objfs_tls_rx_free(rx);
+	stream_free(&st);
+}
+END_TEST
+
+/*
+ * A handshake message the reader cannot take is refused as soon as its
+ * record is read, not when the stream ends: the first bytes of another
+ * type, a length longer than any ticket, with the socket left open.
+ */
+START_TEST(test_tls_rx_refused_at_once)
+{
+	static const struct { const char *b; size_t n; } bad[] = {
+		{ "\x0d\0", 2 }, { "\x04\x03\0\0\0", 5 }, { "\x18", 1 },
+	};
+	static char got[4096];
+
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct objfs_tls_rx *rx;
+		struct stream st;
+		struct tls_seal s;
+		ssize_t k;
+		int asked = 0;
+
+		tls_seal_init(&s, 32, 0x45);
+		stream_init(&st);
+		add(&st, &s, 22, bad[i].b, bad[i].n, 0);
+		ck_assert_int_eq(write(st.fd[1], st.buf, st.len), (ssize_t)st.len);
+		ck_assert_int_eq(
+			objfs_tls_rx_new(OBJFS_TLS_AES_128_GCM_SHA256, s.secret, 32, 0, &rx), 0);
+		k = objfs_tls_rx_read(rx, st.fd[0], got, sizeof(got), &asked);
+		if (i == 2) /* a KeyUpdate's first byte: it may go on */
+			ck_assert_int_eq(k, -EAGAIN);
+		else
+			ck_assert_msg(k == -EIO, "case %zu: %zd", i, k);
+		objfs_tls_rx_free(rx);
+		stream_free(&st);
+	}
+}
+END_TEST
+
 /* Every kind of damage: an error, and nothing of the damaged record. */
 enum damage {
 	D_CIPHERTEXT, D_TAG, D_HEADER_LEN, D_WRONG_SEQ, D_WRONG_KEY, D_PLAIN_ALERT,
 	D_VERSION, D_TOO_SHORT, D_TOO_LONG, D_NO_TYPE, D_ALERT, D_HS_UNKNOWN, D_KU_NOT_LAST,
 	D_KU_VALUE, D_HS_SPANS, D_CUT, D_INNER_TYPE, D_SKIP_RECORD, D_HS_INTERLEAVED,
-	D_HS_PART_UNKNOWN, D_HS_HUGE, ND
+	D_HS_PART_UNKNOWN, D_HS_HUGE, D_HS_ALERT, D_HS_EMPTY_DATA, D_HS_EMPTY, ND
 };
 
 START_TEST(test_tls_rx_damage)
@@ -335,6 +413,18 @@ START_TEST(test_tls_rx_damage)
 	case D_HS_HUGE: /* longer than any ticket */
 		add(&st, &s, 22, "\x04\x03\0\0\0", 5, 0);
 		break;
+	case D_HS_ALERT: /* a ticket's start, then close_notify */
+		add(&st, &s, 22, "\x04\0\0\x50\0\0", 6, 0);
+		add(&st, &s, 21, "\1\0", 2, 0);
+		break;
+	case D_HS_EMPTY_DATA: /* a ticket's start, an empty application data record, its end */
+		add(&st, &s, 22, "\x04\0", 2, 0);
+		add(&st, &s, 23, "", 0, 0);
+		add(&st, &s, 22, "\0\x01\0", 3, 0);
+		break;
+	case D_HS_EMPTY: /* a handshake record of no bytes (5.1) */
+		add(&st, &s, 22, "", 0, 0);
+		break;
 	case D_CUT:
 		len = seal_record(&s, 23, want + 1000, 2000, 0, rec);
 		add_raw(&st, rec, len - 1);
@@ -395,6 +485,8 @@ static Suite *tls_rx_suite(void)
 	tcase_add_test(tc, test_tls_rx_stream);
 	tcase_add_loop_test(tc, test_tls_rx_key_update, 0, 2);
 	tcase_add_test(tc, test_tls_rx_split_handshake);
+	tcase_add_test(tc, test_tls_rx_largest_ticket);
+	tcase_add_test(tc, test_tls_rx_refused_at_once);
 	tcase_add_loop_test(tc, test_tls_rx_damage, 0, ND);
 	tcase_add_test(tc, test_tls_rx_expand_label);
 	suite_add_tcase(s, tc);

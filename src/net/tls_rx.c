@@ -21,6 +21,7 @@
 enum { CT_ALERT = 21, CT_HANDSHAKE = 22, CT_APPDATA = 23 };
 enum { HS_NEW_SESSION_TICKET = 4, HS_KEY_UPDATE = 24 };
 #define HS_MAX OBJFS_TLS_RX_HS_MAX
+#define HS_BUF    (HS_MAX + REC_MAX) /* what a message leaves (< HS_MAX) and a whole record */
 
 struct objfs_tls_rx {
 	EVP_CIPHER_CTX *ctx;
@@ -33,7 +34,7 @@ struct objfs_tls_rx {
 	int dead, eof;
 	size_t coff, cend;            /* ciphertext not yet used: cbuf[coff, cend) */
 	size_t poff, pend;            /* plaintext not yet handed on: pbuf[poff, pend) */
-	unsigned char *hs;            /* owned, HS_MAX bytes once needed: the start of a */
+	unsigned char *hs;            /* owned, HS_BUF bytes once needed: the start of a */
 	size_t hs_len;                /* handshake message the next record goes on with */
 	unsigned char pbuf[REC_MAX];
 	unsigned char cbuf[CBUF];
@@ -181,9 +182,11 @@ static int handshake(struct objfs_tls_rx *rx, const unsigned char *m, size_t n, 
 	ssize_t k;
 	size_t rest;
 
+	if (!n)
+		return -EIO; /* 5.1: no zero-length handshake fragments */
 	if (rx->hs_len) {
-		if (n > HS_MAX - rx->hs_len)
-			return -EIO;
+		if (n > HS_BUF - rx->hs_len)
+			return -EIO; /* not reached: hs_len < HS_MAX, n <= REC_MAX */
 		memcpy(rx->hs + rx->hs_len, m, n);
 		m = rx->hs;
 		n += rx->hs_len;
@@ -192,7 +195,7 @@ static int handshake(struct objfs_tls_rx *rx, const unsigned char *m, size_t n, 
 	if (k < 0)
 		return -EIO;
 	rest = n - (size_t)k;
-	if (rest && !rx->hs && !(rx->hs = malloc(HS_MAX)))
+	if (rest && !rx->hs && !(rx->hs = malloc(HS_BUF)))
 		return -EIO;
 	if (rest)
 		memmove(rx->hs, m + k, rest);

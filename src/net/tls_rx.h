@@ -68,8 +68,9 @@ void objfs_tls_rx_free(struct objfs_tls_rx *rx);
 ssize_t objfs_tls_rx_read(struct objfs_tls_rx *rx, int fd, char *p, size_t n,
 			  int *update_asked);
 
-/* Whether bytes are buffered (ciphertext not yet read, or plaintext not
- * yet handed on): an idle connection with any is not reused. */
+/* Whether bytes are buffered (ciphertext not yet read, plaintext not yet
+ * handed on, or part of a handshake message the next record goes on
+ * with): an idle connection with any is not reused. */
 int objfs_tls_rx_pending(const struct objfs_tls_rx *rx);
 
 /* HKDF-Expand-Label(@secret, @label, "", @out_len) with SHA-256 (@secret

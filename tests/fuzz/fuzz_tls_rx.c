@@ -31,17 +31,18 @@
 
 /*
  * The script's own judgement of a handshake record's @n bytes @d, after
- * the @*held bytes of a message the records before left in @hs: 1 when a
- * reader must fail on it (a message neither ticket nor KeyUpdate, longer
- * than any ticket, or a KeyUpdate not ending the record), else 0, the
+ * the @*held bytes of a message the records before left in @hs (room for
+ * HS_MAX + REC_MAX): 1 when a reader must fail on it (no bytes, a message
+ * neither ticket nor KeyUpdate, longer than any ticket, or a KeyUpdate not
+ * ending the record), else 0, the
  * keys moved on past a KeyUpdate and what is left of a message kept.
  */
 static int hs_judge(struct tls_seal *s, const uint8_t *d, size_t n, uint8_t *hs, size_t *held)
 {
 	size_t off = 0, len, all;
 
-	if (n > HS_MAX - *held)
-		return 1;
+	if (!n)
+		return 1; /* 5.1: no zero-length handshake fragments */
 	memcpy(hs + *held, d, n);
 	all = *held + n;
 	while (off < all) {
@@ -68,8 +69,10 @@ static int hs_judge(struct tls_seal *s, const uint8_t *d, size_t n, uint8_t *hs,
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static unsigned char stream[OUT_MAX + 2 * REC_MAX], want[OUT_MAX], got[OUT_MAX], hs[HS_MAX];
+	static unsigned char stream[OUT_MAX + 2 * REC_MAX], want[OUT_MAX], got[OUT_MAX],
+		hs[HS_MAX + REC_MAX];
 	size_t held = 0; /* bytes of a handshake message the records so far left */
+	int must_fail = 0; /* another record came between a message's records */
 	static const size_t steps[] = { 1, 5, 100, 4096, 16400, 65536 };
 	struct objfs_tls_rx *rx;
 	struct tls_seal s;
@@ -113,6 +116,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				wlen += dlen;
 			} else {
 				damaged = 1;
+				must_fail |= held && type != 22;
 			}
 			break;
 		case 1: /* handshake bytes */
@@ -122,6 +126,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 2: /* an alert: close_notify ends the stream, others fail it */
 			rec = tls_seal_record(&s, 21, d, n, 0, stream + slen, &dlen);
 			damaged = 1;
+			must_fail |= held != 0;
 			break;
 		case 3: /* raw bytes */
 			rec = n < 2 * REC_MAX ? n : 2 * REC_MAX;
@@ -176,8 +181,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		sent += w;
 	}
-	/* a stream sealed whole and read to its end gives all of it */
+	/* a stream sealed whole and read to its end gives all of it, and is
+	 * not refused; one that ends inside a handshake message is */
 	FUZZ_CHECK(damaged || k != 0 || glen == wlen, "ended at %zu of %zu", glen, wlen);
+	FUZZ_CHECK(damaged || held || k >= 0, "a stream sealed right failed (%zd)", k);
+	FUZZ_CHECK(damaged || !held || k < 0, "a message cut by the stream's end was taken");
+	FUZZ_CHECK(!must_fail || k < 0 || glen == OUT_MAX,
+		   "a record between a message's records was taken (%zd)", k);
 	close(fd[0]);
 	if (fd[1] >= 0)
 		close(fd[1]);
