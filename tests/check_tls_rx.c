@@ -64,6 +64,15 @@ static void add_raw(struct stream *st, const void *d, size_t n)
 	st->len += n;
 }
 
+/* Keys from @seed, an empty stream, and a reader of that stream's first secret. */
+static void start(struct tls_seal *s, struct stream *st, unsigned char seed,
+		  struct objfs_tls_rx **rx)
+{
+	tls_seal_init(s, 32, seed);
+	stream_init(st);
+	ck_assert_int_eq(objfs_tls_rx_new(OBJFS_TLS_AES_128_GCM_SHA256, s->secret, 32, 0, rx), 0);
+}
+
 static void stream_free(struct stream *st)
 {
 	close(st->fd[0]);
@@ -216,10 +225,7 @@ START_TEST(test_tls_rx_split_handshake)
 		size_t n;
 		int asked = 0;
 
-		tls_seal_init(&s, 32, 0x21);
-		stream_init(&st);
-		ck_assert_int_eq(
-			objfs_tls_rx_new(OBJFS_TLS_AES_128_GCM_SHA256, s.secret, 32, 0, &rx), 0);
+		start(&s, &st, 0x21, &rx);
 		add(&st, &s, 23, want, 1000, 0);
 		add(&st, &s, 22, t1, 2, 0);
 		add(&st, &s, 22, t1 + 2, 150, 3);
@@ -266,8 +272,7 @@ START_TEST(test_tls_rx_largest_ticket)
 	t[3] = (unsigned char)len;
 	memcpy(t + OBJFS_TLS_RX_HS_MAX, "\x04\0\0\x02\xaa\xbb", 6); /* the next ticket */
 	pattern(want, sizeof(want), 6);
-	tls_seal_init(&s, 32, 0x44);
-	stream_init(&st);
+	start(&s, &st, 0x44, &rx);
 	add(&st, &s, 23, want, 1000, 0);
 	while (at < OBJFS_TLS_RX_HS_MAX + 2) { /* the last record ends inside the next one */
 		size_t k = OBJFS_TLS_RX_HS_MAX + 2 - at < 16000 ? OBJFS_TLS_RX_HS_MAX + 2 - at : 16000;
@@ -277,7 +282,6 @@ START_TEST(test_tls_rx_largest_ticket)
 	}
 	add(&st, &s, 22, t + at, 4, 0);
 	add(&st, &s, 23, want + 1000, 2000, 0);
-	ck_assert_int_eq(objfs_tls_rx_new(OBJFS_TLS_AES_128_GCM_SHA256, s.secret, 32, 0, &rx), 0);
 	ck_assert_int_eq(drain(rx, &st, 4096, got, &n, &asked), 0);
 	ck_assert_uint_eq(n, sizeof(want));
 	ck_assert_mem_eq(got, want, sizeof(want));
@@ -305,12 +309,9 @@ START_TEST(test_tls_rx_refused_at_once)
 		ssize_t k;
 		int asked = 0;
 
-		tls_seal_init(&s, 32, 0x45);
-		stream_init(&st);
+		start(&s, &st, 0x45, &rx);
 		add(&st, &s, 22, bad[i].b, bad[i].n, 0);
 		ck_assert_int_eq(write(st.fd[1], st.buf, st.len), (ssize_t)st.len);
-		ck_assert_int_eq(
-			objfs_tls_rx_new(OBJFS_TLS_AES_128_GCM_SHA256, s.secret, 32, 0, &rx), 0);
 		k = objfs_tls_rx_read(rx, st.fd[0], got, sizeof(got), &asked);
 		if (i == 2) /* a KeyUpdate's first byte: it may go on */
 			ck_assert_int_eq(k, -EAGAIN);
