@@ -828,12 +828,14 @@ void objfs_cache_drop_behind(struct objfs_cache *c, const struct objfs_cache_obj
 {
 	uint64_t idx = (uint64_t)off / c->bsize;
 	struct objfs_block *b;
+	size_t h;
 
 	if (off <= 0 || idx == 0)
 		return;
 	idx--;
+	h = key_hash(o->id, idx); /* outside the lock, as fill_from_block does */
 	pthread_mutex_lock(&c->lock);
-	b = find(c, o->id, idx, key_hash(o->id, idx));
+	b = find(c, o->id, idx, h);
 	if (b && b->state == B_READY && !b->behind) {
 		b->behind = 1;
 		if (b->refs == 0) {
