@@ -195,10 +195,11 @@ static int handshake(struct objfs_tls_rx *rx, const unsigned char *m, size_t n, 
 	if (k < 0)
 		return -EIO;
 	rest = n - (size_t)k;
-	if (rest && !rx->hs && !(rx->hs = malloc(HS_BUF)))
-		return -EIO;
-	if (rest)
+	if (rest) {
+		if (!rx->hs && !(rx->hs = malloc(HS_BUF)))
+			return -EIO;
 		memmove(rx->hs, m + k, rest);
+	}
 	rx->hs_len = rest;
 	return 0;
 }

@@ -25,7 +25,8 @@
  * or handshake message is an error. The sending half stays with OpenSSL.
  *
  * Not thread-safe: one connection, one thread (the engine thread's).
- * Unit tests: tests/check_engine.c (tls_rx_*); fuzz target fuzz_tls_rx.
+ * Unit tests: tests/check_tls_rx.c (and check_engine's test_tls_own_records
+ * against OpenSSL); fuzz target fuzz_tls_rx.
  */
 #ifndef OBJFS_TLS_RX_H
 #define OBJFS_TLS_RX_H
