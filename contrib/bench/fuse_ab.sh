@@ -2,7 +2,7 @@
 # fuse_ab.sh: FUSE read throughput of two objfs builds against curl, in one
 # script on the same data, runs alternating A, curl, B, curl, ... so that
 # every objfs figure has a ceiling taken beside it. For "is this change
-# slower?" checks on the lent GPU machine (one device call, ~4 minutes with
+# slower?" checks on a GPU host (one run_device.sh call, ~4 minutes with
 # the defaults) or anywhere with nginx.
 #
 #   OBJFS_A=old/objfs OBJFS_B=new/objfs contrib/bench/fuse_ab.sh

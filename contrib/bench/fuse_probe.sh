@@ -1,6 +1,6 @@
 #!/bin/bash
-# fuse_probe.sh: where the FUSE read path's time goes with many readers
-# (issue 13), in one device call. fuse_scale.sh says how fast; this says
+# fuse_probe.sh: where the FUSE read path's time goes with many readers,
+# in one device call. fuse_scale.sh says how fast; this says
 # why: the same readers under several settings side by side, each objfs run
 # followed by curl on the same objects, with
 #   - the daemon's counters per run: how long readers waited for blocks in

@@ -1,5 +1,5 @@
 #!/bin/bash
-# fuse_scale.sh: the FUSE read path at GPU-host scale (issue 13), in one
+# fuse_scale.sh: the FUSE read path at GPU-host scale, in one
 # script on the same data, runs alternating objfs and its peers so that
 # every objfs figure has a ceiling taken beside it. One device call:
 #

@@ -1,6 +1,6 @@
 #!/bin/bash
 # http_index_bench.sh: `ls -l` of a large nginx JSON autoindex through objfs
-# against fetching that index with curl (issue 14's HTTP target: <= 1.2x).
+# against fetching that index with curl, the floor for any client.
 #
 # nginx (one worker per core, access log off) serves a directory of
 # BENCH_ENTRIES empty files at /data/ with `autoindex_format json`. Each rep

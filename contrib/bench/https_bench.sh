@@ -2,16 +2,15 @@
 # shellcheck source-path=SCRIPTDIR
 #
 # https_bench.sh: objfs over HTTPS against N curl processes over HTTPS, from
-# a server that is not the limit (issue 20), with the same FUSE runs over
-# plain HTTP beside them. One device-tool call on the lent 16-core GPU
-# machine, under 8 minutes with the defaults:
+# a server that is not the limit, with the same FUSE runs over plain HTTP
+# beside them. One run_device.sh call on a 16-core GPU host, under 8 minutes with the defaults:
 #
 #   contrib/gpu/run_device.sh exec contrib/bench/https_bench.sh
 #
 # (anywhere else: OBJFS=build/src/objfs contrib/bench/https_bench.sh).
 #
 # Why the server: nginx sending through OpenSSL in user space, without
-# sendfile, capped loopback HTTPS at ~3.3 GB/s on the H100 machine at 16
+# sendfile, capped loopback HTTPS at ~3.3 GB/s on a 16-core H100 host at 16
 # streams, so objfs's own ceiling went unmeasured. Here nginx uses kernel
 # TLS where the kernel has the tls module (loaded with modprobe when it
 # can be): "ssl_conf_command Options KTLS" with "sendfile on" makes nginx
@@ -45,7 +44,7 @@
 # objfs run has its curl run next to it; reported per N: the median GB/s of
 # each mode, the medians of the per-repetition ratios objfs/curl (HTTPS
 # runs against curl-https, HTTP ones against curl-http), how far the HTTPS
-# FUSE ratio is from the HTTP one (issue 20's target: within 10%), and CPU
+# FUSE ratio is from the HTTP one (the aim: within 10%), and CPU
 # seconds per GB: objfs's daemon (utime + stime from /proc/PID/stat, from
 # the mount to the end of the reads) and curl's. A repetition that would
 # start past HB_BUDGET seconds (default 420) is not started, so one call
@@ -58,7 +57,7 @@
 # fuse-http"), HB_DATA (keep the object here between calls), HB_TLS_DIR,
 # HB_LISTEN (more parameters of the HTTPS listen; default reuseport: each
 # worker its own socket, the kernel spreading connections over them; with
-# one shared socket 16 curl streams got 2.2-5.7 GB/s on the H200 machine,
+# one shared socket 16 curl streams got 2.2-5.7 GB/s on a 16-core H200 host,
 # with reuseport 4.7-9.5; "none" for the shared socket).
 #
 # A/B of builds: a mode written MODE@NAME (e.g. "gpu-https@old") runs the

@@ -1,10 +1,10 @@
 #!/bin/bash
 # listing_cpu.sh: the daemon's CPU for `ls -l` of a large flat S3 prefix,
-# two or more objfs builds alternating on one tests/s3_synth.py server
-# (issue 14). Each run mounts a fresh objfs (as million_bench.sh does),
+# two or more objfs builds alternating on one tests/s3_synth.py server.
+# Each run mounts a fresh objfs (as million_bench.sh does),
 # reads /proc/PID/stat around `ls -l | grep -c '^-'` and prints the
-# daemon's user and system seconds: on the shared 2-core VM the wall clock
-# moves with other sessions' load, the daemon's own CPU far less. With
+# daemon's user and system seconds: on a shared machine the wall clock
+# moves with other load, the daemon's own CPU far less. With
 # PERF=1 each run is also recorded (`perf record -g`, frame pointers; set
 # PERF_OPTS="--call-graph dwarf,16384 -F 2000" for libcurl's frames) into
 # $OUT/perf.<build>.<rep>.data.

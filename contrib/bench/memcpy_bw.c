@@ -1,6 +1,6 @@
 /*
  * memcpy_bw: the machine's ceiling for one CPU copy per byte. A warm
- * objfs_gpu_readv (issue 17) copies each sample once, cache block -> ring
+ * objfs_gpu_readv copies each sample once, cache block -> ring
  * slot, on the side API's fill workers, while the GPU's DMA reads the ring;
  * the pread path copies page cache -> pinned buffer. This times that copy
  * alone on the same shape: 64 KiB pieces from random places of a 2 GiB

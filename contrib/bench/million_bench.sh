@@ -1,5 +1,5 @@
 #!/bin/bash
-# million_bench.sh: metadata of a million-key prefix (issue 14), objfs and
+# million_bench.sh: metadata of a million-key prefix, objfs and
 # its peers on the same synthetic S3 server (tests/s3_synth.py: generated
 # keys, every request delayed by BENCH_LATENCY_MS to model S3), in one
 # script, tools alternating:

@@ -1,8 +1,8 @@
 /*
  * nullfs: a FUSE file system with nothing behind it, as the floor of the
- * FUSE read path on a machine (issue 13). It serves N read-only files
+ * FUSE read path on a machine. It serves N read-only files
  * obj0.bin ... obj(N-1).bin of SIZE bytes each, and a directory small/ of
- * M files f00000.bin ... of 100 KiB (issue 13's small files), answering
+ * M files f00000.bin ... of 100 KiB (fuse_scale.sh's small files), answering
  * every READ from a 64 MiB buffer of random bytes (so the reply copy reads
  * memory, not a hot cache line), with the kernel settings objfs asks for:
  * 1 MiB requests, 4 MiB readahead (the mount's bdi raised as objfs does),

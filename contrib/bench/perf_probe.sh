@@ -4,11 +4,11 @@
 # name and library, the FUSE workers' and the engine threads' top symbols,
 # and the FUSE workers' call graphs, in $OUT (default /tmp/perf_probe).
 #
-# PERF names the perf binary (default: perf). On the lent GPU machine perf
+# PERF names the perf binary (default: perf). On a GPU host without one perf
 # is carried from the build machine: build-gpu/dev/perf/run, a wrapper that
 # sets LD_LIBRARY_PATH for the libraries copied beside it. For symbols run
 # an unstripped daemon (OBJFS=.../objfs-sym: its worker threads then carry
-# that name). Example (docs/benchmarks.md, "The small-file daemon, profiled"):
+# that name). Example, 16 workers over small files:
 #
 #   OBJFS=$PWD/build-gpu/dev/objfs-sym contrib/gpu/run_device.sh exec bash -c \
 #       'PERF=build-gpu/dev/perf/run PROBE_READERS=s16 PROBE_REPS=2 contrib/bench/perf_probe.sh'

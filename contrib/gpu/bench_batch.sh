@@ -1,7 +1,7 @@
 #!/bin/bash
 # shellcheck source-path=SCRIPTDIR
 #
-# bench_batch.sh: benchmark (1) of issue 17 on the lent GPU machine
+# bench_batch.sh: the GPU side API's batch benchmark, on a GPU host
 # (contrib/gpu/run_device.sh exec contrib/gpu/bench_batch.sh): NSAMPLES
 # random LEN-byte samples across NFILES files of an objfs mount into one
 # device buffer (tests/gpu/gpu_batch bench):

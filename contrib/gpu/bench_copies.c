@@ -1,10 +1,10 @@
 /*
  * bench_copies: how fast can many small pieces of pinned host memory reach
- * scattered places in GPU memory? The question behind a warm objfs_gpu_readv
- * (issue 17): its samples already sit in the ring, and what is left is one
+ * scattered places in GPU memory? The question behind a warm
+ * objfs_gpu_readv: its samples already sit in the ring, and what is left is one
  * host-to-device copy per sample. This times, on the same pinned source and
  * the same scattered destinations:
- *   loop   one cudaMemcpyAsync per piece (what libobjfs did)
+ *   loop   one cudaMemcpyAsync per piece (OBJFS_GPU_NO_BATCHCOPY=1)
  *   batch  cudaMemcpyBatchAsync, BATCH pieces a call (CUDA >= 12.8)
  *   one    one copy of all the bytes (the bus's ceiling for this size)
  * Build: gcc -O2 -I/usr/local/cuda/include bench_copies.c \

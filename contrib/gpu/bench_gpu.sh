@@ -1,8 +1,7 @@
 #!/bin/bash
 # shellcheck source-path=SCRIPTDIR
 #
-# bench_gpu.sh: the GPU side API benchmark of issue 5, for the lent GPU
-# machine (one device-tool call; contrib/gpu/run_device.sh bench sets up the
+# bench_gpu.sh: the GPU side API benchmark, for a GPU host (one call; contrib/gpu/run_device.sh bench sets up the
 # unpacked .debs and runs this). nginx on loopback serves one object
 # (default 4 GiB, random bytes, its page cache warm); for each connection
 # count N it times moving the whole object into one device buffer:
@@ -18,8 +17,7 @@
 # the mount are cold; nginx's source file is in the page cache for every
 # figure, curl's included. The median of $BENCH_REPS runs is reported. During
 # the gpu runs the daemon's threads' CPU time (/proc/PID/task/*/stat) and the
-# machine's busy cores (/proc/stat) are recorded: that is how the bottleneck
-# was found (docs/benchmarks.md).
+# machine's busy cores (/proc/stat) are recorded: they say what limits a fill.
 #
 # Environment: OBJFS, GPU_FILL (required), NGINX, OUT (results; default
 # ./device-out), BENCH_SIZE (bytes, default 4 GiB), BENCH_CONNS ("1 4 8 16"),
@@ -152,7 +150,7 @@ json="{\"label\":\"$LABEL\",\"size\":$SIZE,\"reps\":$REPS,\"cores\":$NCPU,\"opts
 sep=
 # The modes take turns within each repetition (gpu, curl, gpu, curl, ...),
 # so each gpu run has a curl run next to it under the same conditions: on
-# the lent machine curl alone varies 17-29 GB/s over minutes. "c/d pairs"
+# a 16-core GPU host curl alone varies 17-29 GB/s over minutes. "c/d pairs"
 # is the median of those per-repetition ratios.
 declare -A VALS
 for n in $CONNS; do

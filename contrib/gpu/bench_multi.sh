@@ -1,8 +1,8 @@
 #!/bin/bash
 # shellcheck source-path=SCRIPTDIR
 #
-# bench_multi.sh: several client processes filling from one mount at once
-# (issue 18): one process per GPU on a machine of several, or N processes
+# bench_multi.sh: several client processes filling from one mount at once:
+# one process per GPU on a machine of several, or N processes
 # on one GPU (or in host memory where there is none). One device call:
 #
 #   contrib/gpu/run_device.sh exec contrib/gpu/bench_multi.sh

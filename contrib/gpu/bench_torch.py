@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""bench_torch.py: benchmarks (2) and (3) of issue 17, one measurement per
-call (contrib/gpu/bench_torch.sh mounts fresh for each and alternates).
+"""bench_torch.py: the PyTorch benchmarks of the GPU side API, one
+measurement per call (contrib/gpu/bench_torch.sh mounts fresh for each and
+alternates).
 
   bench_torch.py st_objfs FILE        load_safetensors(FILE, "cuda") (objfs_torch)
   bench_torch.py st_one FILE          the same bytes with one objfs_gpu_read of the

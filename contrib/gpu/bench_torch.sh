@@ -1,7 +1,7 @@
 #!/bin/bash
 # shellcheck source-path=SCRIPTDIR
 #
-# bench_torch.sh: benchmarks (2) and (3) of issue 17 on the lent GPU machine
+# bench_torch.sh: the PyTorch benchmarks of the GPU side API, on a GPU host
 # (contrib/gpu/run_device.sh exec contrib/gpu/bench_torch.sh; needs python3
 # with torch and CUDA there): (2) a BENCH_ST_GB GiB safetensors file
 # (200-odd bf16 tensors) to the GPU, load_safetensors vs the safetensors way

@@ -1,6 +1,6 @@
 #!/bin/bash
-# run_device.sh: everything the GPU side API needs checked on the lent GPU
-# machine, in one go (it has no compiler, no libfuse, no nginx, no network).
+# run_device.sh: everything the GPU side API needs checked on a GPU host that
+# has no compiler, no libfuse, no nginx and no network, in one go.
 #
 # Here (the build machine), once:
 #   echo /.debs/ >> .git/info/exclude
