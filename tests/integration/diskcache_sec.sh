@@ -2,7 +2,7 @@
 # shellcheck source-path=SCRIPTDIR
 #
 # diskcache_sec.sh: a cache_dir that another user could write into or
-# redirect (issue 19, finding 3), end to end: real FUSE mounts as root over
+# redirect, end to end: real FUSE mounts as root over
 # nginx.
 #
 #   OBJFS=/path/to/objfs tests/integration/diskcache_sec.sh

@@ -33,7 +33,7 @@
 #   7. The daemon is alive at the end and unmounts cleanly (fusermount3 -u,
 #      exit status 0); lib.sh's trap unmounts on every other exit path; no
 #      sanitizer report in any objfs log.
-#   8. Over HTTPS (issue 20): nginx with a test CA in front of the proxy,
+#   8. Over HTTPS: nginx with a test CA in front of the proxy,
 #      mounts with direct_recv=on (OpenSSL's SSL_read on objfs's own
 #      receive path) and =off (libcurl): random reads at 5%, then each
 #      kind alone as in 3; what nginx sent and what objfs logged per kind
@@ -809,7 +809,7 @@ t_rgw() {
 
 # ---------------------------------------------------------------- 8. HTTPS
 
-# The faults over TLS (issue 20): nginx with lib.sh's test CA in front of
+# The faults over TLS: nginx with lib.sh's test CA in front of
 # the same proxy (nginx_tls_server: proxy_pass, nothing buffered), mounted
 # with -o ca_file=, once with direct_recv=on (the data GETs read by
 # OpenSSL's SSL_read into the cache: the direct path meets the body faults

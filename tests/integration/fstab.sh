@@ -2,7 +2,7 @@
 # shellcheck source-path=SCRIPTDIR
 #
 # fstab.sh: objfs as a system mount, through the real mount(8) and
-# mount.fuse3 (issue 16):
+# mount.fuse3:
 #
 #   - mount -t fuse.objfs SOURCE DIR, without and with -o (generic options
 #     mount(8) and fstab add: rw, noatime, nodev, nosuid, _netdev, nofail,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 #
-# hostile_listing.sh: listings from a hostile origin are bounded (issue 19,
-# findings 4, 8 and 10), against tests/integration/hostile_origin.py:
+# hostile_listing.sh: listings from a hostile origin are bounded, against
+# tests/integration/hostile_origin.py:
 #
 #  1. S3 IsTruncated=true forever (1,000 fresh keys a page): `ls` fails with
 #     EIO within seconds, the log names the directory and max_dir_entries,

@@ -1,5 +1,5 @@
 #!/bin/bash
-# https_direct.sh: the direct receive path over HTTPS (issue 20) against a
+# https_direct.sh: the direct receive path over HTTPS against a
 # real server: nginx with a certificate from lib.sh's test CA.
 #
 #   - a mount with ca_file= reads large and small objects byte-exact, the

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 #
-# million.sh: metadata of big prefixes (issue 14) against tests/s3_synth.py,
+# million.sh: metadata of big prefixes against tests/s3_synth.py,
 # a synthetic S3 server of generated keys that counts the requests it gets:
 #
 #  1. stat of one key of a flat prefix of $KEYS keys on a fresh mount costs

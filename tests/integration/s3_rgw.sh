@@ -21,7 +21,7 @@
 # no_sign on a private bucket, mangled session token, clock an hour off).
 # Then the same RGW behind nginx with TLS (a test CA, -o ca_file=): ranges,
 # the tree and every file's sha256, the direct receive path, and a wrong
-# secret, an unknown key and an untrusted certificate refused (issue 20).
+# secret, an unknown key and an untrusted certificate refused.
 # Secrets (secret keys, session token) must never appear in any objfs
 # output, even at log_level=debug.
 #
@@ -180,7 +180,7 @@ t_pagination() {
 		return
 	fi
 	# A file of a directory not listed yet costs a HEAD and a one-key
-	# listing per path component, never the directory's listing (issue 14):
+	# listing per path component, never the directory's listing:
 	# many/ and many/f01234, 4 requests. Counted by the server (RGW's access
 	# log), not by objfs.
 	local r0 r1 h0 h1 sz
@@ -644,7 +644,7 @@ t_imds() {
 	use_env_creds
 }
 
-# Cloud credential sources (issue 15), each checked by the real server:
+# Cloud credential sources, each checked by the real server:
 # credential_process printing the RGW user's keys; a container endpoint,
 # web identity (AssumeRoleWithWebIdentity) and a role_arn profile
 # (AssumeRole signed with a source profile's keys) through the loopback
@@ -804,7 +804,7 @@ t_secret_not_logged() {
 	fi
 }
 
-# RGW behind TLS (issue 20): nginx with lib.sh's test CA in front of the
+# RGW behind TLS: nginx with lib.sh's test CA in front of the
 # same RGW (proxy_pass, the Host header kept: the signatures objfs makes for
 # https://127.0.0.1:PORT verify at RGW), mounted with -o ca_file=. On a fresh
 # mount, ranges of the 64 MiB object read far apart (dd skip: each fetched

@@ -227,7 +227,7 @@ kill "$HANG_PID" 2>/dev/null
 wait "$HANG_PID" "$RINGFD_PID" 2>/dev/null
 timeout 10 fusermount3 -u "$HANG_MNT" 2>/dev/null
 
-# Disk cache under the side API (issue 7): one whole-file side read (the
+# Disk cache under the side API: one whole-file side read (the
 # first epoch: fetched straight into the ring, written behind from copies)
 # fills the disk cache; a fresh mount on it then serves side reads with the
 # server stopped, whole blocks read from disk straight into the ring.
