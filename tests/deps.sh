@@ -15,6 +15,8 @@ need=(build-essential autoconf automake libtool pkg-config
       openssl valgrind
       # system mounts (fstab.sh): mount(8), setpriv, a Prometheus text parser
       mount util-linux python3-prometheus-client
+      # real formats through the mount (formats.sh); not gdal-bin (~124 MB)
+      python3-h5py python3-numpy python3-netcdf4 python3-zarr sqlite3 zip unzip tar
       "$@")
 missing=()
 for p in "${need[@]}"; do
