@@ -112,6 +112,7 @@ static int store_new(struct objfs_mount *m, char *err, size_t errlen)
 	};
 
 	const struct objfs_list_limits lim = {
+		.max_bytes = o->max_dir_bytes,
 		.max_entries = o->max_dir_entries,
 		.max_pages = o->max_list_pages,
 		.timeout = o->list_timeout,
@@ -370,10 +371,11 @@ size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
 	    (unsigned long long)s->requests, (unsigned long long)s->errors,
 	    (unsigned long long)s->retries, (unsigned long long)s->bytes);
 	objfs_appendf(buf, cap, &len, "requests_direct %llu\ndirect_fallbacks %llu\n"
-		      "requests_joined %llu\ntls_own_conns %llu\ntls_own_failures %llu\n",
+		      "requests_joined %llu\ntls_own_conns %llu\ntls_own_failures %llu\n"
+		      "tls_own_offs %llu\n",
 	    (unsigned long long)s->direct, (unsigned long long)s->direct_fallbacks,
 	    (unsigned long long)s->joined, (unsigned long long)s->tls_own,
-	    (unsigned long long)s->tls_own_failed);
+	    (unsigned long long)s->tls_own_failed, (unsigned long long)s->tls_own_offs);
 	objfs_appendf(buf, cap, &len, "ttfb_p50_us %llu\nttfb_p90_us %llu\nttfb_p99_us %llu\n",
 	    (unsigned long long)objfs_stats_percentile(s->ttfb, 50),
 	    (unsigned long long)objfs_stats_percentile(s->ttfb, 90),

@@ -1339,7 +1339,7 @@ START_TEST(test_direct_rests)
 	srv_start(&s);
 	e = engine(1, 1);
 #ifndef OBJFS_BEFORE_FIX
-	e->direct_rest_ns = 200 * 1000000LL;
+	e->direct_rule.rest_ns = 200 * 1000000LL;
 #endif
 	ranged(&r, url, sizeof(url), s.port, "/ok", dst); /* teaches the address */
 	ck_assert_int_eq(objfs_engine_run(e, &rp, 1), 0);
@@ -1955,18 +1955,18 @@ START_TEST(test_tls_own_records)
 END_TEST
 
 /*
- * A TCP relay in front of the TLS front that flips, on its second
- * connection (the kept one; the first is libcurl's /connclose, whose
- * close_notify would count as a third record), one byte of the first
+ * A TCP relay in front of the TLS front that flips, on each connection
+ * but the first (libcurl's /connclose, whose close_notify would count as
+ * a third record) until it has flipped @flips, one byte of the first
  * record the server sends after the client's third application record
  * (its Finished, its first and second requests): the answer to the
  * second request, read by tls_rx. The record fails its tag; the request
- * goes again on a new connection, byte-exact; the origin's connections
- * read through OpenSSL from then on (one failed attempt, not one each).
+ * goes again on a new connection, byte-exact.
  */
 struct relay {
 	struct srv s; /* first, as for the front */
 	int to;       /* the front's port */
+	int flips;
 	atomic_int conns;
 	atomic_int flipped;
 };
@@ -1980,7 +1980,7 @@ static void *relay_conn(void *arg)
 	unsigned char buf[65536];
 	size_t need[2] = { 0, 0 }, hdr[2] = { 0, 0 }; /* bytes left of the record, of its header */
 	unsigned char h[2][5];
-	int app_from_client = 0, flip = 0, kept = atomic_fetch_add(&rl->conns, 1) == 1;
+	int app_from_client = 0, flip = 0, kept = atomic_fetch_add(&rl->conns, 1) >= 1;
 
 	free(arg);
 	b = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -2005,7 +2005,7 @@ static void *relay_conn(void *arg)
 					if (hdr[d] == 5) {
 						need[d] = (size_t)h[d][3] << 8 | h[d][4];
 						if (kept && d == 0 && h[d][0] == 23 && ++app_from_client == 3 &&
-						    !atomic_exchange(&rl->flipped, 1))
+						    atomic_fetch_add(&rl->flipped, 1) < rl->flips)
 							flip = 1;
 						if (!need[d])
 							hdr[d] = 0;
@@ -2029,33 +2029,104 @@ out:
 	return NULL;
 }
 
+/*
+ * One record tampered with (_i 0) fails its connection only: the next
+ * kept connection's records are read by tls_rx again. TLS_RX_FAILS of
+ * them in a row (_i 1) switch tls_rx off for the origin: the connection
+ * after them stays with OpenSSL. Every response byte-exact.
+ */
 START_TEST(test_tls_own_records_tampered)
 {
 	struct objfs_stats st;
 	struct objfs_engine *e;
 	struct tls_front t;
 	struct relay rl;
+	int flips = _i ? TLS_RX_FAILS : 1;
 
 	front_start(&t);
 	memset(&rl, 0, sizeof(rl));
+	rl.flips = flips;
 	ck_assert_int_eq(srv_listen(&rl.s, "127.0.0.1", 0, relay_conn), 0);
 	rl.to = t.s.port;
 	e = tls_engine(t.ca_path, 0);
+	e->tls_rx_rule.window_ns = 3600 * 1000000000LL; /* the test's pace does not matter */
 	t.s.port = rl.s.port; /* tls_get's URLs go through the relay */
 	ck_assert_int_eq(tls_get(e, &t, "/connclose"), 0); /* libcurl: learns */
 	objfs_stats_reset();
 	for (int i = 0; i < 8; i++)
-		ck_assert_int_eq(tls_get(e, &t, "/ok"), 0); /* byte-exact, the flipped one too */
+		ck_assert_int_eq(tls_get(e, &t, "/ok"), 0); /* byte-exact, the flipped ones too */
 	objfs_stats_get(&st);
-	ck_assert_int_eq(atomic_load(&rl.flipped), 1);
-	ck_assert_uint_eq(st.tls_own_failed, 1); /* the reader caught it */
-	ck_assert_uint_eq(st.tls_own, 1); /* the first kept connection only */
+	ck_assert_int_ge(atomic_load(&rl.flipped), flips);
+	ck_assert_uint_eq(st.tls_own_failed, (unsigned)flips); /* the reader caught each */
+	/* one connection per flip took the reader and failed; after one flip
+	 * the next took it too and read the rest, after TLS_RX_FAILS the next
+	 * stayed with OpenSSL */
+	ck_assert_uint_eq(st.tls_own, _i ? (unsigned)flips : 2);
+	ck_assert_uint_eq(st.tls_own_offs, (unsigned)_i);
 	ck_assert_uint_eq(st.direct, 8);
 	ck_assert_uint_eq(st.errors, 0);
 	objfs_engine_free(e);
 	t.s.port = rl.to;
 	srv_stop(&rl.s);
 	front_stop(&t);
+}
+END_TEST
+
+/*
+ * The failure budget (struct direct_budget), on a clock the test moves:
+ * fewer than @limit failures within the window never switch off, failures
+ * further apart than the window never add up, @limit within it do; off
+ * for the rest, then on; the rest doubles for switch-offs in a row up to
+ * the cap, and starts over after the origin stayed on for twice its last
+ * rest; failures while off are not counted.
+ */
+START_TEST(test_budget)
+{
+	const int64_t s = 1000000000LL;
+	const struct direct_rule rule = { .limit = 3, .window_ns = 60 * s, .rest_ns = 60 * s,
+					  .max_ns = 200 * s, .off_text = "off", .on_text = "on" };
+	struct direct_budget b = { 0 };
+	int64_t now = 1000 * s;
+
+	/* one failure, two: still on */
+	ck_assert_int_eq(objfs_direct_budget_fail(&b, &rule, "o", "bad", now), 0);
+	ck_assert_int_eq(objfs_direct_budget_on(&b, &rule, "o", now), 1);
+	ck_assert_int_eq(objfs_direct_budget_fail(&b, &rule, "o", "bad", now + 10 * s), 0);
+	/* the third after the window: counted anew, still on */
+	now += 61 * s;
+	ck_assert_int_eq(objfs_direct_budget_fail(&b, &rule, "o", "bad", now), 0);
+	ck_assert_int_eq(objfs_direct_budget_fail(&b, &rule, "o", "bad", now + s), 0);
+	ck_assert_int_eq(objfs_direct_budget_on(&b, &rule, "o", now + s), 1);
+	/* the third within the window: off for 60 s */
+	now += 2 * s;
+	ck_assert_int_eq(objfs_direct_budget_fail(&b, &rule, "o", "bad", now), 60 * s);
+	ck_assert_int_eq(objfs_direct_budget_on(&b, &rule, "o", now), 0);
+	/* failures while off (connections made before) are not counted */
+	for (int i = 0; i < 5; i++)
+		ck_assert_int_eq(objfs_direct_budget_fail(&b, &rule, "o", "bad", now + s), 0);
+	ck_assert_int_eq(objfs_direct_budget_on(&b, &rule, "o", now + 59 * s), 0);
+	/* on again after the rest */
+	now += 60 * s;
+	ck_assert_int_eq(objfs_direct_budget_on(&b, &rule, "o", now), 1);
+	ck_assert_int_eq(b.off, 0);
+	/* failing again at once: 120 s, then the cap (200 s), and the cap */
+	ck_assert_int_eq(objfs_direct_budget_fail(&b, &rule, "o", "bad", now), 0);
+	ck_assert_int_eq(objfs_direct_budget_fail(&b, &rule, "o", "bad", now), 0);
+	ck_assert_int_eq(objfs_direct_budget_fail(&b, &rule, "o", "bad", now), 120 * s);
+	for (int k = 0; k < 2; k++) {
+		now = b.off_until_ns;
+		ck_assert_int_eq(objfs_direct_budget_on(&b, &rule, "o", now - 1), 0);
+		ck_assert_int_eq(objfs_direct_budget_on(&b, &rule, "o", now), 1);
+		for (int i = 0; i < 2; i++)
+			ck_assert_int_eq(objfs_direct_budget_fail(&b, &rule, "o", "bad", now), 0);
+		ck_assert_int_eq(objfs_direct_budget_fail(&b, &rule, "o", "bad", now), 200 * s);
+	}
+	/* on for twice the last rest: the next switch-off rests 60 s again */
+	now = b.off_until_ns + 400 * s;
+	ck_assert_int_eq(objfs_direct_budget_on(&b, &rule, "o", now), 1);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(objfs_direct_budget_fail(&b, &rule, "o", "bad", now), 0);
+	ck_assert_int_eq(objfs_direct_budget_fail(&b, &rule, "o", "bad", now), 60 * s);
 }
 END_TEST
 
@@ -2606,7 +2677,8 @@ static Suite *engine_suite(void)
 	tcase_add_test(td, test_direct_reresolves);
 	tcase_add_test(td, test_tls_direct);
 	tcase_add_loop_test(td, test_tls_own_records, 0, 4);
-	tcase_add_test(td, test_tls_own_records_tampered);
+	tcase_add_loop_test(td, test_tls_own_records_tampered, 0, 2);
+	tcase_add_test(td, test_budget);
 	tcase_add_loop_test(td, test_tls_refused, 0, 3);
 	tcase_add_loop_test(td, test_direct_proxy_vars, 0,
 			    sizeof(proxy_cases) / sizeof(proxy_cases[0]));

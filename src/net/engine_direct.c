@@ -1,95 +1,68 @@
 /*
  * engine_direct: ranged GETs over HTTP/1.1, plain or TLS, received
- * straight into the caller's buffer.
+ * straight into the caller's buffer (figures: docs/benchmarks.md).
  *
- * Why: libcurl hands body bytes to a write callback out of its own receive
- * buffer, so every byte is copied twice on the client: by the kernel into
- * curl's buffer, then by us into the destination (a cache block or a GPU
- * ring slot). On the H100 machine, at 16 connections from nginx on
- * loopback, that second copy held GPU fills to 0.68-0.80x of curl writing
- * to /dev/null (docs/benchmarks.md). Here the kernel's recv() writes the
- * body into r->dst itself; over https, OpenSSL's SSL_read decrypts it into
- * r->dst (libcurl's path: decrypted into curl's buffer, then copied).
+ * libcurl copies every body byte out of its own receive buffer; here the
+ * kernel's recv() writes the body into r->dst itself, and over https
+ * OpenSSL's SSL_read, or once a TLS 1.3 connection is idle tls_rx
+ * (tls_rx.h), decrypts it into r->dst.
  *
- * Scope, kept small on purpose: only the happy path of a ranged GET over
- * HTTP/1.1 is handled here. Everything else stays with libcurl: proxies
- * (the direct path is off for a scheme when a proxy variable libcurl reads
- * for it is set), HTTP/2 (-o http_version=2 leaves https to libcurl),
- * redirects, name resolution and connection errors, TLS handshakes that
- * fail (a certificate this path refuses included), error statuses and
- * their bodies, chunked or length-less bodies, a server that ignores Range.
- * An attempt that meets any of these before a body byte is used is handed
- * to libcurl ("fallback"), uncounted, and the request stays with libcurl.
- * What says something about the server rather than the moment also turns
- * the path off for that origin: a 2xx that is not "206 with
+ * Scope: only the happy path of a ranged GET over HTTP/1.1. Proxies (the
+ * path is off for a scheme when a proxy variable libcurl reads is set),
+ * HTTP/2, redirects, connection errors, failed TLS handshakes, error
+ * statuses, chunked or length-less bodies and servers that ignore Range
+ * stay with libcurl: an attempt that meets one before a body byte is used
+ * is handed to libcurl ("fallback"), uncounted. Error handling and
+ * messages are thus libcurl's, in one place (engine.c).
+ *
+ * Failure budgets (struct direct_budget): an answer that says something
+ * about the server rather than the moment (a 2xx that is not "206 with
  * Content-Length", a redirect, a head that is not strict HTTP/1.x with CRLF
- * line ends (libcurl is more tolerant); for a rest, not for good: 30 s,
- * doubling with each such answer up to an hour, then direct is tried again
- * (struct direct_origin); so does a certificate the direct path refused
- * (libcurl had accepted the origin). So error handling and messages are
- * libcurl's, in one place (engine.c), and this file is only the fast path.
+ * line ends, a certificate this path refused that libcurl accepted) turns
+ * the path off for that origin; records tls_rx refused on TLS_RX_FAILS
+ * connections within TLS_RX_WINDOW_NS turn tls_rx off for it (a single
+ * one fails its connection only: the request is retried on a new one).
+ * Either for a rest that doubles up to REST_MAX_NS, never for good.
  *
  * Hand-back: this file calls nothing of engine.c. engine.c starts an
- * attempt here (objfs_direct_start says whether it got a connection or
- * waits for one; engine.c keeps the in-flight list), and after each poll
- * objfs_direct_progress returns the attempts that ended, each with its
- * verdict (err, retry, ttfb) or "again" (a stale kept-alive connection, or
- * a hand-over to libcurl); engine.c concludes or restarts them, and then
- * starts the waiting requests objfs_direct_next_waiting gives it. So no
- * request is started while the connection list is being walked (a start
- * may close an idle connection), and retries, final errors and the
- * accounting happen in one place for both paths.
+ * attempt (objfs_direct_start: on a connection, or waiting for one) and
+ * keeps the in-flight list; after each poll objfs_direct_progress returns
+ * the attempts that ended, each with its verdict (err, retry, ttfb) or
+ * "again" (a stale kept-alive connection, a hand-over to libcurl), and
+ * engine.c concludes or restarts them. No request is started while the
+ * connection list is walked (a start may close an idle connection).
  *
- * Addresses: an origin is used only once libcurl has answered for it (the
- * mount's first HEAD or listing does: no proxy in the way, nothing odd),
- * at first at the address libcurl used (CURLINFO_PRIMARY_IP/PORT). The
- * engine's resolver thread then resolves the host (getaddrinfo, IPv4 and
- * IPv6; e->resolve, which tests replace) and keeps up to DIRECT_ADDRS of
- * its addresses; new connections take them round robin (S3 answers DNS
- * with several addresses, and the fastest clients spread their
- * connections over them). An address whose connect is refused, or does
- * not complete within the stall timeout, rests for e->addr_rest_ns (30 s)
- * and the request that met it goes to libcurl, which connects (or says
- * why it cannot) by its own resolution. The host is resolved again every
- * e->resolve_every_ns (60 s), and as soon as every address rests (at most
- * once a second); an address that stays keeps its rest, a failed lookup
- * keeps the addresses there are. Lookups never run on an engine thread:
- * a slow DNS server only delays the next address list.
+ * Addresses: an origin is used only once libcurl has answered for it, at
+ * first at the address libcurl used; the resolver thread then resolves the
+ * host (e->resolve) into up to DIRECT_ADDRS addresses, taken round robin
+ * by new connections. An address that refuses or does not connect within
+ * the stall timeout rests for e->addr_rest_ns and its request goes to
+ * libcurl. The host is resolved again every e->resolve_every_ns, and when
+ * every address rests (at most once a second); lookups never run on an
+ * engine thread.
  *
- * The response head is read into a small buffer and its lines go through
- * the same header parser and range validation as libcurl's (http_resp.c),
- * so the two paths agree on what a valid answer is; body bytes are written
- * to dst only after that validation, and never past r->len.
+ * The response head goes through the same header parser and range
+ * validation as libcurl's (http_resp.c); body bytes are written to dst
+ * only after that, and never past r->len.
  *
- * Connections: per engine thread at most th->per, kept alive between
- * requests (idle ones watched for the server closing them). A reused
- * connection that the server closed before answering is retried on a new
- * one, uncounted, like libcurl does. Requests beyond the cap wait in
- * th->dwait (not in flight: waiting is not a stall).
+ * Connections: at most th->per per engine thread, kept alive (idle ones
+ * watched for the server closing them). A reused connection the server
+ * closed before answering is retried on a new one, uncounted. Requests
+ * beyond the cap wait in th->dwait (not in flight: waiting is not a
+ * stall).
  *
- * Joined GETs: with few connections, a run of adjacent ranges of one
- * object (a stream's prefetch, the pieces of a GPU fill) went out one GET
- * at a time, each paying a turnaround (the request out, the server's
- * start, the head back) in which the connection moved nothing: over HTTPS
- * on the H200 machine one connection filled a GPU at 0.87x one curl
- * stream with 2 MiB GETs. So a request that gets a connection takes along
- * the requests waiting in th->dwait that continue its range (same URL,
- * headers but SigV4's signing time, and pins), as one GET of their union
- * of at most JOIN_MAX bytes
- * (join_waiting). The head is checked against the union; each part is
- * handed back as soon as its last byte is in, and the next part becomes
- * the connection's request (struct objfs_direct_end.next: engine.c puts it
- * in flight, so the stall watchdog watches whichever part is receiving).
- * Only requests that wait are joined, so none that had a connection is
- * delayed; the scan stops at a waiting request of another object, so no
- * stream overtakes another's older request. An attempt that ends early
- * (an error, a hand-over to libcurl, a stall) puts the parts not yet
- * begun back at the head of th->dwait, in order, as the waiting requests
- * they were (unjoin): no attempt counted, no byte of theirs used; the
- * part that led it goes alone from then on.
+ * Joined GETs: a request that gets a connection takes along the requests
+ * waiting in th->dwait that continue its range (same URL, headers but
+ * SigV4's signing time, and pins), as one GET of at most JOIN_MAX bytes
+ * (join_waiting), saving a turnaround per range. The head is checked for
+ * the union; each part is handed back once its last byte is in and the
+ * next becomes the connection's request (objfs_direct_end.next). Only
+ * waiting requests are joined, and the scan stops at another object's, so
+ * nothing is delayed or overtaken. An attempt that ends early puts the
+ * parts not begun back at the head of th->dwait, in order (unjoin).
  *
- * Threading: everything here runs on the engine thread that owns th, except
- * the origin table, which is shared by the threads and the resolver thread
+ * Threading: everything runs on the engine thread that owns th, but the
+ * origin table, shared with the other threads and the resolver thread
  * under e->origin_lock.
  */
 #include "config.h"
@@ -149,7 +122,7 @@ struct objfs_dconn {
 	uint64_t rx_records;
 	int rx_counting;  /* the server's Finished was read: records count */
 	int rx_never;     /* OpenSSL read something that changes the keys */
-	int rx_failed;    /* the reader failed: its origin reads through OpenSSL */
+	int rx_failed;    /* the reader failed: a failure of its origin's tls_rx */
 	int64_t ttfb;  /* microseconds from request to complete head */
 	struct sockaddr_storage sa; /* the origin's address it went to */
 	socklen_t salen;
@@ -393,7 +366,8 @@ static int origin_on(struct objfs_engine *e, const char *auth)
 
 	pthread_mutex_lock(&e->origin_lock);
 	o = origin_lookup(e, auth);
-	on = o && o->naddrs && objfs_now_ns() >= o->off_until_ns;
+	on = o && o->naddrs &&
+	     objfs_direct_budget_on(&o->direct, &e->direct_rule, auth, objfs_now_ns());
 	pthread_mutex_unlock(&e->origin_lock);
 	return on;
 }
@@ -413,7 +387,7 @@ static int origin_pick(struct objfs_engine *e, const char *auth, struct sockaddr
 
 	pthread_mutex_lock(&e->origin_lock);
 	o = origin_lookup(e, auth);
-	if (o && now >= o->off_until_ns) {
+	if (o && objfs_direct_budget_on(&o->direct, &e->direct_rule, auth, now)) {
 		for (unsigned k = 0; k < o->naddrs && !found; k++) {
 			unsigned i = (o->next + k) % o->naddrs;
 
@@ -453,28 +427,64 @@ static void origin_rest(struct objfs_engine *e, const char *auth,
 	pthread_mutex_unlock(&e->origin_lock);
 }
 
-/* Turns the origin off for a rest that doubles each time (see struct
- * direct_origin); @why: what it answered. */
+/* The longest rest of @rule's @offs-th switch-off in a row. */
+static int64_t budget_rest(const struct direct_rule *rule, unsigned offs)
+{
+	int64_t rest = rule->rest_ns;
+
+	for (unsigned i = 1; i < offs && rest < rule->max_ns; i++)
+		rest *= 2;
+	return rest < rule->max_ns ? rest : rule->max_ns;
+}
+
+int objfs_direct_budget_on(struct direct_budget *b, const struct direct_rule *rule,
+			   const char *auth, int64_t now)
+{
+	if (now < b->off_until_ns)
+		return 0;
+	if (b->off) {
+		b->off = 0;
+		objfs_info("%s: %s", auth, rule->on_text);
+	}
+	return 1;
+}
+
+int64_t objfs_direct_budget_fail(struct direct_budget *b, const struct direct_rule *rule,
+				 const char *auth, const char *why, int64_t now)
+{
+	int64_t rest;
+
+	if (!objfs_direct_budget_on(b, rule, auth, now))
+		return 0;
+	if (!b->fails || now - b->first_ns >= rule->window_ns) {
+		b->fails = 0;
+		b->first_ns = now;
+	}
+	if (++b->fails < rule->limit) {
+		objfs_info("%s: %s (%u of %u within %.0f s turn it off)", auth, why, b->fails,
+			   rule->limit, (double)rule->window_ns / 1e9);
+		return 0;
+	}
+	if (b->offs && now - b->off_until_ns >= 2 * budget_rest(rule, b->offs))
+		b->offs = 0; /* on for twice its last rest: the doubling starts over */
+	rest = budget_rest(rule, ++b->offs);
+	b->fails = 0;
+	b->off = 1;
+	b->off_until_ns = now + rest;
+	objfs_info("%s: %s; %s for %.0f s", auth, why, rule->off_text, (double)rest / 1e9);
+	return rest;
+}
+
+/* The direct path of @auth answered @why: off for a rest (e->direct_rule). */
 static void origin_off(struct objfs_engine *e, const char *auth, const char *why)
 {
 	struct direct_origin *o;
 
 	pthread_mutex_lock(&e->origin_lock);
 	o = origin_lookup(e, auth);
-	if (o) {
-		int64_t now = objfs_now_ns(), rest = e->direct_rest_ns;
-
-		if (now >= o->off_until_ns) {
-			for (unsigned i = 0; i < o->offs && rest < DIRECT_REST_MAX_NS; i++)
-				rest *= 2;
-			if (rest > DIRECT_REST_MAX_NS)
-				rest = DIRECT_REST_MAX_NS;
-			o->offs++;
-			o->off_until_ns = now + rest;
-			objfs_info("%s: %s; reading it through libcurl for %.0f s, then "
-				   "directly again", auth, why, (double)rest / 1e9);
-		}
-	}
+	if (o)
+		(void)objfs_direct_budget_fail(&o->direct, &e->direct_rule, auth, why,
+					       objfs_now_ns());
 	pthread_mutex_unlock(&e->origin_lock);
 }
 
@@ -618,7 +628,15 @@ int objfs_direct_engine_init(struct objfs_engine *e)
 	e->direct = e->cfg.direct && objfs_direct_usable(0);
 	e->direct_tls = e->cfg.direct && !e->cfg.http2 && objfs_direct_usable(1) &&
 			!tls_ctx_new(e);
-	e->direct_rest_ns = DIRECT_REST_NS;
+	e->direct_rule = (struct direct_rule){
+		.limit = 1, .rest_ns = DIRECT_REST_NS, .max_ns = REST_MAX_NS,
+		.off_text = "reading it through libcurl", .on_text = "reading it directly again",
+	};
+	e->tls_rx_rule = (struct direct_rule){
+		.limit = TLS_RX_FAILS, .window_ns = TLS_RX_WINDOW_NS, .rest_ns = TLS_RX_REST_NS,
+		.max_ns = REST_MAX_NS, .off_text = "its TLS records read through OpenSSL",
+		.on_text = "objfs reads its TLS records itself again",
+	};
 	e->resolve = objfs_direct_resolve;
 	e->resolve_every_ns = RESOLVE_EVERY_NS;
 	e->addr_rest_ns = ADDR_REST_NS;
@@ -990,12 +1008,11 @@ static void dc_close(struct engine_thread *th, struct objfs_dconn *dc)
 		objfs_stats_tls_own(1);
 		pthread_mutex_lock(&th->e->origin_lock);
 		o = origin_lookup(th->e, dc->auth);
-		if (o && !o->tls_rx_off) {
-			o->tls_rx_off = 1;
-			objfs_info("%s: a TLS record objfs's reader does not take (or one that "
-				   "failed its check); its connections read through OpenSSL from now on",
-				   dc->auth);
-		}
+		if (o && objfs_direct_budget_fail(&o->tls_rx, &th->e->tls_rx_rule, dc->auth,
+						  "a TLS record objfs's reader refused (or one "
+						  "that failed its check) ended a connection",
+						  objfs_now_ns()))
+			objfs_stats_tls_own_off();
 		pthread_mutex_unlock(&th->e->origin_lock);
 	}
 	LIST_REMOVE(dc, link);
@@ -1283,8 +1300,8 @@ struct objfs_req *objfs_direct_next_waiting(struct engine_thread *th)
  * buffers: its reading moves to tls_rx (records decrypted into the
  * destination, tls_rx.h), which takes the traffic secret and the record
  * count kept since the handshake. Other suites, TLS 1.2, a connection
- * whose keys OpenSSL saw change, an origin where the reader failed once
- * (direct_origin.tls_rx_off): left with OpenSSL.
+ * whose keys OpenSSL saw change, an origin whose tls_rx budget is off
+ * (direct_origin.tls_rx): left with OpenSSL.
  */
 static void tls_take(struct engine_thread *th, struct objfs_dconn *dc)
 {
@@ -1296,7 +1313,8 @@ static void tls_take(struct engine_thread *th, struct objfs_dconn *dc)
 		return;
 	pthread_mutex_lock(&th->e->origin_lock);
 	o = origin_lookup(th->e, dc->auth);
-	off = !o || o->tls_rx_off;
+	off = !o || !objfs_direct_budget_on(&o->tls_rx, &th->e->tls_rx_rule, dc->auth,
+					    objfs_now_ns());
 	pthread_mutex_unlock(&th->e->origin_lock);
 	suite = SSL_get_current_cipher(dc->ssl) ?
 		SSL_CIPHER_get_id(SSL_get_current_cipher(dc->ssl)) & 0xffff : 0;
@@ -1543,9 +1561,7 @@ static int tls_step(struct engine_thread *th, struct objfs_dconn *dc, struct end
 /*
  * Whether [@from, @to) of @head holds a line end that is a bare LF (a
  * '\n' not after '\r'): "\n\n" and "\n\r\n" alike, the second of which
- * libcurl ends the head at while a search for CRLF CRLF never finds it
- * (found in review: every read from such a server timed out on the direct
- * path instead of going to libcurl).
+ * libcurl ends the head at while a search for CRLF CRLF never finds it.
  */
 static int bare_lf(const char *head, size_t from, size_t to)
 {

@@ -90,6 +90,43 @@ struct direct_addr {
 typedef int (*objfs_resolve_fn)(void *arg, const char *host, const char *port,
 				struct direct_addr *out, unsigned cap);
 
+/*
+ * A failure budget: how a part of the direct path (the path itself, or
+ * tls_rx reading the records) is switched off for one origin and back on.
+ * Off after @limit failures within @window_ns of the first of them, for a
+ * rest of @rest_ns that doubles with each switch-off in a row up to
+ * @max_ns, and starts over once the origin stayed on for twice its last
+ * rest; then on again. A failure while off is not counted (it comes from a
+ * connection made before). So a one-off failure (a hiccup, a record
+ * tampered with on the path) costs that connection's attempt only, a
+ * server the part cannot follow costs @limit attempts per rest, and no
+ * failure turns a part off for the rest of the mount. Guarded by
+ * e->origin_lock.
+ */
+struct direct_rule {
+	unsigned limit;
+	int64_t window_ns, rest_ns, max_ns;
+	const char *off_text; /* the log's words for off, then on again */
+	const char *on_text;
+};
+
+struct direct_budget {
+	unsigned fails;       /* failures counted since first_ns */
+	unsigned offs;        /* switch-offs in a row */
+	int off;              /* switched off, not yet seen on again */
+	int64_t first_ns;     /* the first failure counted (monotonic) */
+	int64_t off_until_ns; /* off before this time (monotonic) */
+};
+
+/* Whether @b of origin @auth is on at @now (logs the first call that
+ * finds it on again after a rest). */
+int objfs_direct_budget_on(struct direct_budget *b, const struct direct_rule *rule,
+			   const char *auth, int64_t now);
+/* A failure (@why) at @now: returns the rest in ns when it switches @b
+ * off (logged), else 0. */
+int64_t objfs_direct_budget_fail(struct direct_budget *b, const struct direct_rule *rule,
+				 const char *auth, const char *why, int64_t now);
+
 /* An origin ("http://host[:port]" or "https://host[:port]", as the URL
  * writes it: the origin key) and its addresses. */
 struct direct_origin {
@@ -107,23 +144,21 @@ struct direct_origin {
 	int64_t resolve_due_ns; /* resolve again from this time on */
 	int64_t resolved_ns;    /* last resolution ended (0: none yet) */
 	int resolving;          /* 1: asked of the resolver thread, 2: under way */
-	/* Answered a range without 206 + Content-Length, or redirected: curl
-	 * only until off_until_ns (monotonic), then direct is tried again. The
-	 * rest doubles with each such answer (offs of them so far), from
-	 * e->direct_rest_ns up to DIRECT_REST_MAX_NS: one odd answer (a proxy
-	 * hiccup, a redirect during a deploy) no longer costs the fast path
-	 * for the rest of the mount. */
-	int64_t off_until_ns;
-	unsigned offs;
-	/* https: a connection's own TLS record reader (tls_rx.c) failed once
-	 * (a record it does not take, e.g. a ticket split across records):
-	 * the origin's connections read through OpenSSL from then on, so a
-	 * server it cannot follow costs one failed attempt, not one each. */
-	int tls_rx_off;
+	/* The direct path for this origin: off after an answer that says
+	 * something about the server (not 206 with a Content-Length, a
+	 * redirect, a head that is not strict HTTP/1.x, a certificate libcurl
+	 * accepted and this path refused); e->direct_rule. */
+	struct direct_budget direct;
+	/* https: tls_rx reading its connections' records: off after records
+	 * it refused on several connections; e->tls_rx_rule. */
+	struct direct_budget tls_rx;
 };
 
-#define DIRECT_REST_NS (30 * 1000000000LL)       /* first rest of an origin */
-#define DIRECT_REST_MAX_NS (3600 * 1000000000LL) /* longest rest */
+#define DIRECT_REST_NS (30 * 1000000000LL)       /* first rest of the direct path */
+#define TLS_RX_FAILS 3                           /* tls_rx: failures that turn it off */
+#define TLS_RX_WINDOW_NS (60 * 1000000000LL)     /* ... within this time */
+#define TLS_RX_REST_NS (60 * 1000000000LL)       /* first rest of tls_rx */
+#define REST_MAX_NS (3600 * 1000000000LL)        /* longest rest of either */
 #define ADDR_REST_NS (30 * 1000000000LL)         /* rest of an address */
 #define RESOLVE_EVERY_NS (60 * 1000000000LL)     /* re-resolution period */
 #define RESOLVE_GAP_NS (1000000000LL) /* all addresses resting: resolve again,
@@ -149,7 +184,10 @@ struct objfs_engine {
 	pthread_mutex_t origin_lock;
 	struct direct_origin origins[DIRECT_ORIGINS]; /* guarded by origin_lock */
 	unsigned norigins;                            /* guarded by origin_lock */
-	int64_t direct_rest_ns; /* first rest of an origin turned off (tests set it) */
+	/* Set by objfs_direct_engine_init; tests may change them before the
+	 * first request. */
+	struct direct_rule direct_rule; /* the direct path: off at one answer */
+	struct direct_rule tls_rx_rule; /* tls_rx: off at TLS_RX_FAILS */
 	/* The resolver thread (engine_direct.c), started with the first
 	 * origin learned; the fields are guarded by origin_lock. */
 	pthread_cond_t resolve_cond; /* an origin asks, or stop */

@@ -12,7 +12,7 @@
 
 static struct {
 	atomic_uint_fast64_t requests, errors, retries, bytes, direct, direct_fallbacks, joined;
-	atomic_uint_fast64_t tls_own, tls_own_failed;
+	atomic_uint_fast64_t tls_own, tls_own_failed, tls_own_offs;
 	atomic_uint_fast64_t ttfb[OBJFS_STATS_BUCKETS], ttfb_sum_us;
 } g;
 
@@ -58,6 +58,11 @@ void objfs_stats_tls_own(int failed)
 	atomic_fetch_add_explicit(failed ? &g.tls_own_failed : &g.tls_own, 1, memory_order_relaxed);
 }
 
+void objfs_stats_tls_own_off(void)
+{
+	atomic_fetch_add_explicit(&g.tls_own_offs, 1, memory_order_relaxed);
+}
+
 void objfs_stats_get(struct objfs_stats *out)
 {
 	out->requests = atomic_load_explicit(&g.requests, memory_order_relaxed);
@@ -69,6 +74,7 @@ void objfs_stats_get(struct objfs_stats *out)
 	out->joined = atomic_load_explicit(&g.joined, memory_order_relaxed);
 	out->tls_own = atomic_load_explicit(&g.tls_own, memory_order_relaxed);
 	out->tls_own_failed = atomic_load_explicit(&g.tls_own_failed, memory_order_relaxed);
+	out->tls_own_offs = atomic_load_explicit(&g.tls_own_offs, memory_order_relaxed);
 	for (unsigned i = 0; i < OBJFS_STATS_BUCKETS; i++)
 		out->ttfb[i] = atomic_load_explicit(&g.ttfb[i], memory_order_relaxed);
 	out->ttfb_sum_us = atomic_load_explicit(&g.ttfb_sum_us, memory_order_relaxed);
@@ -85,6 +91,7 @@ void objfs_stats_reset(void)
 	atomic_store(&g.joined, 0);
 	atomic_store(&g.tls_own, 0);
 	atomic_store(&g.tls_own_failed, 0);
+	atomic_store(&g.tls_own_offs, 0);
 	for (unsigned i = 0; i < OBJFS_STATS_BUCKETS; i++)
 		atomic_store(&g.ttfb[i], 0);
 	atomic_store(&g.ttfb_sum_us, 0);

@@ -36,6 +36,8 @@ struct objfs_stats {
 	uint64_t tls_own;       /* https connections whose records objfs decrypts
 				   itself (tls_rx.h) */
 	uint64_t tls_own_failed; /* of them, ended by a record the reader failed */
+	uint64_t tls_own_offs;  /* times the reader was switched off for an
+				   origin for a rest (repeated failures) */
 	uint64_t ttfb[OBJFS_STATS_BUCKETS]; /* bucket i: [2^i, 2^(i+1)) us (0 and 1 in 0) */
 	uint64_t ttfb_sum_us;   /* of every time counted in ttfb */
 };
@@ -54,6 +56,8 @@ void objfs_stats_joined(void);
 /* Records an https connection whose reading objfs took from OpenSSL
  * (@failed 0), or one that a record the reader failed ended (1). */
 void objfs_stats_tls_own(int failed);
+/* Records the reader switched off for an origin, for a rest. */
+void objfs_stats_tls_own_off(void);
 
 /* Copies the current counters into @out. */
 void objfs_stats_get(struct objfs_stats *out);
