@@ -297,32 +297,28 @@ static int set_env_options(const struct objfs_opts *o)
 	return 0;
 }
 
-/* log_file=: an absolute path (the daemon may change directory), opened now. */
+/*
+ * log_file=: opened now, as an absolute path (the daemon changes directory)
+ * made without resolving symlinks: objfs_log_open_file() walks it itself,
+ * now and at each SIGHUP, following only what root or the euid owns.
+ */
 static int open_log_file(const struct objfs_opts *o)
 {
-	char abs[4096];
-	int err;
+	char abs[4096], cwd[4096], err[1024];
 
 	if (!o->log_file)
 		return 0;
-	if (!realpath(o->log_file, abs)) { /* the file may not exist yet: its directory must */
-		char dir[4096], *slash;
-
-		snprintf(dir, sizeof(dir), "%s", o->log_file);
-		slash = strrchr(dir, '/');
-		if (slash)
-			*slash = '\0';
-		if (!realpath(slash ? (dir[0] ? dir : "/") : ".", abs) ||
-		    strlen(abs) + strlen(slash ? slash + 1 : o->log_file) + 2 > sizeof(abs)) {
-			fprintf(stderr, "objfs: log_file '%s': %s\n", o->log_file, strerror(errno));
-			return -1;
-		}
-		strcat(abs, "/");
-		strcat(abs, slash ? slash + 1 : o->log_file);
+	if (o->log_file[0] != '/' && !getcwd(cwd, sizeof(cwd))) {
+		fprintf(stderr, "objfs: log_file %s: %s\n", o->log_file, strerror(errno));
+		return -1;
 	}
-	err = objfs_log_open_file(abs);
-	if (err) {
-		fprintf(stderr, "objfs: log_file '%s': %s\n", abs, strerror(-err));
+	if (snprintf(abs, sizeof(abs), "%s%s%s", o->log_file[0] == '/' ? "" : cwd,
+		     o->log_file[0] == '/' ? "" : "/", o->log_file) >= (int)sizeof(abs)) {
+		fprintf(stderr, "objfs: log_file %s: path too long\n", o->log_file);
+		return -1;
+	}
+	if (objfs_log_open_file(abs, err, sizeof(err))) {
+		fprintf(stderr, "objfs: %s\n", err);
 		return -1;
 	}
 	return 0;

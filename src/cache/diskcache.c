@@ -17,13 +17,13 @@
  * A chunk has one name at a time; a bare HASH (format 1) or HASH.c2/.p2
  * (format 2, unkeyed sums) is removed at open, never data.
  *
- * Who may touch DIR (issue 19): a cache_dir another user can write lets
+ * Who may touch DIR: a cache_dir another user can write lets
  * that user swap the lock file for a symlink to a root file (truncated and
  * written by the daemon), plant symlinks where chunks are created, or
  * write chunks whose sums verify -- the identity is public -- so that root
  * reads forged bytes. So objfs_diskcache_open() walks the path from / a
- * component at a time (openat O_PATH|O_NOFOLLOW, fstat of each fd, not of
- * the name): every directory above DIR is owned by root or the mounting
+ * component at a time (util/safepath.c: openat O_PATH|O_NOFOLLOW, fstat of
+ * each fd, not of the name): every directory above DIR is owned by root or the mounting
  * user (the euid) and not writable by group or others unless sticky, as
  * /tmp; a symlink on the way is followed only when root or the euid owns
  * it (its target is walked the same way); DIR itself (made 0700 when
@@ -178,6 +178,7 @@
 #include "diskcache_i.h"
 #include "hash.h"
 #include "log.h"
+#include "safepath.h"
 
 #define PAGE         OBJFS_DCMETA_PAGE
 #define IDENT_BUF    (OBJFS_DCMETA_IDENT_MAX + 1)
@@ -186,7 +187,6 @@
 #define FANOUT       256
 #define DIRECT_ALIGN 4096u      /* O_DIRECT buffer, offset and length alignment */
 #define SCAN_META    16384u     /* first read of a partial chunk's metadata at open */
-#define MAX_LINKS    40         /* symlinks followed on the way to cache_dir */
 
 struct key {
 	uint64_t hi, lo;
@@ -1552,40 +1552,6 @@ void objfs_diskcache_get_stats(struct objfs_diskcache *dc, struct objfs_diskcach
 /* ------------------------------------------------------------ open: the directory */
 
 /*
- * Whether the directory @fd, shown as @shown, may lie above a cache_dir:
- * a directory owned by root or @euid, not writable by group or others
- * unless sticky (as /tmp: others' names there cannot be replaced). 0, or
- * -EPERM / -ENOTDIR with the reason in @err.
- */
-static int ancestor_ok(int fd, const char *shown, const char *dir, uid_t euid, char *err,
-		       size_t errlen)
-{
-	struct stat st;
-
-	if (fstat(fd, &st)) {
-		int e = errno;
-
-		snprintf(err, errlen, "cache_dir %s: cannot stat %s: %s", dir, shown, strerror(e));
-		return -e;
-	}
-	if (!S_ISDIR(st.st_mode)) {
-		snprintf(err, errlen, "cache_dir %s: %s is not a directory", dir, shown);
-		return -ENOTDIR;
-	}
-	if (st.st_uid != 0 && st.st_uid != euid) {
-		snprintf(err, errlen, "cache_dir %s: %s is owned by uid %u, not by root or the "
-			 "mounting user %u", dir, shown, (unsigned)st.st_uid, (unsigned)euid);
-		return -EPERM;
-	}
-	if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
-		snprintf(err, errlen, "cache_dir %s: %s is writable by group or others (mode "
-			 "%04o) and not sticky", dir, shown, (unsigned)(st.st_mode & 07777));
-		return -EPERM;
-	}
-	return 0;
-}
-
-/*
  * Whether the directory @fd, shown as @shown, may be the cache's own (DIR
  * or one below it): a directory owned by @euid, not writable by group or
  * others. 0, or -EPERM / -ENOTDIR with the reason in @err.
@@ -1618,166 +1584,40 @@ static int own_dir_ok(int fd, const char *shown, uid_t euid, char *err, size_t e
 	return 0;
 }
 
-/* @shown (PATH_MAX bytes) one step further: "/@name", ".." one step back. */
-static void shown_step(char *shown, const char *name)
-{
-	size_t n = strlen(shown);
-
-	if (!strcmp(name, "..")) {
-		while (n && shown[n - 1] != '/')
-			n--;
-		shown[n > 1 ? n - 1 : n] = '\0';
-		if (!shown[0])
-			strcpy(shown, "/");
-		return;
-	}
-	snprintf(shown + n, PATH_MAX - n, "%s%s", n > 1 ? "/" : "", name);
-}
-
 /*
- * Opens the cache directory @path from / down, one component at a time,
- * each directory opened with O_NOFOLLOW and checked through its fd (see the
- * file header): ancestors by ancestor_ok(), the directory itself -- made
- * 0700 when it is the one missing component -- by own_dir_ok(). A symlink
- * owned by root or @euid is followed (its target walked the same way, at
- * most MAX_LINKS). Returns the directory's fd (O_RDONLY), or -errno with
- * the reason, naming the path and what is wrong, in @err.
+ * Opens the cache directory @path, reached by objfs_safepath_parent() (see
+ * the file header) and checked by own_dir_ok(); made 0700 when missing.
+ * Returns the directory's fd (O_RDONLY), or -errno with the reason,
+ * naming the path and what is wrong, in @err.
  */
 static int dir_open(const char *path, uid_t euid, char *err, size_t errlen)
 {
-	char rest[2 * PATH_MAX + 2], tmp[2 * PATH_MAX + 2], shown[PATH_MAX], target[PATH_MAX];
-	const char *pos;
-	int cur, next, links = 0, ret;
+	char name[NAME_MAX + 1];
+	int at, fd, ret;
 
-	if (path[0] != '/' && !getcwd(shown, sizeof(shown))) {
+	at = objfs_safepath_parent("cache_dir", path, euid, name, err, errlen);
+	if (at < 0)
+		return at;
+	if (mkdirat(at, name, 0700) && errno != EEXIST) {
 		ret = -errno;
-		snprintf(err, errlen, "cache_dir %s: cannot resolve against the working directory: "
-			 "%s", path, strerror(-ret));
+		snprintf(err, errlen, "cache_dir %s: cannot create it: %s", path, strerror(-ret));
+		close(at);
 		return ret;
 	}
-	if (snprintf(rest, sizeof(rest), "%s/%s", path[0] == '/' ? "" : shown, path) >=
-	    (int)sizeof(rest)) {
-		snprintf(err, errlen, "cache_dir %s: path too long", path);
-		return -ENAMETOOLONG;
-	}
-	cur = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (cur < 0) {
-		ret = -errno;
-		snprintf(err, errlen, "cache_dir %s: cannot open /: %s", path, strerror(-ret));
-		return ret;
-	}
-	strcpy(shown, "/");
-	ret = ancestor_ok(cur, shown, path, euid, err, errlen);
-	for (pos = rest; !ret;) {
-		char comp[NAME_MAX + 1];
-		size_t len;
-		struct stat st;
-		int last;
-
-		pos += strspn(pos, "/");
-		if (!*pos)
-			break;
-		len = strcspn(pos, "/");
-		if (len > NAME_MAX) {
-			snprintf(err, errlen, "cache_dir %s: a component is too long", path);
-			ret = -ENAMETOOLONG;
-			break;
-		}
-		memcpy(comp, pos, len);
-		comp[len] = '\0';
-		pos += len;
-		last = !pos[strspn(pos, "/")];
-		if (!strcmp(comp, "."))
-			continue;
-		if (strcmp(comp, "..") && fstatat(cur, comp, &st, AT_SYMLINK_NOFOLLOW)) {
-			ret = -errno;
-			if (ret == -ENOENT && last) { /* the cache_dir itself: made */
-				ret = mkdirat(cur, comp, 0700) && errno != EEXIST ? -errno : 0;
-				if (ret)
-					snprintf(err, errlen, "cache_dir %s: cannot create it: %s", path,
-						 strerror(-ret));
-				else
-					ret = fstatat(cur, comp, &st, AT_SYMLINK_NOFOLLOW) ? -errno : 0;
-			}
-			if (ret) {
-				if (!err[0])
-					snprintf(err, errlen, "cache_dir %s: %s/%s: %s", path,
-						 strcmp(shown, "/") ? shown : "", comp,
-						 strerror(-ret));
-				break;
-			}
-		}
-		if (strcmp(comp, "..") && S_ISLNK(st.st_mode)) {
-			ssize_t n;
-
-			if (st.st_uid != 0 && st.st_uid != euid) {
-				snprintf(err, errlen, "cache_dir %s: %s%s%s is a symbolic link owned by "
-					 "uid %u, not by root or the mounting user %u", path,
-					 strcmp(shown, "/") ? shown : "", "/", comp,
-					 (unsigned)st.st_uid, (unsigned)euid);
-				ret = -EPERM;
-				break;
-			}
-			n = readlinkat(cur, comp, target, sizeof(target) - 1);
-			if (n <= 0 || ++links > MAX_LINKS) {
-				ret = n < 0 ? -errno : -ELOOP;
-				snprintf(err, errlen, "cache_dir %s: following %s/%s: %s", path,
-					 strcmp(shown, "/") ? shown : "", comp, strerror(-ret));
-				break;
-			}
-			target[n] = '\0';
-			if (snprintf(tmp, sizeof(tmp), "%s/%s", target, pos) >= (int)sizeof(tmp)) {
-				snprintf(err, errlen, "cache_dir %s: path too long", path);
-				ret = -ENAMETOOLONG;
-				break;
-			}
-			memcpy(rest, tmp, sizeof(rest));
-			pos = rest;
-			if (target[0] == '/') { /* from / again */
-				next = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
-				if (next < 0) {
-					ret = -errno;
-					snprintf(err, errlen, "cache_dir %s: cannot open /: %s", path,
-						 strerror(-ret));
-					break;
-				}
-				close(cur);
-				cur = next;
-				strcpy(shown, "/");
-			}
-			continue;
-		}
-		next = openat(cur, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (next < 0) {
-			ret = -errno;
-			snprintf(err, errlen, "cache_dir %s: %s%s%s: %s", path,
-				 strcmp(shown, "/") ? shown : "", "/", comp,
-				 ret == -ELOOP ? "a symbolic link appeared" : strerror(-ret));
-			break;
-		}
-		close(cur);
-		cur = next;
-		shown_step(shown, comp);
-		if (!last)
-			ret = ancestor_ok(cur, shown, path, euid, err, errlen);
-	}
-	if (!ret) { /* the directory itself: a real fd, checked */
-		next = openat(cur, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-		if (next < 0) {
-			ret = -errno;
-			snprintf(err, errlen, "cache_dir %s: cannot open it: %s", path,
-				 strerror(-ret));
-		} else {
-			close(cur);
-			cur = next;
-			ret = own_dir_ok(cur, path, euid, err, errlen);
-		}
-	}
+	fd = openat(at, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	ret = fd < 0 ? -errno : 0;
+	close(at);
 	if (ret) {
-		close(cur);
+		snprintf(err, errlen, "cache_dir %s: cannot open it: %s", path,
+			 ret == -ELOOP ? "a symbolic link appeared" : strerror(-ret));
 		return ret;
 	}
-	return cur;
+	ret = own_dir_ok(fd, path, euid, err, errlen);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	return fd;
 }
 
 /*

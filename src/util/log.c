@@ -6,17 +6,27 @@
  *
  * log_file: messages are appended to a file, each with a UTC timestamp,
  * through one descriptor opened O_APPEND, written with one write(2) per
- * line (lines of concurrent threads do not interleave). logrotate moves the
- * file and sends SIGHUP: the handler opens the path again and dup2()s it
- * over the descriptor -- open and dup2 are async-signal-safe -- so no line
- * is lost or written to the rotated file after the signal.
+ * line (lines of concurrent threads do not interleave). The daemon runs as
+ * root and the file may lie where other users can create names (/tmp), so
+ * it is opened by objfs_safepath_append(): never through another user's
+ * symlink, only a regular file of the daemon's euid with one name and no
+ * group or other write bit (made 0640 when missing).
+ *
+ * logrotate moves the file and sends SIGHUP. The walk and its checks are
+ * not async-signal-safe, so the handler only raises a flag; the first
+ * thread that logs after it opens the path again, with the same checks,
+ * and dup2()s the new descriptor over the old one (writers never see a
+ * closed descriptor) before it writes: no line goes to the rotated file
+ * after the signal, and a daemon that logs nothing opens nothing. A
+ * reopen that fails keeps the old descriptor and says why in one line.
  */
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <syslog.h>
@@ -24,36 +34,58 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "safepath.h"
 
 static enum objfs_log_level g_level = OBJFS_LOG_WARN;
 static int g_syslog;
 static int g_file_fd = -1;
 static char g_file_path[4096];
 
-#define FILE_FLAGS (O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY)
+#define FILE_MODE 0640
+
+static atomic_int g_hup;  /* SIGHUP seen: reopen before the next line */
+static pthread_mutex_t g_reopen_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void on_sighup(int sig)
 {
-	int saved = errno, fd = open(g_file_path, FILE_FLAGS, 0640);
-
 	(void)sig;
-	if (fd >= 0) {
-		dup2(fd, g_file_fd);
-		close(fd);
-	}
-	errno = saved;
+	atomic_store(&g_hup, 1);
 }
 
-int objfs_log_open_file(const char *path)
+/* Opens the path again once per SIGHUP; on failure the old fd stays. */
+static void reopen(void)
+{
+	char err[1024];
+	int fd = 0;
+
+	pthread_mutex_lock(&g_reopen_lock);
+	if (atomic_exchange(&g_hup, 0)) {
+		fd = objfs_safepath_append("log_file", g_file_path, geteuid(), FILE_MODE, err,
+					   sizeof(err));
+		if (fd >= 0) {
+			dup2(fd, g_file_fd);
+			close(fd);
+		}
+	}
+	pthread_mutex_unlock(&g_reopen_lock);
+	if (fd < 0)
+		objfs_log(OBJFS_LOG_ERR, "%s; not reopened on SIGHUP, still writing to the file "
+			  "opened before", err);
+}
+
+int objfs_log_open_file(const char *path, char *err, size_t errlen)
 {
 	struct sigaction sa;
 	int fd;
 
-	if (!path || path[0] != '/' || strlen(path) >= sizeof(g_file_path))
+	if (!path || path[0] != '/' || strlen(path) >= sizeof(g_file_path)) {
+		snprintf(err, errlen, "log_file %s: not an absolute path shorter than %zu bytes",
+			 path ? path : "(none)", sizeof(g_file_path));
 		return -EINVAL;
-	fd = open(path, FILE_FLAGS, 0640);
+	}
+	fd = objfs_safepath_append("log_file", path, geteuid(), FILE_MODE, err, errlen);
 	if (fd < 0)
-		return -errno;
+		return fd;
 	strcpy(g_file_path, path);
 	g_file_fd = fd;
 	memset(&sa, 0, sizeof(sa));
@@ -94,6 +126,8 @@ static void vlog(enum objfs_log_level lvl, const char *fmt, va_list ap)
 	static const int prio[] = { LOG_ERR, LOG_WARNING, LOG_INFO, LOG_DEBUG };
 	char line[1024];
 
+	if (g_file_fd >= 0 && atomic_load_explicit(&g_hup, memory_order_relaxed))
+		reopen();
 	vsnprintf(line, sizeof(line), fmt, ap);
 	/* Names and keys come from the network: a newline in one must not
 	 * forge a log line, nor an escape sequence drive the terminal. */

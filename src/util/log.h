@@ -10,6 +10,8 @@
 #ifndef OBJFS_LOG_H
 #define OBJFS_LOG_H
 
+#include <stddef.h>
+
 enum objfs_log_level {
 	OBJFS_LOG_ERR = 0,
 	OBJFS_LOG_WARN,
@@ -25,9 +27,11 @@ enum objfs_log_level objfs_log_get_level(void);
 void objfs_log_use_syslog(int on);
 /*
  * Sends every message to the file at @path (absolute), timestamped, from
- * now on and ahead of syslog; SIGHUP reopens it (log.c). 0 or -errno.
+ * now on and ahead of syslog; SIGHUP reopens it (log.c). Opened and
+ * reopened only as objfs_safepath_append() allows. 0, or -errno with the
+ * reason, naming the path, in @err.
  */
-int objfs_log_open_file(const char *path);
+int objfs_log_open_file(const char *path, char *err, size_t errlen);
 int objfs_log_to_file(void);
 
 void objfs_log(enum objfs_log_level lvl, const char *fmt, ...)
