@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +23,22 @@
 #include "metrics.h"
 
 #define BODY_MAX   (64u << 10)
-#define REQ_MAX    8192
-#define IO_TIMEOUT 2 /* seconds, each of the request and the answer */
+#define HEAD_ROOM  256       /* the answer's header, written in front of the body */
+#define REQ_MAX    4096      /* request bytes read; the first line is all that counts */
+#define CONNS_MAX  64        /* connections served at once */
+#define ACCEPT_MAX 16        /* accepted per turn of the loop; the rest wait in the queue */
+#define IO_TIMEOUT 2         /* seconds for a whole request, then for a whole answer */
+
+/* One connection: reading its request (out == NULL), then sending its answer. */
+struct conn {
+	int fd;               /* -1: a free slot */
+	int64_t since;        /* accepted (monotonic ns): the oldest is dropped first */
+	int64_t deadline;     /* of the whole request, then of the whole answer */
+	size_t got;           /* request bytes in req */
+	char *out;            /* the answer (owned), from out_off to out_len left to send */
+	size_t out_off, out_len;
+	char req[REQ_MAX + 1];
+};
 
 struct objfs_metrics {
 	int lfd, wake[2];
@@ -31,6 +46,7 @@ struct objfs_metrics {
 	objfs_metrics_text_fn fn;
 	void *arg;
 	char labels[2048];
+	struct conn conns[CONNS_MAX];
 };
 
 /* Levels, not counts: served as gauges, the rest as counters (_total). */
@@ -145,106 +161,196 @@ static void make_labels(struct objfs_metrics *m, const char *source, const char 
 	strcat(m->labels, "\"");
 }
 
-/*
- * Waits for @events on @fd until @deadline (monotonic ns): 1 ready, 0 not.
- * One deadline for a whole request or answer: a per-call timeout let a
- * client sending a byte a second hold the thread (and the unmount that
- * joins it) for hours (a review).
- */
-static int wait_io(int fd, short events, int64_t deadline)
+static void conn_close(struct conn *c)
 {
-	struct pollfd p = { fd, events, 0 };
-	int64_t left = (deadline - objfs_now_ns()) / 1000000;
-
-	return left > 0 && poll(&p, 1, (int)left) == 1;
+	close(c->fd);
+	free(c->out);
+	c->fd = -1;
+	c->out = NULL;
 }
 
-static void send_all(int fd, const char *p, size_t n, int64_t deadline)
+/* Sends what the socket takes now; closes the connection once all is sent. */
+static void conn_send(struct conn *c)
 {
-	while (n && wait_io(fd, POLLOUT, deadline)) {
-		ssize_t k = send(fd, p, n, MSG_NOSIGNAL | MSG_DONTWAIT);
+	while (c->out_off < c->out_len) {
+		ssize_t k = send(c->fd, c->out + c->out_off, c->out_len - c->out_off,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
 
-		if (k <= 0)
+		if (k < 0 && (errno == EAGAIN || errno == EINTR))
 			return;
-		p += k;
-		n -= (size_t)k;
-	}
-}
-
-static void serve_one(struct objfs_metrics *m, int fd)
-{
-	char req[REQ_MAX + 1], head[256], *body, *text;
-	int64_t deadline = objfs_now_ns() + (int64_t)IO_TIMEOUT * 1000000000;
-	size_t got = 0, blen;
-	struct objfs_stats s;
-	int ok;
-
-	while (got < REQ_MAX) {
-		ssize_t k;
-
-		if (!wait_io(fd, POLLIN, deadline))
-			return; /* the whole request within IO_TIMEOUT, or nothing */
-		k = recv(fd, req + got, REQ_MAX - got, MSG_DONTWAIT);
 		if (k <= 0)
-			return;
-		got += (size_t)k;
-		req[got] = '\0';
-		if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
 			break;
+		c->out_off += (size_t)k;
 	}
-	req[got] = '\0';
-	ok = strncmp(req, "GET /metrics ", 13) == 0 || strncmp(req, "GET / ", 6) == 0 ||
-	     strncmp(req, "GET /metrics?", 13) == 0;
-	if (!ok) {
-		static const char nf[] = "HTTP/1.0 404 Not Found\r\nContent-Type: text/plain\r\n"
-					 "Content-Length: 25\r\n\r\nonly GET /metrics is here";
-		send_all(fd, nf, sizeof(nf) - 1, objfs_now_ns() + (int64_t)IO_TIMEOUT * 1000000000);
+	conn_close(c);
+}
+
+/* The request is in: renders the answer into c->out and starts sending it. */
+static void conn_answer(struct objfs_metrics *m, struct conn *c)
+{
+	static const char nf[] = "HTTP/1.0 404 Not Found\r\nContent-Type: text/plain\r\n"
+				 "Content-Length: 25\r\n\r\nonly GET /metrics is here";
+	const char *req = c->req;
+	char text[8192], head[HEAD_ROOM];
+	struct objfs_stats s;
+	size_t blen, hlen;
+
+	c->out = malloc(HEAD_ROOM + BODY_MAX);
+	if (!c->out) {
+		conn_close(c);
 		return;
 	}
-	text = malloc(8192);
-	body = malloc(BODY_MAX);
-	if (!text || !body) {
-		free(text);
-		free(body);
+	c->deadline = objfs_now_ns() + (int64_t)IO_TIMEOUT * 1000000000;
+	if (strncmp(req, "GET /metrics ", 13) && strncmp(req, "GET / ", 6) &&
+	    strncmp(req, "GET /metrics?", 13)) {
+		memcpy(c->out, nf, sizeof(nf) - 1);
+		c->out_off = 0;
+		c->out_len = sizeof(nf) - 1;
+		conn_send(c);
 		return;
 	}
-	m->fn(m->arg, text, 8192);
+	m->fn(m->arg, text, sizeof(text));
 	objfs_stats_get(&s);
-	blen = objfs_metrics_render(body, BODY_MAX, text, &s, m->labels);
+	blen = objfs_metrics_render(c->out + HEAD_ROOM, BODY_MAX, text, &s, m->labels);
 	if (blen >= BODY_MAX)
 		blen = BODY_MAX - 1;
-	snprintf(head, sizeof(head), "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4; "
-		 "charset=utf-8\r\nContent-Length: %zu\r\n\r\n", blen);
-	deadline = objfs_now_ns() + (int64_t)IO_TIMEOUT * 1000000000;
-	send_all(fd, head, strlen(head), deadline);
-	send_all(fd, body, blen, deadline);
-	free(text);
-	free(body);
+	hlen = (size_t)snprintf(head, sizeof(head), "HTTP/1.0 200 OK\r\nContent-Type: text/plain; "
+				"version=0.0.4; charset=utf-8\r\nContent-Length: %zu\r\n\r\n", blen);
+	c->out_off = HEAD_ROOM - hlen;
+	c->out_len = HEAD_ROOM + blen;
+	memcpy(c->out + c->out_off, head, hlen);
+	conn_send(c);
 }
 
+/* Reads what has come of the request; answers once its header is whole. */
+static void conn_read(struct objfs_metrics *m, struct conn *c)
+{
+	while (c->got < REQ_MAX) {
+		size_t from = c->got > 3 ? c->got - 3 : 0;
+		ssize_t k = recv(c->fd, c->req + c->got, REQ_MAX - c->got, MSG_DONTWAIT);
+
+		if (k < 0 && (errno == EAGAIN || errno == EINTR))
+			return;
+		if (k <= 0) {
+			conn_close(c);
+			return;
+		}
+		c->got += (size_t)k;
+		c->req[c->got] = '\0';
+		if (strstr(c->req + from, "\r\n\r\n") || strstr(c->req + from, "\n\n"))
+			break;
+	}
+	conn_answer(m, c); /* a whole header, or REQ_MAX bytes of one */
+}
+
+/*
+ * A slot for a new connection: a free one, else the oldest still reading
+ * its request (idle or slow), else the oldest of all, closed first. A
+ * client that sends its request at once leaves this state within one
+ * turn, so idle connections cannot crowd a scrape out.
+ */
+static struct conn *conn_slot(struct objfs_metrics *m)
+{
+	struct conn *reading = NULL, *any = NULL;
+
+	for (int i = 0; i < CONNS_MAX; i++) {
+		struct conn *c = &m->conns[i];
+
+		if (c->fd < 0)
+			return c;
+		if (!c->out && (!reading || c->since < reading->since))
+			reading = c;
+		if (!any || c->since < any->since)
+			any = c;
+	}
+	any = reading ? reading : any;
+	conn_close(any);
+	return any;
+}
+
+/* Accepts up to ACCEPT_MAX waiting connections. */
+static void accept_some(struct objfs_metrics *m)
+{
+	for (int i = 0; i < ACCEPT_MAX; i++) {
+		int fd = accept4(m->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		struct conn *c;
+
+		if (fd < 0) {
+			int e = errno;
+
+			if (e == ECONNABORTED)
+				continue;
+			if (e == EMFILE || e == ENFILE) {
+				struct pollfd w = { m->wake[0], POLLIN, 0 };
+
+				poll(&w, 1, 100); /* out of descriptors: do not spin */
+			}
+			return;
+		}
+		c = conn_slot(m);
+		c->fd = fd;
+		c->since = objfs_now_ns();
+		c->deadline = c->since + (int64_t)IO_TIMEOUT * 1000000000;
+		c->got = 0;
+		c->req[0] = '\0';
+	}
+}
+
+/*
+ * One thread, one poll() over the listener and every connection, all
+ * non-blocking: a connection that sends nothing or trickles costs a slot
+ * until its deadline or until a newer one needs the slot, never the
+ * others' turn.
+ */
 static void *metrics_main(void *arg)
 {
 	struct objfs_metrics *m = arg;
-	struct pollfd p[2] = { { m->lfd, POLLIN, 0 }, { m->wake[0], POLLIN, 0 } };
+	struct pollfd p[2 + CONNS_MAX];
+	struct conn *of[2 + CONNS_MAX];
 
 	for (;;) {
-		int fd;
+		int64_t now = objfs_now_ns(), next = INT64_MAX;
+		nfds_t n = 2;
+		int ms;
 
-		if (poll(p, 2, -1) < 0 && errno != EINTR)
+		p[0] = (struct pollfd){ m->lfd, POLLIN, 0 };
+		p[1] = (struct pollfd){ m->wake[0], POLLIN, 0 };
+		for (int i = 0; i < CONNS_MAX; i++) {
+			struct conn *c = &m->conns[i];
+
+			if (c->fd < 0)
+				continue;
+			if (now >= c->deadline) {
+				conn_close(c);
+				continue;
+			}
+			if (c->deadline < next)
+				next = c->deadline;
+			p[n] = (struct pollfd){ c->fd, c->out ? POLLOUT : POLLIN, 0 };
+			of[n++] = c;
+		}
+		ms = next == INT64_MAX ? -1 : (int)((next - now) / 1000000 + 1);
+		if (poll(p, n, ms) < 0) {
+			if (errno == EINTR)
+				continue;
 			break;
+		}
 		if (p[1].revents)
 			break;
-		if (!(p[0].revents & POLLIN))
-			continue;
-		fd = accept4(m->lfd, NULL, NULL, SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno == EMFILE || errno == ENFILE)
-				poll(p + 1, 1, 100); /* out of descriptors: do not spin */
-			continue;
+		for (nfds_t k = 2; k < n; k++) {
+			if (!p[k].revents)
+				continue;
+			if (of[k]->out)
+				conn_send(of[k]);
+			else
+				conn_read(m, of[k]);
 		}
-		serve_one(m, fd);
-		close(fd);
+		if (p[0].revents & POLLIN)
+			accept_some(m);
 	}
+	for (int i = 0; i < CONNS_MAX; i++)
+		if (m->conns[i].fd >= 0)
+			conn_close(&m->conns[i]);
 	return NULL;
 }
 
@@ -305,10 +411,12 @@ int objfs_metrics_start(const char *spec, const char *source, const char *mountp
 	m->fn = fn;
 	m->arg = arg;
 	m->wake[0] = m->wake[1] = -1;
+	for (int i = 0; i < CONNS_MAX; i++)
+		m->conns[i].fd = -1;
 	make_labels(m, source, mountpoint);
-	m->lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	m->lfd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (m->lfd < 0 || setsockopt(m->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) ||
-	    bind(m->lfd, ai->ai_addr, ai->ai_addrlen) || listen(m->lfd, 16) ||
+	    bind(m->lfd, ai->ai_addr, ai->ai_addrlen) || listen(m->lfd, 128) ||
 	    pipe2(m->wake, O_CLOEXEC)) {
 		ret = -errno;
 		snprintf(err, errlen, "metrics=%s: cannot listen: %s", spec, strerror(errno));

@@ -13,9 +13,12 @@
  * labels mount="MOUNTPOINT" and source="SOURCE" (the URL without any
  * user:password@).
  *
- * The listener is one thread that serves one connection at a time, each
- * bounded to 2 s for its request and its answer: a scraper is one client
- * every few seconds, and a slow or hostile one costs at most that delay.
+ * The listener is one thread serving up to 64 connections at once through
+ * one poll() loop of non-blocking sockets: each has 2 s for its whole
+ * request (at most 4 KiB read) and 2 s for its whole answer, and when all
+ * slots are taken the oldest connection still waiting for its request is
+ * dropped for the new one. So any local user's idle or slow connections
+ * never keep a scraper, which sends its request at once, from an answer.
  */
 #ifndef OBJFS_METRICS_H
 #define OBJFS_METRICS_H

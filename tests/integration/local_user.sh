@@ -2,7 +2,7 @@
 # shellcheck source-path=SCRIPTDIR
 #
 # local_user.sh: what a second, unprivileged local user (objfstest) can do
-# to a root daemon through its log file.
+# to a root daemon through its log file and its metrics endpoint.
 #
 #   OBJFS=/path/to/objfs tests/integration/local_user.sh
 #
@@ -18,6 +18,10 @@
 #     root file), SIGHUP each time: the reopen is refused with one line,
 #     the lines go on to the rotated file, nothing is created or written
 #     there; their symlink removed, the next SIGHUP opens a new log.
+# metrics=:
+#  5. 64 idle connections and 16 that trickle half a request, held by the
+#     other user while root scrapes: every scrape gets a whole exposition
+#     that prometheus_client parses (10 s per scrape only detects a hang).
 #
 # Exit status: 0 all passed, 1 something failed, 77 skipped (no /dev/fuse;
 # not root, except under CI=true where that fails), 99 binary missing.
@@ -126,7 +130,8 @@ refused "3. log_file in a directory others may write, not sticky" "$LOOSE/objfs.
 	fail "3. expected $LOOSE empty, found $(ls -A "$LOOSE")"
 
 # ---------------------------------------------------------------- 4 SIGHUP swaps
-if mount_objfs "$URL" "$MNT" "log_file=$LOG,log_level=debug"; then
+MPORT=$(free_port)
+if mount_objfs "$URL" "$MNT" "log_file=$LOG,log_level=debug,metrics=127.0.0.1:$MPORT"; then
 	PID=$OBJFS_PID
 	cat "$MNT/f.bin" >/dev/null
 	[ "$(stat -c '%u %a' "$LOG")" = "0 640" ] && pass "4. log made by root, mode 640" ||
@@ -168,7 +173,50 @@ if mount_objfs "$URL" "$MNT" "log_file=$LOG,log_level=debug"; then
 		fail "4. expected a new root-owned $LOG with lines after the last SIGHUP"
 	fi
 
-	check_unmount "4. the mount" "$MNT"
+	# ------------------------------------------------------------ 5 metrics
+	cat >"$TEST_TMP/hold.py" <<'EOF'
+import socket, sys, time
+port, ready = int(sys.argv[1]), sys.argv[2]
+held = []
+for i in range(80):
+    try:
+        s = socket.create_connection(("127.0.0.1", port), timeout=2)
+        if i >= 64:
+            s.sendall(b"GET /metr")  # half a request line, then nothing
+    except OSError:
+        break  # the listen queue is full: hold what is open
+    held.append(s)
+print(len(held), "held", flush=True)
+open(ready, "w").close()
+time.sleep(30)
+EOF
+	chmod 644 "$TEST_TMP/hold.py"
+	rm -f "$STICKY/held"
+	timeout 40 "${AS_USER[@]}" "$PY" "$TEST_TMP/hold.py" "$MPORT" "$STICKY/held" >"$TEST_TMP/held.out" &
+	HOLD=$!
+	for ((i = 0; i < 100; i++)); do [ -e "$STICKY/held" ] && break; sleep 0.1; done
+	good=0
+	for ((i = 0; i < 5; i++)); do
+		if timeout 15 curl -s --max-time 10 "http://127.0.0.1:$MPORT/metrics" >"$TEST_TMP/scrape" &&
+			"$PY" - "$TEST_TMP/scrape" <<'EOF'
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+names = {f.name for f in text_string_to_metric_families(open(sys.argv[1]).read())}
+sys.exit(0 if "objfs_ttfb_seconds" in names and "objfs_bytes" in names else 1)
+EOF
+		then
+			good=$((good + 1))
+		fi
+	done
+	kill "$HOLD" 2>/dev/null
+	wait "$HOLD" 2>/dev/null
+	held=$(cat "$TEST_TMP/held.out" 2>/dev/null)
+	if [ "$held" = "80 held" ] && [ "$good" = 5 ]; then
+		pass "5. 80 idle or trickling connections of another user held: 5 of 5 scrapes whole and parsed"
+	else
+		fail "5. expected 80 connections held ('$held') and 5 of 5 scrapes parsed meanwhile, got $good"
+	fi
+	check_unmount "4-5. the mount" "$MNT"
 else
 	fail "4. expected a mount with log_file=$LOG to come up"
 fi
