@@ -312,8 +312,8 @@ static Suite *safepath_suite(void)
 	tcase_add_test(tc, test_append_refuses_what_is_there);
 	tcase_add_test(tc, test_append_refuses_other_users);
 	tcase_add_test(tc, test_parent_walk);
+	tcase_add_test(tc, test_log_open_refused); /* first: no log file open yet (CK_FORK=no) */
 	tcase_add_test(tc, test_log_reopen_refused);
-	tcase_add_test(tc, test_log_open_refused);
 	suite_add_tcase(s, tc);
 	return s;
 }
