@@ -249,8 +249,9 @@ END_TEST
 /* Runs @fn with stderr captured at debug level; returns the captured text. */
 static char *capture(void (*fn)(void))
 {
-	char path[512], *buf = calloc(1, 65536);
+	char path[512], *buf;
 	int fd, saved = dup(2);
+	off_t len;
 	ssize_t n;
 
 	snprintf(path, sizeof(path), "%s/stderr.txt", home);
@@ -261,8 +262,9 @@ static char *capture(void (*fn)(void))
 	fflush(stderr);
 	dup2(saved, 2);
 	close(saved);
-	lseek(fd, 0, SEEK_SET);
-	n = read(fd, buf, 65535);
+	len = lseek(fd, 0, SEEK_END);
+	buf = calloc(1, (size_t)len + 1);
+	n = pread(fd, buf, (size_t)len, 0);
 	close(fd);
 	buf[n > 0 ? n : 0] = '\0';
 	return buf;
@@ -784,6 +786,59 @@ START_TEST(test_process)
 	ck_assert_int_eq(objfs_creds_resolve("both", &c, err, sizeof(err)), 0);
 	ck_assert_str_eq(c.access_key, "AKSTATIC");
 	objfs_creds_clear(&c);
+}
+END_TEST
+
+/*
+ * A program that writes megabytes to stderr: at most STDERR_LOG_MAX (4 KiB)
+ * of it reaches the log, with one line counting the rest; the program does
+ * not block on the pipe and its credentials resolve.
+ */
+static int loud_rc;
+
+static void loud_process(void)
+{
+	struct objfs_creds c;
+	char err[512] = "", cmd[600];
+
+	snprintf(cmd, sizeof(cmd), "%s/.aws/loud.sh", home);
+	loud_rc = objfs_creds_from_process(cmd, &c, err, sizeof(err));
+	if (!loud_rc && strcmp(c.access_key, "AKLOUD") != 0)
+		loud_rc = -EINVAL;
+	objfs_creds_clear(&c);
+}
+
+START_TEST(test_process_stderr_capped)
+{
+	/* 65,536 lines of 63 'Q', then 1 MiB of 'Q' with no newline at all */
+	const unsigned long long total = 65536ull * 63 + (1ull << 20);
+	unsigned long long logged = 0, dropped = 0;
+	size_t lines = 0;
+	char *out, *note;
+
+	write_script("loud.sh", "#!/bin/sh\nq=QQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQQ\n"
+		     "i=0; while [ $i -lt 16 ]; do i=$((i + 1)); yes $q | head -n 4096 >&2; done\n"
+		     "head -c 1048576 /dev/zero | tr '\\0' Q >&2\n"
+		     "printf '{\"Version\": 1, \"AccessKeyId\": \"AKLOUD\", "
+		     "\"SecretAccessKey\": \"SKLOUD\"}'\n");
+	out = capture(loud_process);
+	ck_assert_int_eq(loud_rc, 0);
+	for (const char *p = out; *p; p++)
+		logged += *p == 'Q';
+	note = strstr(out, "more bytes not logged (at most 4096 a run)");
+	ck_assert_msg(note != NULL, "no note of what was dropped: %.300s", out);
+	while (note > out && note[-1] != ':')
+		note--;
+	dropped = strtoull(note, NULL, 10);
+	ck_assert_uint_eq(logged, 4096 / 63 * 63);
+	ck_assert_uint_eq(logged + dropped, total);
+	/* the log: the lines that carry those 4 KiB (65 of 63 bytes), and the note */
+	for (const char *p = out; (p = strstr(p, "credential_process stderr: ")); p++)
+		lines++;
+	ck_assert_uint_le(lines, 4096 / 63 + 1);
+	ck_assert_uint_le(strlen(out), 4096 + (lines + 1) * sizeof("objfs: warning: "
+								   "credential_process stderr: ") + 100);
+	free(out);
 }
 END_TEST
 
@@ -1351,6 +1406,7 @@ static Suite *creds_suite(void)
 	tcase_add_test(tc, test_creds_time);
 	tcase_add_test(tc, test_container_uri);
 	tcase_add_test(tc, test_process);
+	tcase_add_test(tc, test_process_stderr_capped);
 	tcase_add_test(tc, test_sts_chain);
 	tcase_add_test(tc, test_container);
 	tcase_add_test(tc, test_file_reread);

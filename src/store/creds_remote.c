@@ -11,7 +11,9 @@
  * (a malformed Expiration is an error, not "never expires", which would
  * keep dead keys forever), and failures name the source and the reason,
  * never a value. A program's stderr goes to the log because that is where
- * its own explanation is; its stdout, which holds the secret, never does.
+ * its own explanation is, at most STDERR_LOG_MAX bytes a run (the rest is
+ * read, so the program never blocks on a full pipe, and counted in one
+ * line); its stdout, which holds the secret, never does.
  */
 #include "config.h"
 
@@ -610,22 +612,48 @@ out:
 
 /* ---- credential_process ---- */
 
-/* Logs complete lines of the program's stderr in @b (len *@n), keeps the rest. */
-static void log_lines(char *b, size_t *n, int flush)
-{
-	char *s = b, *nl;
+/* What of a program's stderr reaches the log: lines of at most
+ * STDERR_LINE_MAX bytes, STDERR_LOG_MAX bytes a run in all. */
+#define STDERR_LINE_MAX 300
+#define STDERR_LOG_MAX 4096
 
-	while ((nl = memchr(s, '\n', *n - (size_t)(s - b)))) {
-		*nl = '\0';
-		objfs_warn("credential_process stderr: %.300s", s);
+/* A program's stderr on its way to the log. */
+struct err_log {
+	char b[1024];      /* the line being read (a longer one goes in pieces) */
+	size_t n;          /* bytes in b */
+	size_t logged;     /* bytes of it logged this run */
+	uint64_t dropped;  /* bytes not logged (newlines not counted) */
+};
+
+/* Logs what the budget leaves of line @s (@len bytes, no newline). */
+static void log_line(struct err_log *e, const char *s, size_t len)
+{
+	size_t show = len < STDERR_LINE_MAX ? len : STDERR_LINE_MAX;
+
+	if (show > STDERR_LOG_MAX - e->logged) {
+		show = 0;
+		e->logged = STDERR_LOG_MAX; /* from here on only counted */
+	}
+	if (show)
+		objfs_warn("credential_process stderr: %.*s", (int)show, s);
+	e->logged += show;
+	e->dropped += len - show;
+}
+
+/* Logs the complete lines in @e, keeps the rest; all of it when @flush. */
+static void log_lines(struct err_log *e, int flush)
+{
+	char *s = e->b, *nl;
+
+	while ((nl = memchr(s, '\n', e->n - (size_t)(s - e->b)))) {
+		log_line(e, s, (size_t)(nl - s));
 		s = nl + 1;
 	}
-	*n -= (size_t)(s - b);
-	memmove(b, s, *n);
-	if (flush && *n) {
-		b[*n] = '\0';
-		objfs_warn("credential_process stderr: %.300s", b);
-		*n = 0;
+	e->n -= (size_t)(s - e->b);
+	memmove(e->b, s, e->n);
+	if (flush && e->n) {
+		log_line(e, e->b, e->n);
+		e->n = 0;
 	}
 }
 
@@ -664,8 +692,9 @@ int objfs_creds_from_process_tmo(const char *cmd, long timeout_ms, struct objfs_
 {
 	const char *src = "credential_process";
 	int po[2] = { -1, -1 }, pe[2] = { -1, -1 }, status = 0, rc = 0, open_fds = 2;
-	char *buf = objfs_secret_alloc(OBJFS_CREDS_BODY_MAX + 1), ebuf[1024];
-	size_t n = 0, en = 0;
+	char *buf = objfs_secret_alloc(OBJFS_CREDS_BODY_MAX + 1);
+	struct err_log el = { .n = 0 };
+	size_t n = 0;
 	int64_t deadline = objfs_now_ns() + (int64_t)timeout_ms * 1000000;
 	pid_t pid;
 
@@ -727,10 +756,10 @@ int objfs_creds_from_process_tmo(const char *cmd, long timeout_ms, struct objfs_
 			}
 		}
 		if (p[1].revents && pe[0] >= 0) {
-			r = read(pe[0], ebuf + en, sizeof(ebuf) - 1 - en);
+			r = read(pe[0], el.b + el.n, sizeof(el.b) - el.n);
 			if (r > 0) {
-				en += (size_t)r;
-				log_lines(ebuf, &en, en == sizeof(ebuf) - 1);
+				el.n += (size_t)r;
+				log_lines(&el, el.n == sizeof(el.b));
 			} else if (r == 0 || errno != EINTR) {
 				close(pe[0]);
 				pe[0] = -1;
@@ -738,7 +767,10 @@ int objfs_creds_from_process_tmo(const char *cmd, long timeout_ms, struct objfs_
 			}
 		}
 	}
-	log_lines(ebuf, &en, 1);
+	log_lines(&el, 1);
+	if (el.dropped)
+		objfs_warn("credential_process stderr: %llu more bytes not logged (at most %d a run)",
+			   (unsigned long long)el.dropped, STDERR_LOG_MAX);
 	if (reap(pid, rc ? 0 : deadline, &status) && !rc)
 		rc = -ETIMEDOUT;
 	if (rc == -ETIMEDOUT)
