@@ -103,6 +103,8 @@ static void usage(FILE *f, const char *prog)
 "  rw, ro, dev, suid, exec, noatime, _netdev, nofail, x-systemd.*, ...\n"
 "                         generic mount options from mount(8) and fstab are\n"
 "                         accepted (the mount is always read-only)\n"
+"  max_dir_bytes=SIZE     memory one directory listing may take (default RAM/8,\n"
+"                         64M to 4G; ~300 bytes an entry)\n"
 "  max_dir_entries=N      entries of one directory, at most (default 10000000)\n"
 "  max_list_pages=N       requests (S3 pages) of one listing (default 20000)\n"
 "  list_timeout=SECS      time one directory listing may take (default 1800)\n"

@@ -79,6 +79,7 @@ static const struct opt_def defs[] = {
 	{ "debug_dumpable", K_FLAG, F(debug_dumpable), 0, 0, 0 },
 	{ "allow_redirects", K_CHOICE, F(allow_redirects), 0, 0, 0, redirect_choices },
 	{ "http_version", K_CHOICE, F(http_version), 0, 0, 0, http_version_choices },
+	{ "max_dir_bytes", K_SIZE, F(max_dir_bytes), 0, 1 << 20, 1ULL << 44 },
 	{ "max_dir_entries", K_UINT, F(max_dir_entries), 0, 1, 4000000000.0 },
 	{ "max_list_pages", K_UINT, F(max_list_pages), 0, 1, 100000000 },
 	{ "list_timeout", K_TIME, F(list_timeout), 0, 1, 86400 * 7 },
@@ -168,6 +169,7 @@ void objfs_opts_init(struct objfs_opts *o)
 	o->cache_dir_size = 10ull << 30;
 	o->log_level = OBJFS_LOG_WARN;
 	/* the store's defaults (store.h: OBJFS_LIST_*), repeated for --help */
+	o->max_dir_bytes = 0; /* from memory (objfs_opts_machine) */
 	o->max_dir_entries = 10000000;
 	o->max_list_pages = 20000;
 	o->list_timeout = 1800;
@@ -526,6 +528,15 @@ void objfs_machine_probe(struct objfs_machine *m)
 		m->mem = cg;
 }
 
+/* A @div-th of @m's memory, @lo to @hi, in whole MiB */
+static size_t mem_share(const struct objfs_machine *m, unsigned div, uint64_t lo, uint64_t hi)
+{
+	uint64_t c = m->mem / div;
+
+	c = c < lo ? lo : c > hi ? hi : c;
+	return (size_t)c & ~(size_t)((1 << 20) - 1);
+}
+
 void objfs_opts_machine(struct objfs_opts *o, const struct objfs_machine *m)
 {
 	long ncpu = m->ncpu < 1 ? 1 : m->ncpu;
@@ -536,10 +547,8 @@ void objfs_opts_machine(struct objfs_opts *o, const struct objfs_machine *m)
 		o->engine_threads = clampu(ncpu, 2, 64);
 	if (!o->max_connections)
 		o->max_connections = clampu(4 * ncpu, 16, 256);
-	if (!o->cache_size) {
-		uint64_t c = m->mem / 16;
-
-		o->cache_size = c < (1ull << 30) ? 1ull << 30 : c > (16ull << 30) ? 16ull << 30 : c;
-		o->cache_size &= ~(size_t)((1 << 20) - 1);
-	}
+	if (!o->cache_size)
+		o->cache_size = mem_share(m, 16, 1ull << 30, 16ull << 30);
+	if (!o->max_dir_bytes)
+		o->max_dir_bytes = mem_share(m, 8, 64ull << 20, 4ull << 30);
 }

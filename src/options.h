@@ -69,6 +69,7 @@ struct objfs_opts {
 	int debug_dumpable;       /* keep core dumps possible (default: not dumpable) */
 	int allow_redirects;      /* 0 origin (default), 1 any, 2 none: enum objfs_redirects */
 	int http_version;         /* 0: HTTP/1.1 (default), 1: HTTP/2 offered over TLS */
+	size_t max_dir_bytes;     /* memory of one directory listing, bytes; 0: from the machine */
 	unsigned max_dir_entries; /* entries of one directory listing, at most */
 	unsigned max_list_pages;  /* requests (S3 pages) of one listing, at most */
 	double list_timeout;      /* seconds one listing may take, all pages */
@@ -121,7 +122,10 @@ void objfs_machine_probe(struct objfs_machine *m);
  *                    threads and 32 connections, 2.01 with 16 and 64 (H200);
  *   cache_size       a sixteenth of memory (1 GiB to 16 GiB): the prefetch
  *                    windows of 64 readers starve in 1 GiB (6.1 vs 7.7 GB/s
- *                    with 8 GiB on the same host).
+ *                    with 8 GiB on the same host);
+ *   max_dir_bytes    an eighth of memory (64 MiB to 4 GiB): a hostile or
+ *                    endless listing fails before it takes the machine;
+ *                    ~300 bytes an entry, so 4 GiB holds ~14M entries.
  */
 void objfs_opts_machine(struct objfs_opts *o, const struct objfs_machine *m);
 

@@ -814,7 +814,7 @@ static int ul_list(struct objfs_store *s, const char *path, struct objfs_listing
 	(void)s;
 	(void)path;
 	rc = objfs_listing_add(out, "f.bin", 5, 0, ul_size, 5);
-	return rc ? rc : objfs_listing_set_etag(&out->ents[0], ul_etag, strlen(ul_etag));
+	return rc ? rc : objfs_listing_set_etag(out, &out->ents[0], ul_etag, strlen(ul_etag));
 }
 
 static int ul_stat(struct objfs_store *s, const char *path, struct objfs_stat *st)

@@ -7,7 +7,9 @@
  * directory with awkward names; the Apache ones follow mod_autoindex 2.4
  * output. Hostile inputs (garbage, binary, deep nesting, huge pages) are
  * checked for the invariants rather than exact output: the call returns 0
- * or -EPROTO and every name that comes out is valid and unique.
+ * or -EPROTO and every name that comes out is valid and unique. The byte
+ * bound (max_dir_bytes) is checked on a listing, on the parsers and on an
+ * endless listing through objfs_store_list_pages.
  */
 #include "config.h"
 
@@ -34,6 +36,7 @@
 
 #include "listing.h"
 #include "log.h"
+#include "store.h"
 #include "store_s3_i.h"
 
 #define MAXE 12
@@ -1055,6 +1058,245 @@ START_TEST(test_hostile_keys)
 }
 END_TEST
 
+/* ---------------------------------------------------- the byte bound */
+
+/* What @l's entries stand for, summed. */
+static size_t listing_bytes(const struct objfs_listing *l)
+{
+	size_t b = 0;
+
+	for (size_t i = 0; i < l->n; i++)
+		b += objfs_listent_bytes(&l->ents[i]);
+	return b;
+}
+
+START_TEST(test_bytes_bound)
+{
+	struct objfs_listing l = { .max_bytes = 64 << 10 };
+	char name[64], etag[4096];
+	size_t i;
+	int rc = 0;
+
+	ck_assert_uint_eq(objfs_listent_bytes(&(struct objfs_listent){ .name = "abc" }),
+			  OBJFS_LISTENT_BYTES + 4);
+	for (i = 0; i < 100000 && !rc; i++) {
+		int n = snprintf(name, sizeof(name), "entry-%06zu-padding", i);
+
+		rc = objfs_listing_add(&l, name, (size_t)n, 0, 1, -1);
+		ck_assert_uint_eq(l.bytes, listing_bytes(&l));
+		ck_assert_uint_le(l.bytes, l.max_bytes);
+	}
+	ck_assert_int_eq(rc, -EFBIG);
+	/* it stopped at the bound, not before: one more entry would pass it */
+	ck_assert_uint_gt(l.bytes + objfs_listent_bytes(&l.ents[0]), l.max_bytes);
+	/* an ETag past the bound is refused; the entry keeps its own */
+	memset(etag, 'e', sizeof(etag));
+	ck_assert_int_eq(objfs_listing_set_etag(&l, &l.ents[0], etag, sizeof(etag)), -EFBIG);
+	ck_assert_ptr_null(l.ents[0].etag);
+	ck_assert_uint_eq(l.bytes, listing_bytes(&l));
+	/* room made: ETags count, and a shorter one gives bytes back */
+	objfs_listing_truncate(&l, l.n - 20);
+	ck_assert_uint_eq(l.bytes, listing_bytes(&l));
+	ck_assert_int_eq(objfs_listing_set_etag(&l, &l.ents[0], etag, 1000), 0);
+	ck_assert_uint_eq(l.bytes, listing_bytes(&l));
+	ck_assert_int_eq(objfs_listing_set_etag(&l, &l.ents[0], "\"x\"", 3), 0);
+	ck_assert_uint_eq(l.bytes, listing_bytes(&l));
+	/* a repeated name counts until the dedupe drops it */
+	ck_assert_int_eq(objfs_listing_add(&l, l.ents[5].name, strlen(l.ents[5].name), 0, 1, -1),
+			 0);
+	ck_assert_uint_eq(l.bytes, listing_bytes(&l));
+	ck_assert_int_eq(objfs_listing_dedupe(&l), 0);
+	ck_assert_uint_eq(l.bytes, listing_bytes(&l));
+	ck_assert_uint_le(l.bytes, l.max_bytes);
+	objfs_listing_clear(&l);
+	ck_assert_uint_eq(l.bytes, 0);
+}
+END_TEST
+
+/* Parsers past the bound: -EFBIG and an empty listing; under it, all. */
+START_TEST(test_parse_bytes_bound)
+{
+	enum { N = 10000 };
+	char *json = malloc(N * 64 + 16), *html = malloc(N * 64 + 16);
+	size_t jl = 0, hl = 0;
+	struct objfs_listing l = { .max_bytes = 256 << 10 };
+
+	ck_assert_ptr_nonnull(json);
+	ck_assert_ptr_nonnull(html);
+	jl += (size_t)sprintf(json, "[");
+	for (int i = 0; i < N; i++) {
+		jl += (size_t)sprintf(json + jl, "%s{\"name\":\"f%06d\",\"type\":\"file\",\"size\":1}",
+				      i ? "," : "", i);
+		hl += (size_t)sprintf(html + hl, "<a href=\"f%06d\">f</a>\n", i);
+	}
+	jl += (size_t)sprintf(json + jl, "]");
+	ck_assert_int_eq(objfs_listing_parse_json(json, jl, &l), -EFBIG);
+	ck_assert_uint_eq(l.n, 0);
+	ck_assert_uint_eq(l.bytes, 0);
+	ck_assert_int_eq(objfs_listing_parse_json_tokener(json, jl, &l), -EFBIG);
+	ck_assert_uint_eq(l.n, 0);
+	ck_assert_int_eq(objfs_listing_parse_html(html, hl, "/", &l), -EFBIG);
+	ck_assert_uint_eq(l.n, 0);
+	ck_assert_uint_eq(l.bytes, 0);
+	l.max_bytes = 16 << 20;
+	ck_assert_int_eq(objfs_listing_parse_json(json, jl, &l), 0);
+	ck_assert_uint_eq(l.n, N);
+	ck_assert_uint_eq(l.bytes, listing_bytes(&l));
+	ck_assert_uint_eq(l.bytes, (size_t)N * (OBJFS_LISTENT_BYTES + 8));
+	objfs_listing_clear(&l);
+	free(json);
+	free(html);
+}
+END_TEST
+
+/*
+ * An endless listing, as an S3 endpoint answering IsTruncated=true forever
+ * sends it: pages of 1,000 fresh keys with ETags, delivered to @fn, up to
+ * @limit pages (then it ends as a listing does: a bound that did not stop
+ * it shows as 0). With @one_page, a store without list_pages (an HTTP
+ * index): the whole listing, past any bound, in one.
+ */
+struct endless {
+	struct objfs_store base;
+	unsigned pages, limit; /* made; at most */
+};
+
+static int endless_page(struct endless *e, struct objfs_listing *pg)
+{
+	char name[80];
+	int err = 0;
+
+	for (int i = 0; i < 1000 && !err; i++) {
+		int n = snprintf(name, sizeof(name), "k%08u-%04d-%s", e->pages, i,
+				 "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx");
+
+		err = objfs_listing_add(pg, name, (size_t)n, 0, 1, -1);
+		if (!err)
+			err = objfs_listing_set_etag(pg, &pg->ents[pg->n - 1], "\"e1\"", 4);
+	}
+	e->pages++;
+	return err;
+}
+
+static int endless_list_pages(struct objfs_store *s, const char *path, objfs_list_page_fn fn,
+			      void *arg)
+{
+	struct endless *e = (struct endless *)s;
+	int err = 0;
+
+	(void)path;
+	while (!err && e->pages < e->limit) {
+		struct objfs_listing pg = { 0 };
+
+		err = endless_page(e, &pg);
+		if (!err)
+			err = fn(arg, &pg, pg.ents[pg.n - 1].name);
+		objfs_listing_clear(&pg);
+	}
+	return err == -ECANCELED ? err : objfs_store_meta_errno(err);
+}
+
+static int endless_list(struct objfs_store *s, const char *path, struct objfs_listing *out)
+{
+	struct endless *e = (struct endless *)s;
+	int err = 0;
+
+	(void)path;
+	while (!err && e->pages < e->limit)
+		err = endless_page(e, out);
+	return err;
+}
+
+static const struct objfs_store_ops endless_ops = { .name = "endless",
+	.list_pages = endless_list_pages };
+static const struct objfs_store_ops endless_one_ops = { .name = "endless-one",
+	.list = endless_list };
+
+/* Whoever keeps the pages: what it holds, and when it stops wanting more. */
+struct keeper {
+	size_t bytes, n;
+	unsigned pages, stop_after; /* 0: never stops */
+};
+
+static int keep_page(void *arg, const struct objfs_listing *pg, const char *upto)
+{
+	struct keeper *k = arg;
+
+	(void)upto;
+	if (k->stop_after && k->pages == k->stop_after)
+		return -ECANCELED; /* nobody waits for it any more */
+	k->pages++;
+	for (size_t i = 0; i < pg->n; i++) {
+		k->bytes += objfs_listent_bytes(&pg->ents[i]);
+		k->n++;
+	}
+	return 0;
+}
+
+/* Runs objfs_store_list_pages of "endless" on @s, its log in *@log (freed by the caller). */
+static int list_logged(struct objfs_store *s, struct keeper *k, char **log)
+{
+	char path[] = "/tmp/check_listing_log.XXXXXX";
+	int fd = mkstemp(path), saved = dup(STDERR_FILENO), rc;
+	off_t len;
+
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	dup2(fd, STDERR_FILENO);
+	rc = objfs_store_list_pages(s, "endless", keep_page, k);
+	fflush(stderr);
+	dup2(saved, STDERR_FILENO);
+	close(saved);
+	len = lseek(fd, 0, SEEK_END);
+	*log = calloc(1, (size_t)len + 1);
+	ck_assert_int_eq(pread(fd, *log, (size_t)len, 0), len);
+	close(fd);
+	return rc;
+}
+
+START_TEST(test_store_bytes_bound)
+{
+	const struct objfs_list_limits lim = { .max_bytes = 8 << 20 };
+	struct endless e = { .base.ops = _i ? &endless_one_ops : &endless_ops, .limit = 100 };
+	struct keeper k = { 0 };
+	size_t page_bytes = 1000 * (OBJFS_LISTENT_BYTES + 55 + 5);
+	char *log;
+
+	objfs_store_set_limits(&e.base, &lim);
+	ck_assert_int_eq(list_logged(&e.base, &k, &log), -EIO);
+	/* what the keeper holds stays under the bound, short of it by less than a page */
+	ck_assert_uint_le(k.bytes, lim.max_bytes);
+	if (!_i) {
+		ck_assert_uint_gt(k.bytes + page_bytes, lim.max_bytes);
+		ck_assert_uint_eq(e.pages, k.pages + 1); /* the page past it is not delivered */
+		ck_assert_uint_lt(e.pages, e.limit);
+	} else {
+		ck_assert_uint_eq(k.n, 0); /* one page past the bound: none of it */
+		ck_assert_uint_lt(e.pages, e.limit); /* its appends stopped at the bound */
+	}
+	ck_assert_msg(strstr(log, "listing '/endless' refused: its entries take more than "
+			     "8388608 bytes (8.0 MiB) of memory (max_dir_bytes)") != NULL,
+		      "log: %s", log);
+	free(log);
+}
+END_TEST
+
+/* A listing nobody waits for stops at the page where its keeper says so. */
+START_TEST(test_store_list_abandoned)
+{
+	struct endless e = { .base.ops = &endless_ops, .limit = 1000 };
+	struct keeper k = { .stop_after = 3 };
+	char *log;
+
+	objfs_store_set_limits(&e.base, NULL);
+	ck_assert_int_eq(list_logged(&e.base, &k, &log), -ECANCELED);
+	ck_assert_uint_eq(k.pages, 3);
+	ck_assert_uint_eq(e.pages, 4);
+	ck_assert_str_eq(log, "");
+	free(log);
+}
+END_TEST
+
 #define NVEC(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static Suite *listing_suite(void)
@@ -1097,6 +1339,14 @@ static Suite *listing_suite(void)
 	tcase_add_test(tc, test_add);
 	tcase_add_test(tc, test_add_growth);
 	tcase_add_test(tc, test_clear_and_reuse);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("bytes");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_bytes_bound);
+	tcase_add_test(tc, test_parse_bytes_bound);
+	tcase_add_loop_test(tc, test_store_bytes_bound, 0, 2);
+	tcase_add_test(tc, test_store_list_abandoned);
 	suite_add_tcase(s, tc);
 	return s;
 }

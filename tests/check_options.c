@@ -242,12 +242,14 @@ START_TEST(test_machine_defaults)
 	ck_assert_uint_eq(o.engine_threads, 2);
 	ck_assert_uint_eq(o.max_connections, 16);
 	ck_assert_uint_eq(o.cache_size, 1536ull << 20);
+	ck_assert_uint_eq(o.max_dir_bytes, 3ull << 30); /* an eighth, 64 MiB to 4 GiB */
 	objfs_opts_init(&o);
 	objfs_opts_machine(&o, &gpu);
 	ck_assert_uint_eq(o.threads, 128);
 	ck_assert_uint_eq(o.engine_threads, 16);
 	ck_assert_uint_eq(o.max_connections, 64);
 	ck_assert_uint_eq(o.cache_size, 8ull << 30);
+	ck_assert_uint_eq(o.max_dir_bytes, 4ull << 30);
 	objfs_opts_init(&o);
 	objfs_opts_machine(&o, &big);
 	ck_assert_uint_eq(o.threads, 512);
@@ -257,11 +259,13 @@ START_TEST(test_machine_defaults)
 	objfs_opts_init(&o);
 	objfs_opts_machine(&o, &tiny); /* memory unknown: 1 GiB */
 	ck_assert_uint_eq(o.cache_size, 1ull << 30);
+	ck_assert_uint_eq(o.max_dir_bytes, 64u << 20);
 	ck_assert_uint_eq(o.threads, 64);
 	objfs_opts_init(&o);
 	ck_assert_int_eq(objfs_opts_parse(&o, "threads=4,engine_threads=3,max_connections=5,"
-					  "cache_size=64M", err, sizeof(err)), 0);
+					  "cache_size=64M,max_dir_bytes=16M", err, sizeof(err)), 0);
 	objfs_opts_machine(&o, &gpu); /* given values stay */
+	ck_assert_uint_eq(o.max_dir_bytes, 16u << 20);
 	ck_assert_uint_eq(o.threads, 4);
 	ck_assert_uint_eq(o.engine_threads, 3);
 	ck_assert_uint_eq(o.max_connections, 5);

@@ -695,8 +695,8 @@ static int pending_add(struct objfs_dirlist *l, const struct objfs_listent *e)
 	if (rc == -EEXIST || rc == -EINVAL)
 		return 0; /* held back already; names were checked by the store */
 	if (!rc && e->etag)
-		rc = objfs_listing_set_etag(&l->pending.ents[l->pending.n - 1], e->etag,
-					    strlen(e->etag));
+		rc = objfs_listing_set_etag(&l->pending, &l->pending.ents[l->pending.n - 1],
+					    e->etag, strlen(e->etag));
 	return rc;
 }
 

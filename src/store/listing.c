@@ -52,10 +52,12 @@
  * measured 481 MiB for a 17 MiB page of links as a tree, ~7 GiB at the
  * body cap).
  *
- * Cap: a listing holds at most l->max entries (max_dir_entries); one more
- * stops the parse with -E2BIG and an empty listing.
+ * Caps: a listing holds at most l->max entries (max_dir_entries) and
+ * l->max_bytes of what its entries stand for in the daemon (max_dir_bytes,
+ * objfs_listent_bytes: the node each becomes, not only the copy here); one
+ * more stops the parse with -E2BIG or -EFBIG and an empty listing.
  *
- * Errors: on any failure (-EPROTO, -E2BIG, -ENOMEM) both parsers leave the listing
+ * Errors: on any failure (-EPROTO, -E2BIG, -EFBIG, -ENOMEM) both parsers leave the listing
  * empty, so a caller never sees half a directory.
  *
  * Thread safety: functions touch only the listing passed in. libxml2 wants
@@ -124,12 +126,32 @@ void objfs_listing_clear(struct objfs_listing *l)
 	l->ents = NULL;
 	l->n = 0;
 	l->cap = 0;
+	l->bytes = 0;
+}
+
+/* What an entry with a name of @namelen bytes and an ETag of @etaglen
+ * bytes (SIZE_MAX: none) stands for. */
+static size_t ent_bytes(size_t namelen, size_t etaglen)
+{
+	return OBJFS_LISTENT_BYTES + namelen + 1 + (etaglen == SIZE_MAX ? 0 : etaglen + 1);
+}
+
+size_t objfs_listent_bytes(const struct objfs_listent *e)
+{
+	return ent_bytes(strlen(e->name), e->etag ? strlen(e->etag) : SIZE_MAX);
+}
+
+/* Whether @more bytes take @l past its max_bytes (l->bytes never is). */
+static int over_bytes(const struct objfs_listing *l, size_t more)
+{
+	return l->max_bytes && more > l->max_bytes - l->bytes;
 }
 
 void objfs_listing_truncate(struct objfs_listing *l, size_t n)
 {
 	while (l->n > n) {
 		l->n--;
+		l->bytes -= objfs_listent_bytes(&l->ents[l->n]);
 		free(l->ents[l->n].name);
 		free(l->ents[l->n].etag);
 	}
@@ -183,6 +205,8 @@ static int append(struct objfs_listing *l, const char *name, size_t len,
 	}
 	if (l->max && l->n >= l->max)
 		return -E2BIG;
+	if (over_bytes(l, ent_bytes(len, SIZE_MAX)))
+		return -EFBIG;
 	rc = grow(l);
 	if (rc)
 		return rc;
@@ -197,17 +221,26 @@ static int append(struct objfs_listing *l, const char *name, size_t len,
 	e->size = size;
 	e->mtime = mtime;
 	e->etag = NULL;
+	l->bytes += ent_bytes(len, SIZE_MAX);
 	return 0;
 }
 
-int objfs_listing_set_etag(struct objfs_listent *e, const char *etag, size_t len)
+int objfs_listing_set_etag(struct objfs_listing *l, struct objfs_listent *e, const char *etag,
+			   size_t len)
 {
-	char *copy = strndup(etag, len);
+	size_t was = objfs_listent_bytes(e), now;
+	char *copy;
 
+	len = strnlen(etag, len);
+	now = ent_bytes(strlen(e->name), len);
+	if (now > was && over_bytes(l, now - was))
+		return -EFBIG;
+	copy = strndup(etag, len);
 	if (!copy)
 		return -ENOMEM;
 	free(e->etag);
 	e->etag = copy;
+	l->bytes = l->bytes - was + now;
 	return 0;
 }
 
@@ -261,6 +294,7 @@ int objfs_listing_dedupe(struct objfs_listing *l)
 	for (i = 0; i < l->n;) {
 		for (j = i + 1; j < l->n && strcmp(p[i]->name, p[j]->name) == 0; j++) {
 			log_skip("duplicate name", p[j]->name, strlen(p[j]->name));
+			l->bytes -= objfs_listent_bytes(p[j]);
 			free(p[j]->name);
 			free(p[j]->etag);
 			p[j]->name = NULL;
@@ -372,7 +406,7 @@ struct json_el {
 	int64_t size;      /* its value, -1 when negative or out of range */
 };
 
-/* One element's entry; returns 0 (added or skipped), -ENOMEM or -E2BIG. */
+/* One element's entry; returns 0 (added or skipped), -ENOMEM, -E2BIG or -EFBIG. */
 static int json_el_add(const struct json_el *el, struct objfs_listing *out)
 {
 	int64_t mtime = -1;
@@ -398,7 +432,7 @@ static int json_el_add(const struct json_el *el, struct objfs_listing *out)
 		mtime = parse_http_date(el->mtime, el->mtimelen);
 	rc = append(out, el->name, el->namelen, is_dir, !is_dir && el->has_size ? el->size : -1,
 		    mtime);
-	return rc == -ENOMEM || rc == -E2BIG ? rc : 0;
+	return rc == -EINVAL ? 0 : rc; /* an invalid name is skipped */
 }
 
 /* One array element parsed by json-c; returns as json_el_add(). */
@@ -629,7 +663,7 @@ static int jobject(struct jreader *r, struct json_el *el)
 
 /*
  * The array from @pos (after '[') by the reader; 0 when it read the whole
- * body, -ENOMEM, -E2BIG, or JSON_GIVE_UP with nothing appended.
+ * body, -ENOMEM, -E2BIG, -EFBIG, or JSON_GIVE_UP with nothing appended.
  */
 static int json_fast(const char *buf, size_t len, size_t pos, struct objfs_listing *out)
 {
@@ -810,7 +844,8 @@ static const char *child_component(const char *s, size_t len, size_t *nlen,
 }
 
 /*
- * One href. Returns 0 (added or ignored) or -ENOMEM. @dir_path is decoded;
+ * One href. Returns 0 (added or ignored), or -ENOMEM, -E2BIG or -EFBIG,
+ * which stop the parse. @dir_path is decoded;
  * @dlen excludes a trailing '/'.
  */
 static int html_href(const char *href, const char *dir_path, size_t dlen,
@@ -847,7 +882,7 @@ static int html_href(const char *href, const char *dir_path, size_t dlen,
 				rc = append(out, comp, nlen, is_dir, -1, -1);
 		}
 		free(dec);
-		return rc == -ENOMEM || rc == -E2BIG ? rc : 0;
+		return rc == -EINVAL ? 0 : rc; /* an invalid name is skipped */
 	}
 	comp = child_component(href, len, &nlen, &is_dir);
 	if (!comp)
@@ -859,7 +894,7 @@ static int html_href(const char *href, const char *dir_path, size_t dlen,
 	}
 	rc = append(out, name, strlen(name), is_dir, -1, -1);
 	free(name);
-	return rc == -ENOMEM || rc == -E2BIG ? rc : 0;
+	return rc == -EINVAL ? 0 : rc; /* an invalid name is skipped */
 }
 
 /* What the start-tag callback needs (the parser context's _private). */

@@ -139,7 +139,7 @@ static int text_is(const char *s, const char *lit)
 /*
  * Adds key @enc (url-encoded when @decode, else as it is; NUL-terminated)
  * relative to @prefix; @dir for common prefixes. @tmp is room to decode
- * into. 0, -ENOMEM or -E2BIG.
+ * into. 0, -ENOMEM, or -E2BIG or -EFBIG past @out's caps.
  */
 static int add_key(const char *enc, int decode, const char *prefix, int dir, int64_t size,
 		   int64_t mtime, const char *etag, struct objfs_listing *out, struct sbuf *tmp)
@@ -183,7 +183,7 @@ static int add_key(const char *enc, int decode, const char *prefix, int dir, int
 	if (rc == -EINVAL || rc == -EEXIST)
 		rc = 0;
 	else if (!rc && etag && etag[0])
-		rc = objfs_listing_set_etag(&out->ents[out->n - 1], etag, strlen(etag));
+		rc = objfs_listing_set_etag(out, &out->ents[out->n - 1], etag, strlen(etag));
 	return rc;
 }
 

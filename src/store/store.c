@@ -115,23 +115,66 @@ int objfs_store_init(struct objfs_store *s, const struct objfs_store_ops *ops,
 	return 0;
 }
 
+/* The bytes one listing of @s may stand for (a store made without
+ * objfs_store_init, a test's, has none set). */
+static size_t list_max_bytes(const struct objfs_store *s)
+{
+	return s->lim.max_bytes ? s->lim.max_bytes : OBJFS_LIST_MAX_BYTES;
+}
+
+/*
+ * A listing's pages on their way to the caller's @page, counted: what the
+ * entries delivered so far stand for in the caller's memory. @bytes never
+ * passes @max: the page that would is not delivered.
+ */
+struct list_count {
+	objfs_list_page_fn page;
+	void *arg;
+	size_t bytes, max;
+	int over; /* stopped at @max */
+};
+
+static int list_count_page(void *arg, const struct objfs_listing *pg, const char *upto)
+{
+	struct list_count *c = arg;
+	size_t b = 0;
+
+	for (size_t i = 0; i < pg->n; i++)
+		b += objfs_listent_bytes(&pg->ents[i]);
+	if (b > c->max - c->bytes) {
+		c->over = 1;
+		return -EFBIG;
+	}
+	c->bytes += b;
+	return c->page(c->arg, pg, upto);
+}
+
 int objfs_store_list_pages(struct objfs_store *s, const char *path, objfs_list_page_fn page,
 			   void *arg)
 {
-	struct objfs_listing l = { 0 };
+	struct list_count c = { page, arg, 0, list_max_bytes(s), 0 };
+	struct objfs_listing l = { .max_bytes = c.max };
 	int err;
 
-	if (s->ops->list_pages)
-		return s->ops->list_pages(s, path, page, arg);
-	err = s->ops->list(s, path, &l);
-	if (!err)
-		err = page(arg, &l, NULL);
-	objfs_listing_clear(&l);
+	if (s->ops->list_pages) {
+		err = s->ops->list_pages(s, path, list_count_page, &c);
+	} else {
+		err = s->ops->list(s, path, &l); /* its appends stop at the bound */
+		c.over = err == -EFBIG;
+		if (!err)
+			err = list_count_page(&c, &l, NULL);
+		objfs_listing_clear(&l);
+	}
+	if (c.over) {
+		objfs_store_list_refused(s, path, -EFBIG);
+		err = -EIO;
+	}
 	return err;
 }
 
 void objfs_store_set_limits(struct objfs_store *s, const struct objfs_list_limits *lim)
 {
+	s->lim.max_bytes = lim && lim->max_bytes ? lim->max_bytes : OBJFS_LIST_MAX_BYTES;
 	s->lim.max_entries = lim && lim->max_entries ? lim->max_entries : OBJFS_LIST_MAX_ENTRIES;
 	s->lim.max_pages = lim && lim->max_pages ? lim->max_pages : OBJFS_LIST_MAX_PAGES;
 	s->lim.timeout = lim && lim->timeout > 0 ? lim->timeout : OBJFS_LIST_TIMEOUT;
@@ -147,6 +190,11 @@ int64_t objfs_store_list_deadline(const struct objfs_store *s)
 int objfs_store_list_refused(const struct objfs_store *s, const char *path, int err)
 {
 	switch (err) {
+	case -EFBIG:
+		objfs_warn("listing '/%s' refused: its entries take more than %zu bytes "
+			   "(%.1f MiB) of memory (max_dir_bytes)", path, list_max_bytes(s),
+			   (double)list_max_bytes(s) / (1 << 20));
+		break;
 	case -E2BIG:
 		objfs_warn("listing '/%s' refused: more than %zu entries (max_dir_entries)", path,
 			   s->lim.max_entries);

@@ -89,19 +89,22 @@ struct objfs_store_ops {
 };
 
 /*
- * What one directory listing may cost (issue 19: an S3 endpoint answering
- * IsTruncated=true forever grew the daemon to 3.5 GB; a listing trickling
- * at 1 byte/s held its threads for good). Past any of them the listing
- * fails (EIO to the caller) with one warning naming the directory and the
- * option. 0 in a field: its default.
+ * What one directory listing may cost (an S3 endpoint answering
+ * IsTruncated=true forever grew the daemon by GiB; a listing trickling at
+ * 1 byte/s held its threads for good). Past any of them the listing fails
+ * (EIO to the caller) with one warning naming the directory, the bound and
+ * the option. 0 in a field: its default.
  */
 struct objfs_list_limits {
+	size_t max_bytes;   /* memory its entries stand for (objfs_listent_bytes),
+			       the index page of an HTTP listing too (max_dir_bytes) */
 	size_t max_entries; /* entries of one directory (max_dir_entries) */
 	unsigned max_pages; /* requests of one listing: S3 pages (max_list_pages) */
 	double timeout;     /* seconds for the whole listing, every page and
 			       retry included (list_timeout) */
 };
 
+#define OBJFS_LIST_MAX_BYTES (1ull << 30) /* the mount sizes it from memory */
 #define OBJFS_LIST_MAX_ENTRIES 10000000u /* a 10M-key prefix lists */
 #define OBJFS_LIST_MAX_PAGES 20000u      /* 10M keys at 500 a page */
 #define OBJFS_LIST_TIMEOUT 1800.0        /* 10,000 pages at 180 ms */
@@ -131,7 +134,14 @@ struct objfs_store {
 int objfs_store_init(struct objfs_store *s, const struct objfs_store_ops *ops,
 		     struct objfs_engine *engine, size_t chunk_size);
 
-/* Lists @path of @s page by page: ops->list_pages, or ops->list as one page. */
+/*
+ * Lists @path of @s page by page: ops->list_pages, or ops->list as one
+ * page. The pages' entries are counted as they go (objfs_listent_bytes):
+ * past s->lim.max_bytes the listing stops before the page that would pass
+ * it, with -EIO and objfs_store_list_refused's warning. Whoever keeps the
+ * pages may stop it at any page by returning -errno from @page: -ECANCELED
+ * (nobody waits for the listing any more) comes back as it is.
+ */
 int objfs_store_list_pages(struct objfs_store *s, const char *path, objfs_list_page_fn page,
 			   void *arg);
 
@@ -143,8 +153,8 @@ int64_t objfs_store_list_deadline(const struct objfs_store *s);
 
 /*
  * The one warning of a listing of @path that went past a limit: @err is
- * -E2BIG (entries), -EMLINK (pages), -ELOOP (a repeated S3 continuation
- * token) or -ETIMEDOUT (list_timeout). Returns @err.
+ * -EFBIG (bytes), -E2BIG (entries), -EMLINK (pages), -ELOOP (a repeated S3
+ * continuation token) or -ETIMEDOUT (list_timeout). Returns @err.
  */
 int objfs_store_list_refused(const struct objfs_store *s, const char *path, int err);
 

@@ -121,6 +121,7 @@ static int http_list(struct objfs_store *s, const char *path, struct objfs_listi
 	struct http_store *h = (struct http_store *)s;
 	struct objfs_req r, *rp = &r;
 	char *url, *dir = NULL;
+	const char *cap;
 	int err;
 
 	if (h->single_name) {
@@ -140,18 +141,27 @@ static int http_list(struct objfs_store *s, const char *path, struct objfs_listi
 	objfs_req_init(&r);
 	r.url = url;
 	r.method = OBJFS_GET;
-	/* an index page holds well under 1 KiB an entry */
-	r.body_max = s->lim.max_entries < LISTING_MAX / 1024 ? s->lim.max_entries * 1024 :
-		     LISTING_MAX;
+	/* the page is held while it is read, so it counts against the
+	 * listing's memory; an index page holds well under 1 KiB an entry */
+	r.body_max = LISTING_MAX;
+	cap = "";
+	if (s->lim.max_entries < r.body_max / 1024) {
+		r.body_max = s->lim.max_entries * 1024;
+		cap = " (max_dir_entries, at 1 KiB an entry)";
+	}
+	if (s->lim.max_bytes && s->lim.max_bytes < r.body_max) {
+		r.body_max = s->lim.max_bytes;
+		cap = " (max_dir_bytes)";
+	}
 	r.deadline_ns = objfs_store_list_deadline(s);
 	out->max = s->lim.max_entries;
+	out->max_bytes = s->lim.max_bytes;
 	err = objfs_engine_run(s->engine, &rp, 1);
 	if (err == -ETIMEDOUT && objfs_now_ns() >= r.deadline_ns)
 		err = objfs_store_list_refused(s, path, -ETIMEDOUT);
 	else if (err == -EFBIG)
 		objfs_warn("listing '/%s' refused: index page larger than %zu bytes%s", path,
-			   r.body_max, r.body_max < LISTING_MAX ?
-			   " (max_dir_entries, at 1 KiB an entry)" : "");
+			   r.body_max, cap);
 	if (!err) {
 		const char *body = r.body ? r.body : "";
 
@@ -166,7 +176,7 @@ static int http_list(struct objfs_store *s, const char *path, struct objfs_listi
 		if (err == -EPROTO)
 			objfs_warn("%s: not a directory listing this server's index format "
 				   "objfs understands", url);
-		else if (err == -E2BIG)
+		else if (err == -E2BIG || err == -EFBIG)
 			objfs_store_list_refused(s, path, err);
 	}
 	free(dir);

@@ -664,20 +664,20 @@ static int list_acc_page(void *arg, const struct objfs_listing *pg, const char *
 
 		if (rc == -ENOMEM)
 			return rc;
-		if (!rc && e->etag && objfs_listing_set_etag(&to->ents[to->n - 1], e->etag,
-							     strlen(e->etag)))
+		if (!rc && e->etag && objfs_listing_set_etag(to, &to->ents[to->n - 1], e->etag,
+								 strlen(e->etag)))
 			return -ENOMEM;
 	}
 	return 0;
 }
 
-/* The whole listing at once: every page, a directory hiding an object of
- * the same name. */
+/* The whole listing at once: every page (counted as any listing is:
+ * objfs_store_list_pages), a directory hiding an object of the same name. */
 static int s3_list(struct objfs_store *st, const char *path, struct objfs_listing *out)
 {
 	struct list_acc acc = { 0 };
 	size_t hidden = 0;
-	int err = s3_list_pages(st, path, list_acc_page, &acc);
+	int err = objfs_store_list_pages(st, path, list_acc_page, &acc);
 
 	/* Directories first, so dedupe keeps a directory over a same-named object. */
 	for (size_t i = 0; !err && i < acc.dirs.n; i++)
@@ -694,7 +694,7 @@ static int s3_list(struct objfs_store *st, const char *path, struct objfs_listin
 		else if (rc == -EEXIST)
 			hidden++;
 		else if (!rc && e->etag)
-			err = objfs_listing_set_etag(&out->ents[out->n - 1], e->etag,
+			err = objfs_listing_set_etag(out, &out->ents[out->n - 1], e->etag,
 						     strlen(e->etag));
 		/* copied: the names are not held twice while the copy grows */
 		free(e->name);

@@ -30,9 +30,9 @@ struct objfs_s3_page {
  * are skipped with a log line; a directory marker ("prefix/" itself) is
  * skipped silently. Returns 0, -EPROTO for a body that is not a
  * well-formed ListBucketResult (or a truncated page without a token),
- * -E2BIG past the listings' max, or -ENOMEM; @page->next_token (owned by
- * the caller) is NULL on failure. Nothing is appended for a body that is
- * not well-formed.
+ * -E2BIG or -EFBIG past the listings' caps, or -ENOMEM; @page->next_token
+ * (owned by the caller) is NULL on failure. Nothing is appended for a body
+ * that is not well-formed.
  *
  * objfs_s3_parse_list_fast() first (s3_list.c: no allocation per element),
  * objfs_s3_parse_list_tree() (libxml2's document tree) for any page the

@@ -8,6 +8,13 @@
 #     and the daemon's peak RSS (VmHWM) stays under a bound.
 #  2. S3 continuation tokens that cycle (A, B, A): EIO, "repeated a
 #     continuation token".
+#  2b. The same endless listing bounded in bytes alone (max_dir_bytes=32M,
+#     no entries or pages cap): EIO, a log line naming the bound in bytes
+#     and max_dir_bytes, peak RSS within 3x the bound over the mount's; an
+#     endless HTTP index (chunked, never ending) likewise, the page itself
+#     held to the bound.
+#  2c. An endless S3 listing whose `ls` is killed: the listing stops (no
+#     more pages requested from the origin).
 #  3. A 1,000,000-entry nginx JSON index: listed whole under a cap that
 #     allows it (peak RSS reported: the per-entry cost in docs), refused with
 #     EIO under max_dir_entries=100000.
@@ -36,6 +43,8 @@ done
 [ -n "$PORT" ] || { fail "hostile_origin.py did not start"; summary; exit 1; }
 
 hwm_kb() { sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status"; }
+rss_kb() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB/\1/p' "/proc/$1/status"; }
+lists() { curl -s "http://127.0.0.1:$PORT/stats" | sed -n 's/^requests=//p'; }
 
 # ---- 1, 2: S3 ----
 mnt=$TEST_TMP/s3
@@ -76,9 +85,71 @@ else
 	fail "S3 mount of the hostile origin failed"
 fi
 
+# ---- 2b: bounded in bytes (max_dir_bytes) ----
+NOCAPS="max_dir_entries=4000000000,max_list_pages=100000000,list_timeout=600"
+BOUND=$((32 << 20))
+# $1 label, $2 mount point, $3 source, $4 options, $5 log line expected
+bytes_bound() {
+	local pid base out rc hwm rss
+	mount_objfs "$3" "$2" "$4,max_dir_bytes=32M,$NOCAPS" || { fail "$1: mount failed"; return; }
+	pid=$OBJFS_PID
+	base=$(hwm_kb "$pid")
+	out=$(timeout 120 ls "$2/endless" 2>&1 >/dev/null); rc=$?
+	hwm=$(hwm_kb "$pid"); rss=$(rss_kb "$pid")
+	note "$1: rc $rc, peak RSS ${hwm} kB (${base} kB before), RSS after ${rss} kB: $out"
+	if [ $rc -ne 0 ] && [ $rc -ne 124 ] && echo "$out" | grep -q "Input/output error"; then
+		pass "$1, max_dir_bytes=32M alone: ls fails with EIO"
+	else
+		fail "$1: expected ls to fail with EIO, got rc $rc: $out"
+	fi
+	if grep -qF "$5" "$OBJFS_LOG"; then
+		pass "$1: the log names the bound in bytes and max_dir_bytes"
+	else
+		fail "$1: expected the log line '$5'; log: $(tail -n 3 "$OBJFS_LOG")"
+	fi
+	# the bound counts what the entries take in the daemon; the pages in
+	# flight and the allocator's slack come on top: 3x is generous
+	if objfs_sanitized; then
+		note "sanitizer build: no RSS bound applies"
+	elif [ "$((hwm - base))" -le $((3 * BOUND / 1024)) ] && [ "$rss" -le $((base + 3 * BOUND / 1024)) ]; then
+		pass "$1: peak RSS $((hwm - base)) kB over the mount's, within 3x the 32 MiB bound"
+	else
+		fail "$1: expected peak RSS within $((3 * BOUND / 1024)) kB over ${base} kB, got ${hwm} kB (${rss} kB after)"
+	fi
+	unmount_objfs "$2"
+}
+bytes_bound "endless S3 listing" "$TEST_TMP/s3bytes" "s3://bkt" \
+	"endpoint=http://127.0.0.1:$PORT,no_sign,path_style,region=us-east-1,timeout=5,retries=1" \
+	"listing '/endless' refused: its entries take more than $BOUND bytes (32.0 MiB) of memory (max_dir_bytes)"
+bytes_bound "endless HTTP index" "$TEST_TMP/httpbytes" "http://127.0.0.1:$PORT/h/" \
+	"timeout=5,retries=0" \
+	"listing '/endless' refused: index page larger than $BOUND bytes (max_dir_bytes)"
+
+# ---- 2c: a listing nobody waits for stops ----
+mnt=$TEST_TMP/s3gone
+if mount_objfs "s3://bkt" "$mnt" "endpoint=http://127.0.0.1:$PORT,no_sign,path_style,region=us-east-1,max_dir_bytes=4G,$NOCAPS"; then
+	r0=$(lists)
+	ls "$mnt/endless" >/dev/null 2>&1 &
+	lspid=$!
+	for _ in $(seq 300); do [ "$(lists)" -ge $((r0 + 20)) ] && break; sleep 0.1; done
+	kill -9 $lspid
+	wait $lspid 2>/dev/null
+	sleep 1 # the kernel's RELEASEDIR of the killed ls, then the page in flight
+	r1=$(lists)
+	sleep 2
+	r2=$(lists)
+	note "pages: $((r1 - r0)) when ls was killed and had gone, $((r2 - r0)) two seconds later"
+	if [ "$r1" -ge $((r0 + 20)) ] && [ "$r2" -eq "$r1" ]; then
+		pass "the endless listing stops once its ls is killed ($((r1 - r0)) pages)"
+	else
+		fail "expected no more pages after ls was killed: $((r1 - r0)) then $((r2 - r0))"
+	fi
+	unmount_objfs "$mnt"
+fi
+
 # ---- 3: a huge HTTP index ----
 mnt=$TEST_TMP/huge
-if mount_objfs "http://127.0.0.1:$PORT/h/" "$mnt" "max_dir_entries=$((HUGE + 10)),list_timeout=120"; then
+if mount_objfs "http://127.0.0.1:$PORT/h/" "$mnt" "max_dir_entries=$((HUGE + 10)),max_dir_bytes=1G,list_timeout=120"; then
 	pid=$OBJFS_PID
 	base=$(hwm_kb "$pid")
 	t0=$(date +%s.%N)

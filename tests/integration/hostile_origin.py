@@ -12,8 +12,10 @@ One server, two faces:
     prefix "trickle/"  a valid page sent at 1 byte a second
     GET/HEAD /bkt/cached.bin  CACHED_SIZE bytes (byte i = i * 7 mod 256), Range
   HTTP, nginx "autoindex_format json" under /h/:
-    /h/            huge/, trickle/, deep/ and cached.bin
+    /h/            huge/, endless/, trickle/, deep/ and cached.bin
     /h/huge/       HUGE_ENTRIES entries (argv[1], default 1,000,000)
+    /h/endless/    an index that never ends: chunked, 1,000 fresh entries a
+                   chunk, until the client goes
     /h/trickle/    a valid index sent at 1 byte a second
     /h/deep/...d/  every directory holds one directory "d": a tree as deep
                    as the client walks (inode memory per depth)
@@ -93,6 +95,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
             pass
         self.close_connection = True
 
+    def endless_index(self):
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        n = 0
+        try:
+            data = b"[\n"
+            while True:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                data = "".join('{ "name":"e%09d-%s", "type":"file", "mtime":"%s", "size":1 },\n'
+                               % (n + i, "z" * 40, DATE) for i in range(1000)).encode()
+                n += 1000
+        except OSError:
+            pass
+        self.close_connection = True
+
     def cached(self, head_only):
         rng = self.headers.get("Range")
         self.close_connection = False
@@ -146,13 +165,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if path.startswith("/h/") and path.endswith("/"):
             counts["lists"] += 1
             if path == "/h/":
-                body = json_index([("huge", 1, 0), ("trickle", 1, 0), ("deep", 1, 0),
-                                   ("cached.bin", 0, CACHED_SIZE)])
+                body = json_index([("huge", 1, 0), ("endless", 1, 0), ("trickle", 1, 0),
+                                   ("deep", 1, 0), ("cached.bin", 0, CACHED_SIZE)])
             elif path == "/h/huge/":
                 if huge_body is None:
                     huge_body = json_index(("f%07d-%s" % (i, "y" * 40), 0, i)
                                            for i in range(HUGE_ENTRIES))
                 body = huge_body
+            elif path == "/h/endless/":
+                return self.endless_index()
             elif path == "/h/trickle/":
                 return self.trickle(json_index([("f", 0, 1)]), "application/json")
             elif path.startswith("/h/deep/"):
