@@ -952,9 +952,9 @@ static void sess_free(struct objfs_sess *s)
 	(void)!write(s->wakefd, &one, sizeof(one));
 	pthread_join(s->watchdog, NULL);
 	close(s->wakefd);
-	close(s->sock);
 	objfs_cuda_detach(s);
 	munmap(s->ring, s->ring_bytes);
+	close(s->sock); /* last: at this hangup the daemon frees the ring's pages */
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
 	free(s);

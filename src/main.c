@@ -93,7 +93,7 @@ static void usage(FILE *f, const char *prog)
 "  ring_slots=N           GPU side API ring slots per session (default 64)\n"
 "  ring_slot_size=SIZE    GPU side API ring slot size (default 2M)\n"
 "  side_ring_budget=SIZE  GPU side API ring bytes mapped at once (default RAM/4;\n"
-"                         one uid gets half)\n"
+"                         one uid gets a quarter)\n"
 "  cache_dir=PATH         persistent chunk cache on local disk (default: none)\n"
 "  cache_dir_size=SIZE    disk cache cap, LRU evicted (default 10G)\n"
 "  log_file=PATH          log to this file, timestamped (reopened on SIGHUP)\n"

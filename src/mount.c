@@ -155,7 +155,7 @@ static int side_new(struct objfs_mount *m)
 		.ring_slot_size = (uint32_t)o->ring_slot_size,
 		.fill_threads = o->fill_threads,
 		.max_sessions = 64,
-		.max_caps = 32768, /* a uid's half: 16,384 handles (issue 17: 10,000 shards per process) */
+		.max_caps = 65536, /* a uid's quarter: 16,384 handles (10,000 shards per process) */
 		.ring_budget = o->side_ring_budget,
 		.cap_ttl = 300,
 		/* Without allow_other only the mounting user can use the mount. */
@@ -412,11 +412,12 @@ size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
 		    "side_sessions_open %llu\nside_sessions_total %llu\nside_fills %llu\n"
 		    "side_fill_bytes %llu\nside_fill_errors %llu\nside_ring_wait_us %llu\n"
 		    "side_sessions_refused %llu\nside_ring_bytes %llu\nside_replies_deferred %llu\n"
-		    "side_fill_runs %llu\n",
+		    "side_fill_runs %llu\nside_fills_cancelled %llu\n",
 		    (unsigned long long)sd->sessions_open, (unsigned long long)sd->sessions_total,
 		    (unsigned long long)sd->fills, (unsigned long long)sd->fill_bytes,
 		    (unsigned long long)sd->fill_errors, (unsigned long long)sd->ring_wait_us,
 		    (unsigned long long)sd->sessions_refused, (unsigned long long)sd->ring_bytes,
-		    (unsigned long long)sd->replies_deferred, (unsigned long long)sd->fill_runs);
+		    (unsigned long long)sd->replies_deferred, (unsigned long long)sd->fill_runs,
+		    (unsigned long long)sd->fills_cancelled);
 	return len;
 }

@@ -110,7 +110,8 @@ START_TEST(test_format_disk)
 	struct objfs_side_stats g = { .sessions_open = 1, .sessions_total = 3, .fills = 7,
 				      .fill_bytes = 4096, .fill_errors = 2, .ring_wait_us = 1500,
 				      .sessions_refused = 4, .ring_bytes = 1 << 20,
-				      .replies_deferred = 9, .fill_runs = 5 };
+				      .replies_deferred = 9, .fill_runs = 5,
+				      .fills_cancelled = 45 };
 	char buf[4096];
 	size_t n = objfs_stats_format(buf, sizeof(buf), &s, &c, &d, &g);
 
@@ -122,7 +123,8 @@ START_TEST(test_format_disk)
 					  "side_fills 7\nside_fill_bytes 4096\n"
 					  "side_fill_errors 2\nside_ring_wait_us 1500\n"
 					  "side_sessions_refused 4\nside_ring_bytes 1048576\n"
-					  "side_replies_deferred 9\nside_fill_runs 5\n"));
+					  "side_replies_deferred 9\nside_fill_runs 5\n"
+					  "side_fills_cancelled 45\n"));
 	/* switched off after a disk error */
 	d.degraded = 1;
 	objfs_stats_format(buf, sizeof(buf), &s, &c, &d, NULL);

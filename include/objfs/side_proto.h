@@ -28,8 +28,11 @@
  *    3: before, HELLO carried a memfd the client made, and a file of the
  *    client's own FUSE mount sent in its place had the daemon's close()
  *    wait for that mount's server, unkillably, its exit with it). The
- *    client places the ring (NUMA) before it touches a slot, as before;
- *    the daemon frees the ring's pages when the session ends. DONE replies are never awaited by the
+ *    client places the ring (NUMA) before it touches a slot. However a
+ *    session ends (ERR, then EOF), its ring stays whole and counted in the
+ *    uid's budget until the client closes its socket; then the daemon
+ *    punches all its pages out: a client closes its socket last, once
+ *    nothing of its reads the ring. DONE replies are never awaited by the
  *    daemon: a client must read them (libobjfs's watchdog thread does);
  *    one that lets 1,024 requests' DONEs pile up has its session ended.
  *

@@ -21,8 +21,23 @@
  * with one session per process would have failed every file of the
  * mount). Only a session that fails (SIGBUS guard, a vanished client, a
  * job cancelled) poisons the ring, with everything below published and
- * intact. The session thread unmaps the ring and closes the socket only
- * after its last job ended (ss->inflight == 0).
+ * intact. The session thread unmaps the ring only after its last job
+ * ended (ss->inflight == 0).
+ *
+ * Workers take jobs in turn: each session queues its own (ss->jq), and a
+ * worker takes the first job of the first session of the first uid in
+ * side->jturn, then puts that session behind the uid's others and the uid
+ * behind the other uids. So a uid with many sessions, or a session with
+ * many slots, gets a turn like any other (one FIFO for all would let one
+ * user's batches hold every worker while another's waited behind them).
+ *
+ * A client gone is noticed at once: a hangup (POLLHUP, POLLRDHUP) ends the
+ * session before its unread messages are handled, and the dispatcher
+ * looks for one before each piece, so the batch of a client that released
+ * its slots in advance and exited is not filled for nobody (no other wait
+ * would notice). At the end, jobs still queued are dropped, running ones
+ * start no more fills, and pieces never filled are counted
+ * (fills_cancelled).
  *
  * Handles: the session thread owns the handle table (ss->hnd); a queued
  * entry borrows its handle's capability record, so DETACH only marks a
@@ -62,7 +77,20 @@
  * makes the ring (a memfd sealed against shrinking and growing: no access
  * inside it can fault; side_guard.c guards it anyway) and hands it over
  * with HELLO_OK; it never takes a descriptor from a client (refuse_rights,
- * recv_msg), and frees the ring's pages when the session ends.
+ * recv_msg).
+ *
+ * The ring's end (linger): however a session ends, its client may still
+ * be copying pieces published before (a piece failed, a protocol error of
+ * another thread's, the unmount), and it may keep the memfd for good. So
+ * the ring stays charged to the budget (and the session counted) until the
+ * client hangs up; the daemon shuts its sending side (the client's EOF),
+ * discards what the client still sends, and at the hangup punches the
+ * whole ring's pages out (whatever the client kept reads zeros) and gives
+ * the budget back, together. Otherwise a client could end sessions (an
+ * invalid FILL, say), keep each memfd, and pin pages charged to the
+ * daemon that no budget counts. libobjfs closes its socket last, once
+ * nothing of its maps the ring. At the unmount nothing waits: the budget
+ * ends with the server.
  *
  * Locking (side_i.h has side->lock and the capabilities): ss->lock guards
  * a session's request queue, job states and publication cursor, and comes
@@ -181,8 +209,9 @@ struct job {
 	int err;                     /* positive errno with J_FAILED */
 	uint32_t at, nr;             /* runs started: from entry idx[at] on, runs[nr] next */
 	int resumed;                 /* taken off ss->parked: goes before those parked */
+	int cancelled;               /* fills of it were not started: the session ended */
 	int mapped_in;               /* the slot's pages are in the daemon's page tables */
-	STAILQ_ENTRY(job) next;      /* side->jobs, or ss->parked */
+	STAILQ_ENTRY(job) next;      /* ss->jq, or ss->parked */
 };
 
 /* A handle of a session: a capability reference (side_proto.h, 5). */
@@ -209,8 +238,8 @@ struct session {
 	unsigned aq_head, aq_len;    /* waiting for room in the socket */
 	struct objfs_ring_hdr *ring; /* shared with the client: untrusted */
 	size_t ring_bytes;
-	int ringfd;                  /* the ring's memfd, until the session ends, -1 */
-	int piece_failed;            /* a piece failed: the ones below it stay valid */
+	int ringfd;                  /* the ring's memfd, until the client hung up, -1 */
+	int ring_given;              /* HELLO_OK handed the memfd over */
 	uint32_t slots, slot_size;   /* from the validated HELLO */
 	char *data;                  /* slot 0 */
 	uint64_t next_piece;         /* first piece of the next FILL */
@@ -237,6 +266,9 @@ struct session {
 	int finished;                /* side->lock: the thread has ended */
 	int pending;                 /* side->lock: counted as pending (before HELLO) */
 	int counted;                 /* side->lock: counted as a session, with ring_bytes */
+	struct uid_use *use;         /* its uid's record, while counted */
+	STAILQ_HEAD(, job) jq;       /* side->jlock: its jobs waiting for a worker */
+	TAILQ_ENTRY(session) jlink;  /* side->jlock: in use->jsess while jq has any */
 	struct session *next;
 };
 
@@ -329,21 +361,17 @@ static ssize_t recv_msg(int fd, void *buf)
 static int admit(struct session *ss, uint64_t bytes)
 {
 	struct objfs_side *s = ss->side;
-	const struct objfs_side_cfg *c = &s->cfg;
 	struct uid_use *u;
-	int err = 0;
+	int err = 0, r;
 
 	pthread_mutex_lock(&s->lock);
 	u = objfs_side_uid_get(s, ss->uid);
 	if (!u)
 		err = -ENOMEM;
-	else if (s->st.sessions_open >= c->max_sessions ||
-		 u->sessions >= objfs_side_share(c->max_sessions, c->uid_sessions))
+	else if (objfs_side_room(s, u, OBJFS_SIDE_SESSIONS, 1))
 		err = -EBUSY;
-	else if (s->ring_bytes + bytes > c->ring_budget)
-		err = -ENOMEM;
-	else if (u->ring_bytes + bytes > objfs_side_share(c->ring_budget, c->uid_ring_budget))
-		err = -EDQUOT;
+	else if ((r = objfs_side_room(s, u, OBJFS_SIDE_RING, bytes)))
+		err = r == 1 ? -EDQUOT : -ENOMEM;
 	if (!err) {
 		u->sessions++;
 		u->ring_bytes += bytes;
@@ -352,6 +380,7 @@ static int admit(struct session *ss, uint64_t bytes)
 		s->st.sessions_open++;
 		s->st.sessions_total++;
 		ss->counted = 1;
+		ss->use = u;
 	} else {
 		s->st.sessions_refused++;
 	}
@@ -365,9 +394,10 @@ static int admit(struct session *ss, uint64_t bytes)
 	if (err)
 		objfs_warn("side: session %llu (pid %d uid %u) refused: %s",
 			   (unsigned long long)ss->id, (int)ss->pid, (unsigned)ss->uid,
-			   err == -EBUSY ? "too many sessions (of this uid or in all)" :
+			   err == -EBUSY ? "too many sessions (of this uid, or all the others "
+					   "may have)" :
 			   err == -EDQUOT ? "this uid's ring memory budget is spent" :
-			   "the ring memory budget is spent");
+			   "the ring memory budget others may have is spent");
 	return err;
 }
 
@@ -466,7 +496,9 @@ static int do_hello(struct session *ss, const struct objfs_msg_hello *m)
 	objfs_msg_init(&ok.h, OBJFS_MSG_HELLO_OK, sizeof(ok));
 	ok.session = ss->id;
 	ss->ringfd = fd; /* ours: a memfd, whose close waits for nothing */
-	return send_msg_fd(ss->fd, &ok, sizeof(ok), fd);
+	err = send_msg_fd(ss->fd, &ok, sizeof(ok), fd);
+	ss->ring_given = !err;
+	return err;
 }
 
 /*
@@ -758,14 +790,27 @@ static int flush_locked(struct session *ss)
 }
 
 /*
+ * Whether the client has hung up (closed, exited, or shut its sending
+ * side: the session ends either way). One poll, no wait.
+ */
+static int peer_gone(const struct session *ss)
+{
+	struct pollfd p = { ss->fd, POLLRDHUP, 0 };
+
+	return poll(&p, 1, 0) == 1 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
+}
+
+/*
  * Handles what the socket has, waiting up to @timeout_ms for it, and sends
  * the DONEs a full socket held back once it has room. 0 when nothing or a
- * FILL arrived, -errno when the session must end.
+ * FILL arrived, -errno when the session must end: -ECONNRESET as soon as
+ * the client hung up, what it left unread is not handled (its FILLs would
+ * only start fetches for nobody).
  */
 static int pump(struct session *ss, int timeout_ms)
 {
 	char buf[OBJFS_MSG_MAX] __attribute__((aligned(8)));
-	struct pollfd p = { ss->fd, POLLIN, 0 };
+	struct pollfd p = { ss->fd, POLLIN | POLLRDHUP, 0 };
 	ssize_t n;
 	int r;
 
@@ -782,6 +827,8 @@ static int pump(struct session *ss, int timeout_ms)
 		return errno == EINTR ? 0 : -errno;
 	if (r == 0)
 		return 0;
+	if (p.revents & (POLLHUP | POLLRDHUP))
+		return -ECONNRESET;
 	if (p.revents & POLLOUT) {
 		pthread_mutex_lock(&ss->lock);
 		r = flush_locked(ss);
@@ -894,7 +941,6 @@ static void publish_locked(struct session *ss)
 			 * owed: flushing one would free r's entries while its other
 			 * pieces may still be filling into them (review). */
 			objfs_ring_poison(ss->ring, ss->slots, p, j->err);
-			__atomic_store_n(&ss->piece_failed, 1, __ATOMIC_RELAXED);
 			__atomic_store_n(&ss->failed, j->err, __ATOMIC_RELAXED);
 			pthread_mutex_lock(&s->lock);
 			s->st.fill_errors++;
@@ -944,6 +990,8 @@ static void job_end(struct job *j, int err)
 {
 	struct session *ss = j->ss;
 
+	if (j->cancelled || err == -ECANCELED)
+		__atomic_add_fetch(&ss->side->fills_cancelled, 1, __ATOMIC_RELAXED);
 	pthread_mutex_lock(&ss->lock);
 	j->state = err ? J_FAILED : J_DONE;
 	j->err = -err;
@@ -1124,15 +1172,50 @@ out:
 	free(g);
 }
 
-/* Queues @j for a fill worker. */
+/* Queues @j for a fill worker: behind its session's jobs, the session
+ * and its uid joining the turns when they had none queued. */
 static void job_queue(struct job *j)
 {
-	struct objfs_side *s = j->ss->side;
+	struct session *ss = j->ss;
+	struct objfs_side *s = ss->side;
+	struct uid_use *u = ss->use;
 
 	pthread_mutex_lock(&s->jlock);
-	STAILQ_INSERT_TAIL(&s->jobs, j, next);
+	if (STAILQ_EMPTY(&ss->jq)) {
+		if (TAILQ_EMPTY(&u->jsess))
+			TAILQ_INSERT_TAIL(&s->jturn, u, jlink);
+		TAILQ_INSERT_TAIL(&u->jsess, ss, jlink);
+	}
+	STAILQ_INSERT_TAIL(&ss->jq, j, next);
+	s->jqueued++;
 	pthread_cond_signal(&s->jcond);
 	pthread_mutex_unlock(&s->jlock);
+}
+
+/*
+ * The next job for a worker, or NULL: the first job of the first session
+ * of the uid whose turn it is; the session goes behind the uid's others,
+ * the uid behind the other uids. jlock held.
+ */
+static struct job *job_take(struct objfs_side *s)
+{
+	struct uid_use *u = TAILQ_FIRST(&s->jturn);
+	struct session *ss;
+	struct job *j;
+
+	if (!u)
+		return NULL;
+	ss = TAILQ_FIRST(&u->jsess);
+	j = STAILQ_FIRST(&ss->jq);
+	STAILQ_REMOVE_HEAD(&ss->jq, next);
+	TAILQ_REMOVE(&u->jsess, ss, jlink);
+	TAILQ_REMOVE(&s->jturn, u, jlink);
+	if (!STAILQ_EMPTY(&ss->jq))
+		TAILQ_INSERT_TAIL(&u->jsess, ss, jlink);
+	if (!TAILQ_EMPTY(&u->jsess))
+		TAILQ_INSERT_TAIL(&s->jturn, u, jlink);
+	s->jqueued--;
+	return j;
 }
 
 /* The first parked job, taken off ss->parked, when the session's runs
@@ -1253,10 +1336,12 @@ static void job_start_runs(struct job *j)
 		if (!over && !direct && !(u->tmp = malloc((size_t)(end - f->off))))
 			over = ENOMEM;
 		if (over) {
-			if (over == ENOMEM)
+			if (over == ENOMEM) {
 				fill_done(u, -ENOMEM);
-			else
+			} else {
+				j->cancelled = 1;
 				run_done(u, -ECANCELED);
+			}
 			continue;
 		}
 		__atomic_add_fetch(&ss->side->fill_runs, 1, __ATOMIC_RELAXED);
@@ -1349,15 +1434,43 @@ static void *worker_main(void *arg)
 		struct job *j;
 
 		pthread_mutex_lock(&s->jlock);
-		while (STAILQ_EMPTY(&s->jobs) && !s->jstop)
+		while (!s->jqueued && !s->jstop)
 			pthread_cond_wait(&s->jcond, &s->jlock);
-		j = STAILQ_FIRST(&s->jobs);
-		if (!j) {
-			pthread_mutex_unlock(&s->jlock);
-			return NULL; /* stopping, and nothing left */
-		}
-		STAILQ_REMOVE_HEAD(&s->jobs, next);
+		j = job_take(s);
 		pthread_mutex_unlock(&s->jlock);
+		if (!j)
+			return NULL; /* stopping, and nothing left */
+		job_run(j);
+	}
+}
+
+/*
+ * Ends @ss's jobs still queued for a worker, on this thread (the session
+ * is ending: each is cancelled without a fill, or a parked one starts no
+ * more). Session thread.
+ */
+static void jobs_drop(struct session *ss)
+{
+	struct objfs_side *s = ss->side;
+	STAILQ_HEAD(, job) mine = STAILQ_HEAD_INITIALIZER(mine);
+	struct job *j;
+
+	pthread_mutex_lock(&s->jlock);
+	if (!STAILQ_EMPTY(&ss->jq)) {
+		struct uid_use *u = ss->use;
+
+		while ((j = STAILQ_FIRST(&ss->jq))) {
+			STAILQ_REMOVE_HEAD(&ss->jq, next);
+			STAILQ_INSERT_TAIL(&mine, j, next);
+			s->jqueued--;
+		}
+		TAILQ_REMOVE(&u->jsess, ss, jlink);
+		if (TAILQ_EMPTY(&u->jsess))
+			TAILQ_REMOVE(&s->jturn, u, jlink);
+	}
+	pthread_mutex_unlock(&s->jlock);
+	while ((j = STAILQ_FIRST(&mine))) {
+		STAILQ_REMOVE_HEAD(&mine, next);
 		job_run(j);
 	}
 }
@@ -1388,6 +1501,10 @@ static int dispatch_one(struct session *ss)
 		pthread_mutex_unlock(&ss->lock);
 		return 0;
 	}
+	if (peer_gone(ss)) { /* slots released in advance: no other wait notices */
+		pthread_mutex_unlock(&ss->lock);
+		return -ECONNRESET;
+	}
 	r = &ss->q[(ss->qhead + ss->qdisp) % OBJFS_SESSION_QUEUE];
 	j->ss = ss;
 	j->r = r;
@@ -1396,6 +1513,7 @@ static int dispatch_one(struct session *ss)
 	j->state = J_RUNNING;
 	j->err = 0;
 	j->resumed = 0;
+	j->cancelled = 0;
 	j->e0 = r->disp_ent;
 	e = &r->ents[r->disp_ent];
 	if (e->len > ss->slot_size) { /* a long entry: its next part, a whole piece */
@@ -1464,18 +1582,24 @@ static void uncount_locked(struct session *ss)
 }
 
 /*
- * Whether session @ss, ending with @err, leaves no copy of its client's to
- * come out of the ring: the client closed it (EOF, or a send refused for
- * it), or sent what no libobjfs client sends (its pieces are computed the
- * same on both sides), and the daemon neither failed a piece nor stops.
+ * Waits, after the session ended, until its client hangs up (side.c's
+ * header: the ring's end). The sending side is shut: the client reads EOF
+ * after what was sent, and sees POLLRDHUP. Nothing more is read: what the
+ * client still sends stays in the socket's bounded queue and its sends
+ * then block. With the sending side shut, POLLHUP comes when the client
+ * closes (or shuts its own sending side), or objfs_side_free shuts the
+ * socket. 1 at the hangup, 0 when the server stops. Session thread.
  */
-static int ring_done(const struct session *ss, int err)
+static int linger(struct session *ss)
 {
-	if (__atomic_load_n(&ss->piece_failed, __ATOMIC_RELAXED) ||
-	    __atomic_load_n(&ss->side->stopping, __ATOMIC_RELAXED))
-		return 0;
-	return err == -ECONNRESET || err == -EPIPE || err == -EPROTO || err == -EOVERFLOW ||
-	       err == -EMSGSIZE || err == -EPROTONOSUPPORT;
+	struct pollfd p = { ss->fd, 0, 0 };
+
+	shutdown(ss->fd, SHUT_WR);
+	while (!__atomic_load_n(&ss->side->stopping, __ATOMIC_RELAXED)) {
+		if (poll(&p, 1, 1000) == 1 && (p.revents & (POLLHUP | POLLERR | POLLNVAL)))
+			return !__atomic_load_n(&ss->side->stopping, __ATOMIC_RELAXED);
+	}
+	return 0;
 }
 
 static void *session_main(void *arg)
@@ -1519,12 +1643,18 @@ static void *session_main(void *arg)
 		if (ss->ndet)
 			handles_sweep(ss);
 	}
-	/* Jobs of ours still queued or copying into the ring: let them end. */
+	/* Jobs of ours still queued are dropped; those copying into the ring end. */
 	pthread_mutex_lock(&ss->lock);
 	__atomic_store_n(&ss->ending, 1, __ATOMIC_RELAXED); /* job_run reads it unlocked */
+	pthread_mutex_unlock(&ss->lock);
+	jobs_drop(ss);
+	pthread_mutex_lock(&ss->lock);
 	while (ss->inflight)
 		pthread_cond_wait(&ss->cond, &ss->lock);
 	pthread_mutex_unlock(&ss->lock);
+	/* pieces of queued requests never dispatched (the assembling one has none) */
+	__atomic_add_fetch(&s->fills_cancelled, ss->next_piece - ss->fill_piece,
+			   __ATOMIC_RELAXED);
 out:
 	if (err && err != -ECONNRESET && err != -ESHUTDOWN && err != -ECANCELED) {
 		objfs_info("side: session %llu (pid %d uid %u) ends: %s",
@@ -1538,24 +1668,6 @@ out:
 		munmap(ss->ring, ss->ring_bytes);
 	}
 	ss->ring = NULL;
-	if (ss->ringfd >= 0) {
-		/* The client may keep its mapping, and with it the pages the
-		 * fills faulted in (charged to the daemon) after the budget
-		 * forgot them (a review: 10 MiB kept past a 390 KiB budget in 40
-		 * sessions): the slots' memory ends with the session, when the
-		 * client closed it (libobjfs does once no copy can be pending)
-		 * or broke the protocol. Not otherwise (a failed piece, a send
-		 * the kernel refused, an unmount, the client's own poison): it
-		 * may still be copying pieces published before, which would
-		 * read zeros (a second review). Never the header: a poison
-		 * written there is what its waiters wait for. */
-		if (ring_done(ss, err))
-			(void)fallocate(ss->ringfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-					(off_t)objfs_ring_hdr_size(ss->slots),
-					(off_t)ss->slots * ss->slot_size);
-		close(ss->ringfd);
-		ss->ringfd = -1;
-	}
 	for (uint32_t h = 0; h < ss->nhnd; h++)
 		objfs_side_cap_unref(s, ss->hnd[h].cap);
 	free(ss->hnd);
@@ -1564,6 +1676,21 @@ out:
 	for (unsigned i = 0; i < OBJFS_SESSION_QUEUE; i++) {
 		free(ss->q[i].ents);
 		ss->q[i].ents = NULL;
+	}
+	if (ss->ringfd >= 0) {
+		/*
+		 * The ring's pages (the fills' are charged to the daemon) and its
+		 * budget end together, at the client's hangup: the whole ring,
+		 * header included, is punched out (a memfd the client kept then
+		 * holds nothing of ours), then uncount_locked gives the budget
+		 * back. Not at the unmount: a client may still copy what was
+		 * published, and the budget ends with the server.
+		 */
+		if (ss->ring_given && linger(ss))
+			(void)fallocate(ss->ringfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0,
+					(off_t)ss->ring_bytes);
+		close(ss->ringfd);
+		ss->ringfd = -1;
 	}
 	/*
 	 * What was sent (DONEs, the ERR that says why the session ended) must
@@ -1672,7 +1799,8 @@ static int accept_one(struct objfs_side *s)
 	u = objfs_side_uid_get(s, cred.uid);
 	if (!u)
 		why = "out of memory";
-	else if (s->pending >= s->cfg.max_sessions || u->pending >= OBJFS_SIDE_PENDING_PER_UID)
+	else if (u->pending >= OBJFS_SIDE_PENDING_PER_UID ||
+		 (s->pending >= s->cfg.max_sessions && !objfs_side_reserved(s, cred.uid)))
 		why = "too many connections waiting for their HELLO";
 	if (why) {
 		s->st.sessions_refused++;
@@ -1704,6 +1832,7 @@ static int accept_one(struct objfs_side *s)
 	pthread_mutex_init(&ss->lock, NULL);
 	pthread_cond_init(&ss->cond, NULL);
 	STAILQ_INIT(&ss->parked);
+	STAILQ_INIT(&ss->jq);
 	err = pthread_create(&ss->thread, NULL, session_main, ss);
 	if (err) {
 		uncount_locked(ss);
@@ -1856,7 +1985,8 @@ int objfs_side_new(const struct objfs_side_cfg *cfg, struct objfs_cache *cache,
 	pthread_cond_init(&s->cond, NULL);
 	pthread_mutex_init(&s->jlock, NULL);
 	pthread_cond_init(&s->jcond, NULL);
-	STAILQ_INIT(&s->jobs);
+	TAILQ_INIT(&s->jturn);
+	s->owner = geteuid();
 	err = objfs_side_caps_init(s);
 	if (err)
 		goto out_side;
@@ -1930,6 +2060,7 @@ void objfs_side_get_stats(struct objfs_side *s, struct objfs_side_stats *st)
 	pthread_mutex_lock(&s->lock);
 	*st = s->st;
 	st->fill_runs = __atomic_load_n(&s->fill_runs, __ATOMIC_RELAXED);
+	st->fills_cancelled = __atomic_load_n(&s->fills_cancelled, __ATOMIC_RELAXED);
 	st->caps = s->ncaps;
 	st->ring_bytes = s->ring_bytes;
 	pthread_mutex_unlock(&s->lock);

@@ -33,9 +33,14 @@
  * cold 4 GiB fill to ~6 GB/s, workers copying from the cache to 13 GB/s,
  * while curl moved 21-29 GB/s; straight into the ring, 17-21 GB/s
  * (docs/benchmarks.md).
- * A peer that vanishes (EOF on the socket) ends its session: its jobs
- * finish, then the ring is unmapped and the memfd closed; nothing else is
- * affected.
+ * A peer that vanishes (EOF or a hangup on the socket) ends its session:
+ * no more of its pieces are started, those queued are dropped; nothing
+ * else is affected. The workers take queued pieces in turn between uids
+ * and between each uid's sessions, so one user's batches cannot hold
+ * them. A session's ring (pages and budget) lasts until its client has
+ * hung up, however the session ended: a client may still copy pieces
+ * published before the end, and may keep the memfd after; at the hangup
+ * its pages are punched out and the budget given back together.
  *
  * Ownership: the side server borrows the cache and, through granted
  * records, the store and node paths: objfs_side_free() must run before
@@ -55,9 +60,11 @@
 struct objfs_side;
 
 /*
- * Bounds. Every global bound has a per-uid share (0: half the global one)
- * so that one user cannot deny the side API to the others (security
- * audit, docs/reliability.md): sessions and rings are refused at HELLO
+ * Bounds. Every global bound has a per-uid share (0: a quarter of the
+ * global one) so that one user cannot deny the side API to the others
+ * (docs/reliability.md), and root and the mounting user (the daemon's
+ * euid) each keep a quarter of every bound out of the other uids' reach,
+ * so that they can always open: sessions and rings are refused at HELLO
  * (-EBUSY for sessions, -ENOMEM for the global ring budget, -EDQUOT for a
  * uid's), capabilities at the ioctl (-ENOSPC). A connection holds no
  * session before its HELLO proved a capability of its own uid; until then
@@ -69,11 +76,11 @@ struct objfs_side_cfg {
 	uint32_t ring_slots;     /* told to clients through the capability */
 	uint32_t ring_slot_size; /* bytes, multiple of 4096 */
 	unsigned max_sessions;   /* concurrent sessions; more are refused */
-	unsigned uid_sessions;   /* of them one uid's; 0: half */
+	unsigned uid_sessions;   /* of them one uid's; 0: a quarter */
 	unsigned max_caps;       /* capability records kept */
-	unsigned uid_caps;       /* of them one uid's; 0: half */
+	unsigned uid_caps;       /* of them one uid's; 0: a quarter */
 	uint64_t ring_budget;    /* bytes of rings mapped at once; 0: a quarter of RAM */
-	uint64_t uid_ring_budget; /* of them one uid's; 0: half */
+	uint64_t uid_ring_budget; /* of them one uid's; 0: a quarter */
 	double cap_ttl;          /* seconds an unused capability stays valid */
 	unsigned fill_threads;   /* fill workers; 0: one per core, 4 to 64 */
 	int only_uid;            /* >= 0: connections of other uids are closed at accept */
@@ -99,6 +106,8 @@ struct objfs_side_stats {
 	uint64_t ring_wait_us; /* dispatch waited for consumers to free a slot */
 	uint64_t fill_runs;    /* cache fills started: coalesced runs of entries (fills
 				* counts requests, fill_errors failed entries) */
+	uint64_t fills_cancelled; /* pieces of requests left unfilled because their
+				   * session ended (a client gone, a protocol error) */
 };
 
 /*

@@ -24,9 +24,10 @@
  * Expiry: a record nobody uses (no session, no fetch in flight) for
  * cap_ttl seconds is dropped at the next grant; at most max_caps live at
  * once (-ENOSPC beyond), which bounds what ioctls can make the daemon keep,
- * and one uid holds at most its share of them (uid_caps, half by default):
- * a user with one readable file once took all 4,096 in 0.2 s and every
- * other user got ENOSPC for cap_ttl (security audit, docs/reliability.md).
+ * and one uid holds at most its share of them (uid_caps, a quarter by
+ * default), outside the reserve of root and the mounting user
+ * (objfs_side_room), so that no user, nor a few together, can leave the
+ * others (root included) with ENOSPC for cap_ttl (docs/reliability.md).
  *
  * Open object: a record holds one reference on the open object version of
  * the handle it was granted through (cache/object.h), the same object the
@@ -73,9 +74,66 @@ struct uid_use *objfs_side_uid_get(struct objfs_side *s, uid_t uid)
 	if (!u)
 		return NULL;
 	u->uid = uid;
+	TAILQ_INIT(&u->jsess);
 	u->next = s->uids;
 	s->uids = u;
 	return u;
+}
+
+/* What @u holds of bound @b, and the bound's global and per-uid settings. */
+static uint64_t held(const struct uid_use *u, enum objfs_side_bound b)
+{
+	return b == OBJFS_SIDE_SESSIONS ? u->sessions : b == OBJFS_SIDE_CAPS ? u->caps
+									  : u->ring_bytes;
+}
+
+static uint64_t held_all(const struct objfs_side *s, enum objfs_side_bound b)
+{
+	return b == OBJFS_SIDE_SESSIONS ? s->st.sessions_open : b == OBJFS_SIDE_CAPS ? s->ncaps
+										   : s->ring_bytes;
+}
+
+static void bound_of(const struct objfs_side *s, enum objfs_side_bound b, uint64_t *global,
+		     uint64_t *per_uid)
+{
+	const struct objfs_side_cfg *c = &s->cfg;
+
+	*global = b == OBJFS_SIDE_SESSIONS ? c->max_sessions : b == OBJFS_SIDE_CAPS ? c->max_caps
+										    : c->ring_budget;
+	*per_uid = b == OBJFS_SIDE_SESSIONS ? c->uid_sessions : b == OBJFS_SIDE_CAPS ? c->uid_caps
+										     : c->uid_ring_budget;
+}
+
+/*
+ * Shares: each uid up to its share (a quarter by default), so that four
+ * users are needed to take a bound; and root and the mounting user each
+ * keep a quarter of every bound out of the other uids' reach (less what
+ * they hold already), so that they can always open, however many users
+ * take their shares.
+ */
+int objfs_side_room(const struct objfs_side *s, const struct uid_use *u,
+		    enum objfs_side_bound b, uint64_t n)
+{
+	uint64_t global, per_uid, keep = 0;
+
+	bound_of(s, b, &global, &per_uid);
+	if (!objfs_side_reserved(s, u->uid)) {
+		uid_t r[2] = { 0, s->owner };
+
+		for (int i = 0; i < (s->owner ? 2 : 1); i++) {
+			const struct uid_use *q = s->uids;
+			uint64_t h;
+
+			while (q && q->uid != r[i])
+				q = q->next;
+			h = q ? held(q, b) : 0;
+			if (h < objfs_side_quarter(global))
+				keep += objfs_side_quarter(global) - h;
+		}
+	}
+	if (held_all(s, b) + n + keep > global)
+		return 2;
+	return held(u, b) + n > objfs_side_share(global, per_uid);
 }
 
 void objfs_side_uid_put(struct objfs_side *s, struct uid_use *u)
@@ -202,8 +260,7 @@ int objfs_side_grant(struct objfs_side *s, uid_t uid, const struct objfs_side_ob
 		err = -ENOMEM;
 		goto out_cap;
 	}
-	if (objfs_now_s() - s->purged_at > 1.0 || s->ncaps >= s->cfg.max_caps ||
-	    u->caps >= objfs_side_share(s->cfg.max_caps, s->cfg.uid_caps))
+	if (objfs_now_s() - s->purged_at > 1.0 || objfs_side_room(s, u, OBJFS_SIDE_CAPS, 1))
 		caps_purge(s, 0); /* may free @u's record only if it held nothing: it holds caps */
 	u = objfs_side_uid_get(s, uid);
 	if (!u) {
@@ -211,15 +268,15 @@ int objfs_side_grant(struct objfs_side *s, uid_t uid, const struct objfs_side_ob
 		err = -ENOMEM;
 		goto out_cap;
 	}
-	if (s->ncaps >= s->cfg.max_caps ||
-	    u->caps >= objfs_side_share(s->cfg.max_caps, s->cfg.uid_caps)) {
-		unsigned held = u->caps, live = s->ncaps;
+	if (objfs_side_room(s, u, OBJFS_SIDE_CAPS, 1)) {
+		unsigned mine = u->caps, live = s->ncaps;
 
 		objfs_side_uid_put(s, u);
 		pthread_mutex_unlock(&s->lock);
 		objfs_warn("side: refusing a capability to uid %u (ino %llu): %u live, %u of "
-			   "them this uid's (bounds %u, %llu per uid)", (unsigned)uid,
-			   (unsigned long long)o->ino, live, held, s->cfg.max_caps,
+			   "them this uid's (bounds %u, %llu per uid; root and the mounting user "
+			   "keep a quarter each)", (unsigned)uid,
+			   (unsigned long long)o->ino, live, mine, s->cfg.max_caps,
 			   (unsigned long long)objfs_side_share(s->cfg.max_caps, s->cfg.uid_caps));
 		err = -ENOSPC;
 		goto out_cap;

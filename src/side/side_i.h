@@ -16,7 +16,7 @@
  *
  * Locking: side->lock guards the capability list, the session list and the
  * counters; side->cond signals sessions ending. A session's own lock comes before
- * side->lock (side.c); side->jlock, the workers' job queue, is never held
+ * side->lock (side.c); side->jlock, the workers' job queues, is never held
  * with another lock. Capability records are freed only with no session
  * using them. A fill borrows the record's object only until its done():
  * the cache calls the object's fetch only while a fill or a fetch it
@@ -32,18 +32,28 @@
 
 #include "side.h"
 
+struct session;
+
 /*
  * What one uid holds (side->lock): connections not yet past HELLO,
  * sessions, capability records and ring bytes. Each is bounded per uid
  * (a share of the global bound, side.h) so that one user cannot take the
  * side API from the others. A record exists while any count is non-zero.
+ * The fill workers take turns between uids, then between a uid's sessions
+ * (jsess, jlink: side->jlock); a session with jobs queued is counted, so
+ * its uid's record outlives them.
  */
 struct uid_use {
 	uid_t uid;
 	unsigned pending, sessions, caps;
 	uint64_t ring_bytes;
 	struct uid_use *next;
+	TAILQ_HEAD(, session) jsess; /* side->jlock: its sessions with jobs queued, in turn */
+	TAILQ_ENTRY(uid_use) jlink;  /* side->jlock: in side->jturn while jsess has any */
 };
+
+/* The bounds of side.h that each uid has a share of. */
+enum objfs_side_bound { OBJFS_SIDE_SESSIONS, OBJFS_SIDE_CAPS, OBJFS_SIDE_RING };
 
 struct cap {
 	uint8_t token[OBJFS_TOKEN_LEN];
@@ -57,7 +67,6 @@ struct cap {
 	struct cap *hnext;           /* side->lock: side->chash bucket */
 };
 
-struct session;
 struct job;
 
 struct objfs_side {
@@ -84,10 +93,14 @@ struct objfs_side {
 	uint64_t next_session;       /* lock */
 	struct objfs_side_stats st;  /* lock */
 	uint64_t fill_runs;          /* atomic: objfs_cache_fill calls of fills */
-	/* Fill workers: jobs (one piece each) from every session. */
+	uint64_t fills_cancelled;    /* atomic: pieces left unfilled by their session's end */
+	uid_t owner;                 /* the daemon's euid: the mounting user */
+	/* Fill workers: jobs (one piece each) from every session, queued per
+	 * session and taken in turn between uids and their sessions. */
 	pthread_mutex_t jlock;
 	pthread_cond_t jcond;
-	STAILQ_HEAD(, job) jobs;     /* jlock */
+	TAILQ_HEAD(, uid_use) jturn; /* jlock: uids with jobs queued, in turn */
+	unsigned jqueued;            /* jlock: jobs queued for a worker */
 	int jstop;                   /* jlock */
 	pthread_t *workers;
 	unsigned nworkers;
@@ -119,12 +132,33 @@ void objfs_side_caps_drain(struct objfs_side *s);
 struct uid_use *objfs_side_uid_get(struct objfs_side *s, uid_t uid);
 void objfs_side_uid_put(struct objfs_side *s, struct uid_use *u);
 
-/* A per-uid share of a global bound (side.h: half, at least 1). */
+/* A quarter of a global bound, at least 1: a uid's share by default, and
+ * what root and the mounting user each keep in reserve (side.h). */
+static inline uint64_t objfs_side_quarter(uint64_t global)
+{
+	return global / 4 ? global / 4 : 1;
+}
+
+/* A per-uid share of a global bound (side.h: a quarter, at least 1). */
 static inline uint64_t objfs_side_share(uint64_t global, uint64_t per_uid)
 {
 	if (per_uid)
 		return per_uid < global ? per_uid : global;
-	return global / 2 ? global / 2 : 1;
+	return objfs_side_quarter(global);
+}
+
+/*
+ * Whether @u may take @n more of bound @b (side.h): 0; 2 past the global
+ * bound or, for a uid other than root and the mounting user, into their
+ * reserve; else 1 past the uid's share. side->lock held.
+ */
+int objfs_side_room(const struct objfs_side *s, const struct uid_use *u,
+		    enum objfs_side_bound b, uint64_t n);
+
+/* Whether @uid is root or the mounting user (they have a reserve). */
+static inline int objfs_side_reserved(const struct objfs_side *s, uid_t uid)
+{
+	return uid == 0 || uid == s->owner;
 }
 
 /*

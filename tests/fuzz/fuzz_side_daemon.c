@@ -36,13 +36,11 @@
  * even in a poisoned ring; a failed entry's bytes are not checked); and end
  * the session within seconds once the client has gone, whatever came
  * before. Once the script has lied about a release the ring's data is the
- * client's own problem and is no longer checked; nor once it has sent
- * something that ends the session with a protocol error (an out-of-sequence
- * FILL, a second HELLO, an oversized message, a descriptor): the daemon
- * then punches the ring's slots out (side.c, ring_done), so a piece it had
- * published that the client reads afterwards holds zeros (the seed
- * refused-fill-after-publish failed so, ~5 runs in 100, until this was
- * modelled; libobjfs never sends such messages).
+ * client's own problem and is no longer checked. A session the daemon
+ * ended (a protocol error of the script's, an oversized message, a
+ * descriptor) keeps its ring's pages until the client hangs up, so every
+ * piece published before the end is checked when it is consumed (the seed
+ * refused-fill-after-publish).
  */
 #include "config.h"
 
@@ -135,13 +133,6 @@ struct client {
 			      * (version 2 FILLs name a handle, not a token), so
 			      * requests and bytes are no longer modelled */
 	int partial;         /* a FILL of an unfinished request went out */
-	int reclaimed;       /* something went out that ends the session with a
-			      * protocol error (an out-of-sequence FILL, a second
-			      * HELLO, an oversized message, a descriptor): the
-			      * daemon then punches the slots' pages (side.c,
-			      * ring_done), so a piece it published but we have
-			      * not consumed yet may read zeros: from then on
-			      * bytes are not checked (lengths and pieces are) */
 	struct fill fills[MAX_FILLS];
 	size_t nfills, ndone;
 	uint64_t next_first; /* first piece of the next FILL, if all are accepted */
@@ -172,11 +163,8 @@ static int send_fd(struct client *c, const void *m, size_t len, int fd)
 	if (fd >= 0)
 		objfs_msg_attach_fd(&mh, &cbuf, fd);
 	for (int tries = 0; tries < 100; tries++) {
-		if (sendmsg(c->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0) {
-			if (fd >= 0)
-				c->reclaimed = 1; /* refused: EPROTO */
+		if (sendmsg(c->sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT) >= 0)
 			return 0;
-		}
 		if (errno == EPERM && fd >= 0)
 			return 1; /* the socket refuses descriptors: nothing was sent */
 		if (errno != EAGAIN)
@@ -220,8 +208,6 @@ static void check_piece(const struct client *c, uint64_t p, uint32_t slot)
 	FUZZ_CHECK(__atomic_load_n(&c->ring->ctl[slot].len, __ATOMIC_RELAXED) == plen,
 		   "piece %llu: len %u, want %llu", (unsigned long long)p,
 		   c->ring->ctl[slot].len, (unsigned long long)plen);
-	if (c->reclaimed)
-		return;
 	for (uint64_t i = 0; i < plen; i++)
 		FUZZ_CHECK(d[i] == fuzz_byte_at(poff + (int64_t)i), "piece %llu: byte %llu wrong",
 			   (unsigned long long)p, (unsigned long long)i);
@@ -447,8 +433,6 @@ static int do_fill(struct client *c, const uint8_t *p, size_t n, int other_cap, 
 	rc = send_fd(c, m, len, fd);
 	if (rc) /* not sent (a refused descriptor) or an error: the model stays */
 		return rc > 0 ? 0 : -1;
-	if (c->partial || f.first != c->next_first)
-		c->reclaimed = 1; /* out of sequence: EPROTO */
 	if (!other_cap && !(b[0] & 16)) {
 		c->fills[c->nfills++] = f;
 		c->next_first = f.first + f.pieces;
@@ -476,8 +460,6 @@ static int do_hello(struct client *c, const uint8_t *p, size_t n, int fd)
 	rc = send_fd(c, &m, sizeof(m), fd);
 	if (rc) /* not sent (a refused descriptor) or an error */
 		return rc > 0 ? 0 : -1;
-	if (c->hellos)
-		c->reclaimed = 1; /* a HELLO in session: EPROTO */
 	if (!c->hellos++ && (b[0] & (4 | 8 | 16)))
 		c->odd = 1;
 	return 0;
@@ -561,7 +543,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 5: {
 			char big[OBJFS_MSG_MAX * 2];
 
-			c.reclaimed = 1; /* EMSGSIZE */
 			for (size_t i = 0; i < sizeof(big); i++)
 				big[i] = n ? (char)p[i % n] : 0;
 			rc = send_fd(&c, big, sizeof(big), fd) < 0 ? -1 : 0;

@@ -18,8 +18,8 @@
 #   norelease  a full ring never released: the daemon's CPU over 3 s
 #              (before: a futex poll every 50 us, ~16% of a core)
 #
-# The ring geometry is 7 x 292 KiB (2 MiB with its header); side_ring_budget=5M
-# gives each uid 2.5 MiB: one ring. (A ring on hugetlbfs, whose page the
+# The ring geometry is 7 x 292 KiB (2 MiB with its header); side_ring_budget=10M
+# gives each uid a quarter, 2.5 MiB: one ring. (A ring on hugetlbfs, whose page the
 # attacker punched out, was an attack here until protocol version 3: the
 # daemon makes every ring now and takes no descriptor from a client.)
 #
@@ -59,7 +59,7 @@ head -c $((32 << 20)) /dev/urandom >"$SRC/bait.bin"
 
 nginx_start "$SRC" || exit 99
 mount_objfs "http://127.0.0.1:$NGINX_PORT/data/" "$MNT" \
-	"allow_other,ring_slots=7,ring_slot_size=292K,side_ring_budget=5M,stats" || exit 99
+	"allow_other,ring_slots=7,ring_slot_size=292K,side_ring_budget=10M,stats" || exit 99
 PID=$OBJFS_PID
 
 # The attacker's capability for bait.bin (allow_other: any user may read it).
@@ -143,20 +143,29 @@ wait "$APID"
 if grep -q "^1 of 5 sessions accepted, then refused Disk quota exceeded" "$AOUT"; then
 	pass "sessions past the uid's ring budget: 1 accepted, then EDQUOT"
 else
-	fail "expected 1 of 5 sessions, then EDQUOT (side_ring_budget=5M: one 2 MiB ring per uid), got: $(cat "$AOUT")"
+	fail "expected 1 of 5 sessions, then EDQUOT (side_ring_budget=10M: one 2 MiB ring per uid), got: $(cat "$AOUT")"
 fi
 
 # ---------------------------------------------------------------- 5. capability flood
 out=$(timeout 120 "${AS_USER[@]}" "$CLIENT" caps "$MNT/bait.bin" 20000 2>&1)
 if [ "$out" = "16383 capabilities granted, then No space left on device" ]; then
-	pass "20,000 capability ioctls: 16,383 granted (half of 32,768, one held already), then ENOSPC"
+	pass "20,000 capability ioctls: 16,383 granted (a quarter of 65,536, one held already), then ENOSPC"
 else
-	fail "expected the attacker's capabilities to stop at its half (16,383 more), got '$out'"
+	fail "expected the attacker's capabilities to stop at its quarter (16,383 more), got '$out'"
+fi
+# A second user (a bare uid) floods too: the two hold half of all
+# capabilities, and root still gets one from the quarter it keeps.
+AS_USER2=(setpriv --reuid="$((TUID + 1))" --regid="$TGID" --clear-groups --)
+out=$(timeout 120 "${AS_USER2[@]}" "$CLIENT" caps "$MNT/bait.bin" 20000 2>&1)
+if [ "$out" = "16384 capabilities granted, then No space left on device" ]; then
+	pass "a second user's 20,000 capability ioctls: 16,384 granted, then ENOSPC"
+else
+	fail "expected the second user's capabilities to stop at its quarter (16,384), got '$out'"
 fi
 if timeout 30 "$CLIENT" cap "$MNT/bait.bin" "$PUB/root.cap"; then
-	pass "capability flood: root still gets a capability"
+	pass "capability flood of two users: root still gets a capability"
 else
-	fail "capability flood: expected root to still get a capability"
+	fail "capability flood of two users: expected root to still get a capability"
 fi
 victim "capability flood" 5
 
