@@ -6,7 +6,7 @@
 #
 #   OBJFS=/path/to/objfs tests/integration/faults.sh
 #
-# What it proves (issue #6, "Faults"; figures in docs/reliability.md):
+# What it proves (figures in docs/reliability.md):
 #   1. The checker can fail: a copy with one flipped byte and a cut copy are
 #      caught as wrong bytes and short reads.
 #   2. Random ranged reads (reader.py below: 8 threads, pread of random

@@ -2,26 +2,26 @@
 # shellcheck source-path=SCRIPTDIR
 #
 # side_hostile.sh: a hostile client of the GPU side API against an
-# allow_other mount (findings 1, 2, 5, 6 and 7 of the security audit,
-# docs/reliability.md). The attacker is a second, unprivileged user running
+# allow_other mount (docs/reliability.md, "Against a local user" and
+# "Security audit"). The attacker is a second, unprivileged user running
 # tests/side_client's raw-protocol modes; root is the victim, whose FUSE
 # reads (md5sum of files nobody read yet) and side reads must finish in
 # time and byte-exact while each attack runs:
 #
-#   nodone     FILLs whose DONE replies are never read (before the fix the
-#              engine threads blocked in send() and every FUSE read hung)
-#   pending    20 connections that never say HELLO (before: they held the
-#              64 session slots for 5 s each)
+#   nodone     FILLs whose DONE replies are never read (no shared thread may
+#              block in send(), or every FUSE read hangs)
+#   pending    20 connections that never say HELLO (they must not hold the
+#              64 session slots)
 #   sessions   more sessions than the uid's ring budget (-EDQUOT)
-#   caps       20,000 capability ioctls (before: all 4,096 records, ENOSPC
-#              for everyone else for 300 s)
-#   norelease  a full ring never released: the daemon's CPU over 3 s
-#              (before: a futex poll every 50 us, ~16% of a core)
+#   caps       20,000 capability ioctls (they must not take all 4,096
+#              records from everyone else)
+#   norelease  a full ring never released: the daemon's CPU over 3 s (its
+#              wait backs off instead of polling)
 #
 # The ring geometry is 7 x 292 KiB (2 MiB with its header); side_ring_budget=10M
-# gives each uid a quarter, 2.5 MiB: one ring. (A ring on hugetlbfs, whose page the
-# attacker punched out, was an attack here until protocol version 3: the
-# daemon makes every ring now and takes no descriptor from a client.)
+# gives each uid a quarter, 2.5 MiB: one ring. The daemon makes every ring and takes no
+# descriptor from a client, so a client cannot hand it a ring whose pages
+# fault.
 #
 # Exit status: 0 all passed, 1 something failed, 77 skipped (no FUSE; not
 # root, except under CI=true where that fails), 99 hard error.
