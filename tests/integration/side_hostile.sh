@@ -19,9 +19,9 @@
 #              wait backs off instead of polling)
 #
 # The ring geometry is 7 x 292 KiB (2 MiB with its header); side_ring_budget=10M
-# gives each uid a quarter, 2.5 MiB: one ring. The daemon makes every ring and takes no
-# descriptor from a client, so a client cannot hand it a ring whose pages
-# fault.
+# gives each uid a quarter, 2.5 MiB: one ring. The daemon makes every ring
+# and takes no descriptor from a client, so a client cannot hand it a ring
+# whose pages fault.
 #
 # Exit status: 0 all passed, 1 something failed, 77 skipped (no FUSE; not
 # root, except under CI=true where that fails), 99 hard error.
