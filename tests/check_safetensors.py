@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Unit tests of objfs.safetensors_layout (contrib/python/objfs.py), the
+"""Unit tests of objfs.safetensors_layout (contrib/python/objfs), the
 header check load_safetensors runs before it allocates or reads anything:
 valid layouts come back exactly; every file that breaks the format (offsets
 into the header, reversed or overlapping ranges, a shape that is not the
@@ -12,8 +12,10 @@ import struct
 import sys
 import tempfile
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                "contrib", "python"))
+# the source tree's package, or with OBJFS_PY_INSTALLED=1 the installed one
+if os.environ.get("OBJFS_PY_INSTALLED") != "1":
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                    "contrib", "python"))
 import objfs  # noqa: E402
 
 fails = 0

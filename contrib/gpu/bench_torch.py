@@ -31,7 +31,7 @@ import time
 
 import torch
 
-# OBJFS_PYDIR: another objfs.py / objfs_torch.py to measure (bench_torch.sh MODE@old)
+# OBJFS_PYDIR: another contrib/python to measure (bench_torch.sh MODE@old)
 sys.path.insert(0, os.environ.get("OBJFS_PYDIR") or
                 os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import objfs_torch  # noqa: E402

@@ -4,7 +4,7 @@
     python3 batch_example.py /mnt/data 'shard-*.bin' [SAMPLE_BYTES] [BATCH]
 
 Builds a sample index of (file, offset, length) over the shards, then
-iterates batches with objfs_torch.ShardDataset: each batch is one
+iterates batches with objfs.torch.ShardDataset: each batch is one
 objfs_gpu_readv straight into a [BATCH, SAMPLE_BYTES] uint8 CUDA tensor, the
 next batch's read in flight while the current one is used.
 """
@@ -16,7 +16,7 @@ import time
 
 import torch
 
-import objfs_torch
+from objfs.torch import ShardDataset
 
 mount, pattern = sys.argv[1], sys.argv[2]
 L = int(sys.argv[3]) if len(sys.argv) > 3 else 110 * 1024
@@ -27,7 +27,7 @@ for f in files:
     n = os.path.getsize(f)
     index += [(os.path.relpath(f, mount), off, L) for off in range(0, n - L + 1, L)]
 random.shuffle(index)
-ds = objfs_torch.ShardDataset(mount, index)
+ds = ShardDataset(mount, index)
 batches = [list(range(i, min(i + B, len(ds)))) for i in range(0, len(ds), B)]
 t0, seen = time.time(), 0
 for batch in ds.prefetching(batches[:50]):

@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""contrib/python/objfs.py against a real mount: PyTorch tensors and CuPy
-arrays (on the GPU, on the framework's current stream) and host buffers,
-at odd offsets, compared with the source file. Frameworks that are not
-installed are reported and skipped; exit 0 when every case that ran held.
+"""The objfs Python package (contrib/python/objfs) against a real mount:
+PyTorch tensors and CuPy arrays (on the GPU, on the framework's current
+stream) and host buffers, at odd offsets, compared with the source file.
+Frameworks that are not installed are reported and skipped; exit 0 when
+every case that ran held.
 
     python_check.py MNTFILE SRCFILE
+
+The package of the source tree, or with OBJFS_PY_INSTALLED=1 the one
+installed in this Python (tests/integration/python_pkg.sh).
 """
 import os
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "..", "contrib", "python"))
+if os.environ.get("OBJFS_PY_INSTALLED") != "1":
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    "..", "..", "contrib", "python"))
 import objfs  # noqa: E402
 
 mnt, src = sys.argv[1], sys.argv[2]
@@ -36,6 +41,13 @@ for off, n in cases:
     got = objfs.read_into(mnt, b, off)
     want = expect(off, n)
     report(got == len(want) and bytes(b[:got]) == want, "bytearray, %d bytes at %d" % (n, off))
+
+# A directory of the mount is refused as one, before any request.
+try:
+    objfs.File(os.path.dirname(mnt))
+    report(False, "File(a directory of the mount) raised nothing")
+except IsADirectoryError as e:
+    report("is a directory" in str(e), "File(a directory of the mount): %s" % e)
 
 # objfs.Session: one batch of host buffers over the file, odd offsets and
 # sizes, one past the end, one failing its checks (negative offset).
@@ -89,7 +101,7 @@ try:
             got = f.read_into(t, 4096)
         report(got == 4 << 20 and t.cpu().numpy().tobytes() == expect(4096, 4 << 20),
                "torch float32 tensor on a side stream")
-    import objfs_torch
+    import objfs.torch as objfs_torch
     n = 64
     index = [(os.path.basename(mnt), (i * 7919 * 13) % (size - 70000), 65536 + (i % 2) * 0)
              for i in range(n)]

@@ -24,20 +24,31 @@ rest in parallel; small ranges share ring slots):
 All files of a process's mount share one connection and one pinned ring
 (libobjfs), so opening thousands of shards costs no memory.
 
-The library is found through $OBJFS_LIB, then ctypes.util.find_library
-("objfs"), then "libobjfs.so.0". Errors raise OSError with the errno and
-libobjfs's message; a short count means the file ended.
+libobjfs.so.0 is loaded at the first call, from $OBJFS_LIB when it is set
+(that file and no other), else from the loader's path (LD_LIBRARY_PATH,
+the ldconfig cache, ctypes.util.find_library), else from the library
+directory recorded when `make install` installed this package beside the
+library. LibraryNotFoundError (an OSError) says what to do when none
+loads. Errors raise OSError with the errno and libobjfs's message; a path
+that is a directory raises IsADirectoryError; a short count means the file
+ended.
 """
 
 import ctypes
 import ctypes.util
+import errno
 import json
 import os
+import stat
 import struct
 
-__all__ = ["File", "Session", "read_into", "IOV", "safetensors_layout", "SAFETENSORS_DTYPES"]
+__version__ = "0.1.0"
+__all__ = ["File", "Session", "read_into", "IOV", "LibraryNotFoundError", "library_path",
+           "safetensors_layout", "SAFETENSORS_DTYPES"]
 
+_SONAME = "libobjfs.so.0"
 _lib = None
+_lib_path = None
 
 
 class IOV(ctypes.Structure):
@@ -46,12 +57,62 @@ class IOV(ctypes.Structure):
                 ("off", ctypes.c_int64), ("nread", ctypes.c_ssize_t)]
 
 
+class LibraryNotFoundError(OSError):
+    """libobjfs.so.0 could not be loaded; the message says what to do."""
+
+
+_HOWTO = ("set OBJFS_LIB=/path/to/libobjfs.so.0 (in a build directory: "
+          "lib/.libs/libobjfs.so.0), or run `make install` in your objfs build "
+          "(then `ldconfig`), or install the libobjfs0 package")
+
+
+def _recorded_libdir():
+    """The libdir `make install` wrote beside this package, or None."""
+    try:
+        from ._libdir import LIBDIR
+    except ImportError:
+        return None
+    return LIBDIR
+
+
+def _open_lib():
+    """(CDLL, the name or path it was loaded by); LibraryNotFoundError else."""
+    env = os.environ.get("OBJFS_LIB")
+    if env:
+        if os.path.isdir(env):
+            raise LibraryNotFoundError("OBJFS_LIB=%s is a directory; %s" % (env, _HOWTO))
+        try:
+            return ctypes.CDLL(env), env
+        except OSError as e:
+            raise LibraryNotFoundError("OBJFS_LIB=%s cannot be loaded (%s); %s"
+                                       % (env, e, _HOWTO)) from None
+    tried = []
+    names = [_SONAME]
+    found = ctypes.util.find_library("objfs")
+    if found and found != _SONAME:
+        names.append(found)
+    libdir = _recorded_libdir()
+    if libdir:
+        names.append(os.path.join(libdir, _SONAME))
+    for name in names:
+        try:
+            return ctypes.CDLL(name), name
+        except OSError as e:
+            tried.append(str(e))
+    raise LibraryNotFoundError("%s not found (%s); %s" % (_SONAME, "; ".join(tried), _HOWTO))
+
+
+def library_path():
+    """The name or path libobjfs was loaded by (loading it if need be)."""
+    _load()
+    return _lib_path
+
+
 def _load():
-    global _lib
+    global _lib, _lib_path
     if _lib is not None:
         return _lib
-    name = os.environ.get("OBJFS_LIB") or ctypes.util.find_library("objfs") or "libobjfs.so.0"
-    lib = ctypes.CDLL(name)
+    lib, name = _open_lib()
     vp, sz, ssz = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_ssize_t
     lib.objfs_gpu_open.argtypes = [ctypes.c_int, ctypes.POINTER(vp)]
     lib.objfs_gpu_read.argtypes = [vp, vp, sz, ctypes.c_int64, ctypes.POINTER(ssz)]
@@ -69,7 +130,7 @@ def _load():
     for f in ("objfs_gpu_open", "objfs_gpu_read", "objfs_gpu_read_async",
               "objfs_gpu_buf_register", "objfs_gpu_buf_deregister"):
         getattr(lib, f).restype = ctypes.c_int
-    _lib = lib
+    _lib, _lib_path = lib, name
     return lib
 
 
@@ -110,11 +171,15 @@ class File:
     """A GPU side API handle for one file on an objfs mount."""
 
     def __init__(self, path_or_fd):
-        lib = _load()
+        self._h = None
         own = not isinstance(path_or_fd, int)
         fd = os.open(path_or_fd, os.O_RDONLY) if own else path_or_fd
         h = ctypes.c_void_p()
         try:
+            if stat.S_ISDIR(os.fstat(fd).st_mode):
+                raise IsADirectoryError(errno.EISDIR, "is a directory, not a file on an objfs "
+                                        "mount (name a file under it)", str(path_or_fd))
+            lib = _load()
             _check(lib.objfs_gpu_open(fd, ctypes.byref(h)), "objfs_gpu_open(%r)" % (path_or_fd,))
         finally:
             if own:
