@@ -7,6 +7,8 @@ set -euo pipefail
 need=(build-essential autoconf automake libtool pkg-config
       libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev liburing-dev libxxhash-dev
       libxml2-dev libjson-c-dev check python3 curl ca-certificates
+      # the Python binding installed by pip and make install (python_pkg.sh)
+      python3-setuptools python3-venv python3-pip python3-wheel
       # S3 tests: a single-node Ceph RGW (tests/integration/rgw.sh) and clients
       ceph-mon ceph-osd ceph-base ceph-common radosgw python3-boto3 awscli
       # libFuzzer targets (tests/fuzz/run.sh): clang and its fuzzer runtime
