@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# objfs quickstart: installs what is missing, builds objfs, serves a demo
-# directory with nginx on a free loopback port, mounts it read-only at ./mnt,
-# lists and reads it, and tells you how to unmount.
+# objfs quickstart: installs what is missing (tests/deps.sh --demo: not the
+# test toolchain), builds objfs (in place when the tree is configured in
+# place, else in build/), serves a demo directory with nginx on a free
+# loopback port, mounts it read-only at ./mnt, lists and reads it, and tells
+# you how to unmount.
 #
 #   contrib/quickstart.sh          # set up, mount, show
 #   contrib/quickstart.sh stop     # unmount ./mnt and stop the demo server
@@ -30,13 +32,15 @@ if [ "${1:-}" = stop ]; then
 fi
 
 echo "quickstart: checking packages (apt-get installs what is missing)"
-tests/deps.sh
-if [ ! -x build/src/objfs ] || [ -n "$(find src -newer build/src/objfs -name '*.[ch]' 2>/dev/null | head -n1)" ]; then
-	echo "quickstart: building"
-	[ -x configure ] || ./autogen.sh >/dev/null 2>&1
-	mkdir -p build
-	(cd build && { [ -f Makefile ] || ../configure -q; } && make -s -j"$(nproc)")
-fi
+tests/deps.sh --demo
+# A tree configured in place (README: ./configure && make) is built there:
+# autoconf refuses an out-of-tree build of it. Otherwise build/.
+bdir=$top/build
+[ -f config.status ] && bdir=$top
+echo "quickstart: building in $bdir"
+[ -x configure ] || ./autogen.sh >/dev/null 2>&1
+mkdir -p "$bdir"
+(cd "$bdir" && { [ -f Makefile ] || "$top/configure" -q; } && make -s -j"$(nproc)")
 
 stop >/dev/null 2>&1 || true
 echo "quickstart: making a demo bucket in $demo/data"
@@ -50,7 +54,12 @@ echo "spaces and unicode work too" > "$demo/data/logs/naïve café.txt"
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 n=$demo/nginx
+# Started by root, nginx's workers would run as nobody, who cannot read a
+# tree under /root (mode 0700): they stay the user who started it.
+user=
+[ "$(id -u)" -eq 0 ] && user="user root;"
 cat > "$n/nginx.conf" <<CONF
+$user
 worker_processes 1;
 pid $n/nginx.pid;
 error_log $n/error.log;
@@ -72,7 +81,7 @@ nginx -p "$n" -c "$n/nginx.conf" -e "$n/error.log"
 url="http://127.0.0.1:$port/data/"
 echo "quickstart: serving $demo/data at $url"
 
-build/src/objfs "$url" "$mnt"
+"$bdir/src/objfs" "$url" "$mnt"
 echo "quickstart: mounted $url at $mnt"
 echo
 echo "\$ ls -lR mnt"

@@ -1,12 +1,26 @@
 #!/usr/bin/env bash
 # Installs the Debian packages objfs needs to build and test, if missing.
 # Sourced or run by tests/run.sh and contrib/quickstart.sh; non-interactive.
-# Usage: tests/deps.sh [extra-package...]
+# Usage: tests/deps.sh [--demo] [--list] [extra-package...]
+#   --demo  only what building and running objfs and quickstart's nginx
+#           demo need, not the test toolchain (Ceph, clang, valgrind, awscli)
+#   --list  print the packages it wants (nginx aside) and install nothing
 set -euo pipefail
 
+demo=0
+list=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--demo) demo=1 ;;
+	--list) list=1 ;;
+	*) break ;;
+	esac
+	shift
+done
 need=(build-essential autoconf automake libtool pkg-config
       libfuse3-dev fuse3 libcurl4-openssl-dev libssl-dev liburing-dev libxxhash-dev
-      libxml2-dev libjson-c-dev check python3 curl ca-certificates
+      libxml2-dev libjson-c-dev python3 curl ca-certificates)
+[ "$demo" = 1 ] || need+=(check
       # the Python binding installed by pip and make install (python_pkg.sh)
       python3-setuptools python3-venv python3-pip python3-wheel
       # S3 tests: a single-node Ceph RGW (tests/integration/rgw.sh) and clients
@@ -18,8 +32,12 @@ need=(build-essential autoconf automake libtool pkg-config
       # system mounts (fstab.sh): mount(8), setpriv, a Prometheus text parser
       mount util-linux python3-prometheus-client
       # real formats through the mount (formats.sh); not gdal-bin (~124 MB)
-      python3-h5py python3-numpy python3-netcdf4 python3-zarr sqlite3 zip unzip tar
-      "$@")
+      python3-h5py python3-numpy python3-netcdf4 python3-zarr sqlite3 zip unzip tar)
+need+=("$@")
+if [ "$list" = 1 ]; then
+	printf '%s\n' "${need[@]}"
+	exit 0
+fi
 missing=()
 for p in "${need[@]}"; do
 	dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' ||
