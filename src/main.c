@@ -427,7 +427,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (c.opts.saw_rw)
-		fprintf(stderr, "objfs: note: option 'rw' ignored: objfs mounts read-only\n");
+		fprintf(stderr, "objfs: option 'rw' ignored: objfs mounts read-only\n");
 	if (set_env_options(&c.opts) || open_log_file(&c.opts)) {
 		objfs_opts_clear(&c.opts);
 		return 1;

@@ -150,12 +150,14 @@ static void vlog(enum objfs_log_level lvl, const char *fmt, va_list ap)
 		if (n > (int)sizeof(out) - 1)
 			n = (int)sizeof(out) - 1, out[n - 1] = '\n';
 		(void)!write(g_file_fd, out, (size_t)n);
+		/* until the daemon lets its terminal go, an error is the user's
+		 * to read too: the reason a mount failed */
+		if (lvl == OBJFS_LOG_ERR && !g_syslog)
+			fprintf(stderr, "objfs: %s\n", line);
 	} else if (g_syslog)
 		syslog(prio[lvl], "%s", line);
 	else
-		fprintf(stderr, "objfs: %s%s\n",
-			lvl == OBJFS_LOG_ERR ? "error: " :
-			lvl == OBJFS_LOG_WARN ? "warning: " : "", line);
+		fprintf(stderr, "objfs: %s\n", line);
 }
 
 void objfs_log(enum objfs_log_level lvl, const char *fmt, ...)

@@ -6,6 +6,14 @@
  * are redacted by their owners before they reach a format string).
  * Thread-safe: each message is one write(2)-sized fprintf under stdio's own
  * lock.
+ *
+ * One prefix for every line a user reads: "objfs: " and the message, on
+ * stderr as in main's own messages, whatever the level (a message says
+ * what went wrong in its words, not with a level tag). The level shows
+ * where lines are kept: "error: " or "warning: " after the prefix in the
+ * log_file, and syslog's priority. With a log_file, errors go to stderr
+ * too until the daemon leaves its terminal (objfs_log_use_syslog): a
+ * mount that fails says why where it was asked for.
  */
 #ifndef OBJFS_LOG_H
 #define OBJFS_LOG_H
