@@ -89,6 +89,65 @@ START_TEST(test_page)
 }
 END_TEST
 
+/*
+ * The keys a page leaves out, for the one line a listing logs: counted
+ * all, the first few named with the reason, alike by both parsers; a
+ * listing of several pages adds them up.
+ */
+START_TEST(test_skipped_named)
+{
+	static const char xml[] = HDR
+		"<IsTruncated>false</IsTruncated>"
+		"<Contents><Key>d%2F..</Key><Size>1</Size></Contents>"
+		"<Contents><Key>d%2Fok</Key><Size>1</Size></Contents>"
+		"<Contents><Key>d%2Fnosize</Key></Contents>"
+		"<CommonPrefixes><Prefix>d%2F%2F</Prefix></CommonPrefixes>"
+		"<CommonPrefixes><Prefix>d%2F.%2F</Prefix></CommonPrefixes>"
+		"<CommonPrefixes><Prefix>elsewhere%2F</Prefix></CommonPrefixes>"
+		"</ListBucketResult>";
+	static const char want[] = "'d/..' (a '..' segment), 'd/nosize' (no valid Size), "
+		"'d//' (an empty segment: '//', or '/' first), 'd/./' (a '.' segment) and 1 more";
+	struct objfs_listing f = { 0 }, d = { 0 };
+	struct objfs_s3_page pg;
+	struct objfs_s3_skips all = { 0 };
+	char text[800], big[300];
+
+	ck_assert_int_eq(objfs_s3_parse_list_fast(xml, strlen(xml), "d/", &f, &d, &pg), 0);
+	ck_assert_uint_eq(f.n, 1);
+	ck_assert_uint_eq(d.n, 0);
+	ck_assert_uint_eq(pg.skipped.n, 5);
+	ck_assert_uint_eq(pg.skipped.named, OBJFS_S3_SKIPS_NAMED);
+	objfs_s3_skips_text(&pg.skipped, text, sizeof(text));
+	ck_assert_str_eq(text, want);
+	objfs_s3_skips_merge(&all, &pg.skipped);
+	objfs_listing_clear(&f);
+	ck_assert_int_eq(objfs_s3_parse_list_tree(xml, strlen(xml), "d/", &f, &d, &pg), 0);
+	objfs_s3_skips_text(&pg.skipped, text, sizeof(text));
+	ck_assert_str_eq(text, want);
+	objfs_s3_skips_merge(&all, &pg.skipped);
+	ck_assert_uint_eq(all.n, 10);
+	ck_assert_uint_eq(all.named, OBJFS_S3_SKIPS_NAMED);
+	objfs_s3_skips_text(&all, text, sizeof(text));
+	ck_assert_ptr_nonnull(strstr(text, "and 6 more"));
+	/* a new page starts from nothing */
+	objfs_listing_clear(&f);
+	ck_assert_int_eq(objfs_s3_parse_list(xml, strlen(xml), "d/", &f, &d, &pg), 0);
+	ck_assert_uint_eq(pg.skipped.n, 5);
+	/* a long key is cut, the text stays within its buffer */
+	memset(big, 'k', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	memset(&all, 0, sizeof(all));
+	objfs_s3_skips_add(&all, big, "a name over 255 bytes");
+	objfs_s3_skips_add(&all, NULL, "an entry without a Key");
+	objfs_s3_skips_text(&all, text, 40);
+	ck_assert_uint_eq(strlen(text), 39);
+	objfs_s3_skips_text(&all, text, sizeof(text));
+	ck_assert_ptr_nonnull(strstr(text, "kkk...' (a name over 255 bytes), '' (an entry without a Key)"));
+	objfs_listing_clear(&f);
+	objfs_listing_clear(&d);
+}
+END_TEST
+
 START_TEST(test_root_last_page)
 {
 	static const char xml[] = HDR
@@ -556,6 +615,7 @@ static Suite *s3_suite(void)
 	TCase *tc = tcase_create("core");
 
 	tcase_add_test(tc, test_page);
+	tcase_add_test(tc, test_skipped_named);
 	tcase_add_test(tc, test_root_last_page);
 	tcase_add_loop_test(tc, test_hostile, 0, sizeof(hostile) / sizeof(hostile[0]));
 	tcase_add_test(tc, test_long_key_and_decode);

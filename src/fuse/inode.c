@@ -95,6 +95,7 @@ struct objfs_dirlist {
 	unsigned handles;         /* handles open on it */
 	unsigned pages;           /* pages merged so far */
 	size_t hidden;            /* objects hidden by a directory of their name */
+	char *hidden_names;       /* the first HIDDEN_NAMED of them, quoted, for the log */
 	uint32_t gen;             /* what its nodes carry in list_gen */
 	enum list_state state;
 	int err;                  /* L_FAILED: why */
@@ -322,9 +323,28 @@ static void list_put(struct objfs_inodes *t, struct objfs_dirlist *l)
 	for (size_t i = 0; i < l->n; i++)
 		node_put(t, l->ents[i]);
 	free(l->ents);
+	free(l->hidden_names);
 	objfs_listing_clear(&l->pending);
 	node_put(t, l->dir);
 	free(l);
+}
+
+/* Names kept of the objects a listing hides: the log line says which. */
+#define HIDDEN_NAMED 3
+
+/* Object @name of listing @l is hidden by a directory of its name. */
+static void note_hidden(struct objfs_dirlist *l, const char *name)
+{
+	size_t have = l->hidden_names ? strlen(l->hidden_names) : 0;
+	char *p;
+
+	if (l->hidden++ >= HIDDEN_NAMED)
+		return;
+	p = realloc(l->hidden_names, have + strlen(name) + 5);
+	if (!p)
+		return; /* the count still says how many */
+	sprintf(p + have, "%s'%s'", have ? ", " : "", name);
+	l->hidden_names = p;
 }
 
 static int list_fresh(const struct objfs_inodes *t, const struct objfs_dirlist *l);
@@ -613,7 +633,7 @@ static int list_add(struct objfs_inodes *t, struct objfs_dirlist *l,
 
 	if (n && n->list_gen == l->gen) {
 		if (n->is_dir && !e->is_dir)
-			l->hidden++;
+			note_hidden(l, e->name);
 		if (n->is_dir || !e->is_dir)
 			return 0; /* listed already */
 		/* The directory of an object already given out (a server that
@@ -719,8 +739,8 @@ static int page_merge(struct objfs_inodes *t, struct objfs_dirlist *l,
 			continue;
 		for (size_t j = 0; j < l->pending.n; j++) {
 			if (strcmp(l->pending.ents[j].name, e->name) == 0) {
+				note_hidden(l, e->name);
 				pending_remove(l, j);
-				l->hidden++;
 				break;
 			}
 		}
@@ -903,8 +923,10 @@ static int list_run(struct objfs_inodes *t, struct objfs_dirlist *l, struct park
 	if (err && err != -ECANCELED)
 		objfs_info("listing '/%s' failed: %s", path ? path : "?", strerror(-err));
 	if (!err && l->hidden)
-		objfs_info("listing '/%s': %zu object(s) hidden by a directory of the same name",
-			   path, l->hidden);
+		objfs_warn("listing '/%s': %zu object(s) not shown, each hidden by a directory of "
+			   "the same name: %s%s", path, l->hidden,
+			   l->hidden_names ? l->hidden_names : "?",
+			   l->hidden > HIDDEN_NAMED ? ", ..." : "");
 	free(path);
 	return err;
 }

@@ -136,13 +136,65 @@ static int text_is(const char *s, const char *lit)
 	return *s == '\0';
 }
 
+void objfs_s3_skips_add(struct objfs_s3_skips *k, const char *key, const char *why)
+{
+	objfs_debug("listing: key '%.200s' left out: %s", key ? key : "(none)", why);
+	if (k->n++ >= OBJFS_S3_SKIPS_NAMED)
+		return;
+	k->first[k->named].why = why;
+	if (!key)
+		key = "";
+	if (strlen(key) < sizeof(k->first[0].key))
+		strcpy(k->first[k->named].key, key);
+	else
+		snprintf(k->first[k->named].key, sizeof(k->first[0].key), "%.*s...",
+			 (int)sizeof(k->first[0].key) - 4, key);
+	k->named++;
+}
+
+void objfs_s3_skips_merge(struct objfs_s3_skips *to, const struct objfs_s3_skips *from)
+{
+	for (unsigned i = 0; i < from->named && to->named < OBJFS_S3_SKIPS_NAMED; i++)
+		to->first[to->named++] = from->first[i];
+	to->n += from->n;
+}
+
+void objfs_s3_skips_text(const struct objfs_s3_skips *k, char *buf, size_t cap)
+{
+	size_t len = 0;
+
+	if (cap)
+		buf[0] = '\0';
+	for (unsigned i = 0; i < k->named; i++)
+		objfs_appendf(buf, cap, &len, "%s'%s' (%s)", i ? ", " : "", k->first[i].key,
+			      k->first[i].why);
+	if (k->n > k->named)
+		objfs_appendf(buf, cap, &len, " and %u more", k->n - k->named);
+}
+
+/* Why valid-looking name @name (@len bytes) cannot be a file name. */
+static const char *name_why(const char *name, size_t len)
+{
+	if (len == 0)
+		return "an empty segment: '//', or '/' first";
+	if (len == 1 && name[0] == '.')
+		return "a '.' segment";
+	if (len == 2 && name[0] == '.' && name[1] == '.')
+		return "a '..' segment";
+	if (len > 255)
+		return "a name over 255 bytes";
+	return "a '/' in the name";
+}
+
 /*
  * Adds key @enc (url-encoded when @decode, else as it is; NUL-terminated)
  * relative to @prefix; @dir for common prefixes. @tmp is room to decode
- * into. 0, -ENOMEM, or -E2BIG or -EFBIG past @out's caps.
+ * into; a key left out is counted in @page. 0, -ENOMEM, or -E2BIG or
+ * -EFBIG past @out's caps.
  */
 static int add_key(const char *enc, int decode, const char *prefix, int dir, int64_t size,
-		   int64_t mtime, const char *etag, struct objfs_listing *out, struct sbuf *tmp)
+		   int64_t mtime, const char *etag, struct objfs_listing *out, struct sbuf *tmp,
+		   struct objfs_s3_page *page)
 {
 	size_t plen = strlen(prefix), elen = strlen(enc), nlen;
 	const char *name;
@@ -156,18 +208,18 @@ static int add_key(const char *enc, int decode, const char *prefix, int dir, int
 	if (!decode) {
 		memcpy(key, enc, elen + 1);
 	} else if (objfs_url_decode_to(key, enc, elen, 1)) {
-		objfs_info("listing: skipping key with a malformed encoding");
+		objfs_s3_skips_add(&page->skipped, enc, "a malformed %-escape");
 		return 0;
 	}
 	if (strncmp(key, prefix, plen) != 0) {
-		objfs_info("listing: skipping key outside the prefix asked for");
+		objfs_s3_skips_add(&page->skipped, key, "outside the prefix asked for");
 		return 0;
 	}
 	name = key + plen;
 	nlen = strlen(name);
 	if (dir) {
 		if (nlen == 0 || name[nlen - 1] != '/') {
-			objfs_info("listing: skipping malformed common prefix");
+			objfs_s3_skips_add(&page->skipped, key, "a common prefix without its '/'");
 			return 0;
 		}
 		nlen--;
@@ -175,8 +227,7 @@ static int add_key(const char *enc, int decode, const char *prefix, int dir, int
 		return 0; /* the directory's own marker object */
 	}
 	if (!objfs_name_valid(name, nlen)) {
-		objfs_info("listing: key '%.200s' cannot be shown as a file name "
-			   "(empty, '.' or '..' segment, or over 255 bytes): skipped", key);
+		objfs_s3_skips_add(&page->skipped, key, name_why(name, nlen));
 		return 0;
 	}
 	rc = objfs_listing_add(out, name, nlen, dir, dir ? -1 : size, mtime);
@@ -217,8 +268,12 @@ static int s3_object(const char *key, const char *size, const char *mt, const ch
 	page->entries += key != NULL;
 	if (key && sz >= 0)
 		return add_key(key, decode, prefix, 0, sz, mt ? objfs_s3_parse_time(mt) : -1, etag,
-			       files, tmp);
-	objfs_info("listing: skipping an object entry without key or a valid size");
+			       files, tmp, page);
+	tmp->n = 0;
+	if (key && decode && !sbuf_room(tmp, strlen(key) + 1) &&
+	    !objfs_url_decode_to(tmp->p, key, strlen(key), 1))
+		key = tmp->p; /* named as it is meant */
+	objfs_s3_skips_add(&page->skipped, key, key ? "no valid Size" : "an entry without a Key");
 	return 0;
 }
 
@@ -228,7 +283,7 @@ static int s3_common_prefix(const char *p, int decode, const char *prefix,
 			    struct sbuf *tmp)
 {
 	page->entries += p != NULL;
-	return p ? add_key(p, decode, prefix, 1, -1, -1, NULL, dirs, tmp) : 0;
+	return p ? add_key(p, decode, prefix, 1, -1, -1, NULL, dirs, tmp, page) : 0;
 }
 
 /*
@@ -286,6 +341,7 @@ int objfs_s3_parse_list_tree(const char *xml, size_t len, const char *prefix,
 	page->truncated = 0;
 	page->next_token = NULL;
 	page->entries = 0;
+	memset(&page->skipped, 0, sizeof(page->skipped));
 	if (len > (size_t)INT32_MAX)
 		return -EPROTO;
 	doc = xmlReadMemory(xml, (int)len, NULL, NULL,
@@ -866,6 +922,7 @@ int objfs_s3_parse_list_fast(const char *xml, size_t len, const char *prefix,
 	page->truncated = 0;
 	page->next_token = NULL;
 	page->entries = 0;
+	memset(&page->skipped, 0, sizeof(page->skipped));
 	rc = xml ? read_doc(&r) : GIVE_UP;
 	if (!rc && r.decoded && !(r.have[F_ENC] && text_is(field(&r, F_ENC), "url")))
 		rc = GIVE_UP; /* decoded on a page that never said url (top of file) */
@@ -875,6 +932,7 @@ int objfs_s3_parse_list_fast(const char *xml, size_t len, const char *prefix,
 		objfs_listing_truncate(files, nf);
 		objfs_listing_truncate(dirs, nd);
 		page->entries = 0;
+		memset(&page->skipped, 0, sizeof(page->skipped));
 	}
 	free(r.sc.p);
 	free(r.tmp.p);

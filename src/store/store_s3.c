@@ -372,6 +372,7 @@ static int list_page_parse(struct objfs_req *r, int err, const char *prefix,
 			   struct objfs_listing *files, struct objfs_listing *dirs,
 			   struct objfs_s3_page *page)
 {
+	memset(&page->skipped, 0, sizeof(page->skipped));
 	if (!err && r->status >= 300)
 		err = -EINVAL; /* a redirect: the bucket lives in another region */
 	if (!err)
@@ -572,6 +573,7 @@ static int s3_list_pages(struct objfs_store *st, const char *path, objfs_list_pa
 	struct s3_store *s = (struct s3_store *)st;
 	struct objfs_listing files = { 0 }, dirs = { 0 };
 	struct objfs_s3_page page = { 0 };
+	struct objfs_s3_skips skipped = { 0 };
 	struct token_set seen = { 0 };
 	int64_t deadline = objfs_store_list_deadline(st);
 	char *prefix, *token = NULL;
@@ -602,6 +604,7 @@ static int s3_list_pages(struct objfs_store *st, const char *path, objfs_list_pa
 				free(qt);
 			}
 			err = list_page_parse(&cur.r, cur.err, prefix, &files, &dirs, &page);
+			objfs_s3_skips_merge(&skipped, &page.skipped);
 			page_fetch_clear(&cur);
 			token = page.next_token;
 			page.next_token = NULL;
@@ -641,6 +644,13 @@ static int s3_list_pages(struct objfs_store *st, const char *path, objfs_list_pa
 	if (err == -E2BIG || err == -EMLINK || err == -ELOOP ||
 	    (err == -ETIMEDOUT && objfs_now_ns() >= deadline))
 		objfs_store_list_refused(st, path, err);
+	if (skipped.n) { /* once per listing, at the default level: names the keys */
+		char text[800];
+
+		objfs_s3_skips_text(&skipped, text, sizeof(text));
+		objfs_warn("listing '/%s': %u key(s) left out, not file names objfs can show: %s",
+			   path, skipped.n, text);
+	}
 	objfs_debug("listed '%s' in %u page(s): %zu entries", prefix, pages, total);
 	free(prefix);
 	return err == -ECANCELED ? err : objfs_store_meta_errno(err); /* @fn's own stop */

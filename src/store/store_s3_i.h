@@ -14,10 +14,34 @@
 struct objfs_s3_cfg;
 struct objfs_aws_profile;
 
+/*
+ * Keys a listing leaves out (they cannot be file names, or the server
+ * sent them malformed): how many, and the first few with the reason, so
+ * that one line per listing names them (s3_list_pages) while a hostile
+ * listing cannot flood the log.
+ */
+#define OBJFS_S3_SKIPS_NAMED 4
+struct objfs_s3_skips {
+	unsigned n;     /* keys left out */
+	unsigned named; /* of which in first[] */
+	struct {
+		char key[104];   /* the key (a common prefix ends in '/'), cut with "..." */
+		const char *why; /* static */
+	} first[OBJFS_S3_SKIPS_NAMED];
+};
+
+/* Counts @key (NULL: none) as left out for @why (static), naming it while room is left. */
+void objfs_s3_skips_add(struct objfs_s3_skips *k, const char *key, const char *why);
+/* Adds what @from counted to @to. */
+void objfs_s3_skips_merge(struct objfs_s3_skips *to, const struct objfs_s3_skips *from);
+/* Writes "'KEY' (why), ..." for @k into @buf (NUL-terminated). */
+void objfs_s3_skips_text(const struct objfs_s3_skips *k, char *buf, size_t cap);
+
 struct objfs_s3_page {
 	int truncated;
 	char *next_token; /* owned; NULL when absent */
 	unsigned entries; /* Contents and CommonPrefixes seen, markers and skipped keys included */
+	struct objfs_s3_skips skipped; /* keys of this page left out */
 };
 
 /*
@@ -27,8 +51,8 @@ struct objfs_s3_page {
  * as they are), values trimmed of XML white space. Objects are appended
  * to @files, common prefixes to @dirs, as names relative to @prefix. Keys
  * that cannot be file names (empty or "."/".." segments, over 255 bytes)
- * are skipped with a log line; a directory marker ("prefix/" itself) is
- * skipped silently. Returns 0, -EPROTO for a body that is not a
+ * are left out and counted in @page->skipped; a directory marker
+ * ("prefix/" itself) is skipped silently. Returns 0, -EPROTO for a body that is not a
  * well-formed ListBucketResult (or a truncated page without a token),
  * -E2BIG or -EFBIG past the listings' caps, or -ENOMEM; @page->next_token
  * (owned by the caller) is NULL on failure. Nothing is appended for a body

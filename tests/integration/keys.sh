@@ -22,6 +22,9 @@
 #  - a lookup of a name over 255 bytes fails with ENAMETOOLONG;
 #  - a tree whose paths pass PATH_MAX lists and reads with find -execdir
 #    and openat(); the absolute path gives ENAMETOOLONG, from the kernel;
+#  - the S3 keys left out are named at the default log level, one line per
+#    listing with the first few keys and why, as are the objects a
+#    directory of the same name hides;
 #  - a newline in a key cannot forge a log line: every line of every objfs
 #    log starts with "objfs: ";
 #  - the daemons never crash: each mount unmounts cleanly, exit status 0.
@@ -339,6 +342,34 @@ t_s3_stub() {
 	check_unmount "$label" "$MNT"
 }
 
+# The keys left out, named at the default log level: one line per listing
+# says which and why; the objects hidden by a directory are named too.
+t_s3_skips_logged() {
+	local label="S3 keys left out, logged" l want
+	if ! AWS_ACCESS_KEY_ID=AKIDKEYS AWS_SECRET_ACCESS_KEY=keys-test-secret \
+		mount_or_fail "$label" s3://bkt "endpoint=http://127.0.0.1:$S3PORT"; then
+		return
+	fi
+	timeout "$TO" find "$MNT" >/dev/null 2>&1
+	timeout "$SHORT_TO" ls -A "$MNT" "$MNT/x" >/dev/null 2>&1 # listed again: kept, not logged again
+	check_unmount "$label" "$MNT"
+	l=$OBJFS_LOG
+	# shellcheck disable=SC2016
+	for want in \
+		"listing '/': 3 key(s) left out, not file names objfs can show: 'SSSS*\\.\\.\\.' (a name over 255 bytes), '\\.\\./' (a '\\.\\.' segment), '/' (an empty segment: '//', or '/' first)\$" \
+		"listing '/a': 1 key(s) left out, not file names objfs can show: 'a//' (an empty segment" \
+		"listing '/x': 2 key(s) left out, not file names objfs can show: 'x/\\.\\./' (a '\\.\\.' segment), 'x/\\./' (a '\\.' segment)\$" \
+		"listing '/nl?objfs: error: forged': 1 key(s) left out, .*: 'nl?objfs: error: forged/\\.\\./' (a '\\.\\.' segment)\$" \
+		"listing '/': 2 object(s) not shown, each hidden by a directory of the same name: 'dup', 'trail'\$"; do
+		if [ "$(grep -a -c -- "^objfs: $want" "$l")" = 1 ]; then
+			pass "$label: one line at the default level: $(grep -a -m 1 -o -- "^objfs: $want" "$l" | cut -c 1-150)"
+		else
+			fail "$label: expected exactly one log line matching '^objfs: $want'; the log:"
+			grep -a 'listing' "$l" | head -n 8 | cut -c 1-300 | sed 's/^/    | /'
+		fi
+	done
+}
+
 # The same kinds of keys on a real S3 server (RGW checks every signature:
 # control characters and dots must be encoded alike on both sides).
 t_rgw() {
@@ -421,6 +452,7 @@ t_hostile_listing evil
 t_hostile_listing evilhtml
 t_deep
 t_s3_stub
+t_s3_skips_logged
 t_rgw
 t_log_lines
 t_sanitizer_logs
