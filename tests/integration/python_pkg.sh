@@ -81,7 +81,7 @@ if in_make install DESTDIR="$D2" INSTALL_PYTHON=yes; then
 	libdir=$(sed -n 's/^libdir = //p' "$BUILD/Makefile")
 	prefix=$(sed -n 's/^prefix = //p' "$BUILD/Makefile")
 	libdir=${libdir//\$\{exec_prefix\}/$prefix}
-	if [ -n "$init" ] && [ -n "$(pkg_files "$D2" | grep '/objfs_torch.py$')" ] &&
+	if [ -n "$init" ] && pkg_files "$D2" | grep -q '/objfs_torch.py$' &&
 		grep -qx "LIBDIR = \"$libdir\"" "$(dirname "$init")/_libdir.py" &&
 		[ -n "$(find "$D2" -name "objfs-$VERSION.dist-info")" ]; then
 		pass "make install INSTALL_PYTHON=yes: the package under DESTDIR (${init#"$D2"}), libdir $libdir recorded"

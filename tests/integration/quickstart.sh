@@ -40,10 +40,10 @@ elif [ -f "$TOP_SRC/config.status" ]; then
 else
 	tar -C "$TOP_SRC" --exclude='./build*' --exclude=./mnt --exclude=./.demo -cf - . | tar -xf - -C "$T"
 fi
-[ -x "$T/autogen.sh" ] && [ -x "$T/contrib/quickstart.sh" ] || {
+if [ ! -x "$T/autogen.sh" ] || [ ! -x "$T/contrib/quickstart.sh" ]; then
 	echo "ERROR: no copy of the tree at $T" >&2
 	exit 99
-}
+fi
 at_cleanup "'$T/contrib/quickstart.sh' stop >/dev/null 2>&1"
 
 # 1. README's steps, with the Python binding when pip can install it.
@@ -118,7 +118,7 @@ pid=$(cat "$T/.demo/nginx/nginx.pid" 2>/dev/null)
 (cd "$T" && timeout 60 contrib/quickstart.sh stop) >"$TEST_TMP/stop.log" 2>&1
 rc=$?
 for ((i = 0; i < 100; i++)); do # nginx exits after its SIGTERM
-	[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || break
+	{ [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; } || break
 	sleep 0.1
 done
 if [ "$rc" = 0 ] && ! is_mounted "$MNT" && [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
