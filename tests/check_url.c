@@ -54,6 +54,47 @@ START_TEST(test_bad)
 }
 END_TEST
 
+/*
+ * SOURCEs that are no http(s) URL: the message names every accepted form
+ * (s3:// too, which objfs_url_parse() alone does not take) and, where it
+ * can, the SOURCE meant.
+ */
+START_TEST(test_source_why)
+{
+	static const struct { const char *in, *want; } v[] = {
+		{ "s3:/b", "did you mean s3://b ?" },
+		{ "s3:bucket/x", "did you mean s3://bucket/x ?" },
+		{ "S3:///b", "did you mean s3://b ?" },
+		{ "http:/h/x/", "did you mean http://h/x/ ?" },
+		{ "https:h", "did you mean https://h ?" },
+		{ "ftp://h/", "URL scheme ftp:// is not one objfs mounts" },
+		{ "127.0.0.1:8080/data/", "no scheme (did you mean http://127.0.0.1:8080/data/ ?)" },
+		{ "localhost:80", "no scheme (did you mean http://localhost:80 ?)" },
+		{ "bucket/prefix", "no scheme (did you mean s3://bucket/prefix or http://bucket/prefix ?)" },
+		{ "/srv/data", "not a URL" },
+		{ "", "not a URL" },
+	};
+	char buf[512];
+
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		memset(buf, 'x', sizeof(buf));
+		ck_assert_int_eq(objfs_url_source_why(v[i].in, buf, sizeof(buf)), 1);
+		ck_assert_msg(strstr(buf, v[i].want), "'%s': '%s' lacks '%s'", v[i].in, buf,
+			      v[i].want);
+		ck_assert_msg(strstr(buf, "s3://BUCKET[/PREFIX], http://HOST[:PORT]/PATH or "
+				     "https://HOST[:PORT]/PATH"), "'%s': '%s' lacks the forms",
+			      v[i].in, buf);
+		ck_assert_ptr_null(strstr(buf, "must be http:// or https://"));
+	}
+	/* http(s) URLs: objfs_url_parse() says what is wrong with them */
+	ck_assert_int_eq(objfs_url_source_why("http://h:0/", buf, sizeof(buf)), 0);
+	ck_assert_int_eq(objfs_url_source_why("HTTPS://h/a#f", buf, sizeof(buf)), 0);
+	/* a small buffer is cut, never overrun */
+	ck_assert_int_eq(objfs_url_source_why("ftp://h/", buf, 8), 1);
+	ck_assert_uint_eq(strlen(buf), 7);
+}
+END_TEST
+
 START_TEST(test_encode)
 {
 	static const struct { const char *in, *out; int slash; } v[] = {
@@ -97,6 +138,7 @@ static Suite *url_suite(void)
 
 	tcase_add_loop_test(tc, test_good, 0, sizeof(good) / sizeof(good[0]));
 	tcase_add_loop_test(tc, test_bad, 0, sizeof(bad) / sizeof(bad[0]));
+	tcase_add_test(tc, test_source_why);
 	tcase_add_test(tc, test_encode);
 	tcase_add_test(tc, test_decode_bad);
 	suite_add_tcase(s, tc);

@@ -357,6 +357,7 @@ static CURL *easy_get(struct engine_thread *th)
 
 static void easy_put(struct engine_thread *th, CURL *h)
 {
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL); /* the request's, about to go */
 	if (th->npool < EASY_POOL_MAX)
 		th->pool[th->npool++] = h;
 	else
@@ -417,6 +418,8 @@ static int start(struct engine_thread *th, struct objfs_req *r)
 	}
 	curl_easy_setopt(h, CURLOPT_URL, r->url);
 	curl_easy_setopt(h, CURLOPT_PRIVATE, r);
+	r->curl_err[0] = '\0';
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, r->curl_err);
 	curl_easy_setopt(h, CURLOPT_SHARE, e->share);
 	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(h, CURLOPT_BUFFERSIZE, r->len ? RECV_BUFFER : BODY_RECV_BUFFER);
@@ -523,14 +526,21 @@ static void inflight_remove(struct engine_thread *th, struct objfs_req *r)
 	TAILQ_REMOVE(&th->inflight, r, link);
 }
 
+/* Whether an attempt of @r that ended with @err, @retry allowing, is tried again. */
+static int again_later(const struct engine_thread *th, const struct objfs_req *r, int err,
+		       int retry)
+{
+	return err && retry && r->attempts <= th->e->cfg.retries &&
+	       (!r->deadline_ns || objfs_now_ns() < r->deadline_ns);
+}
+
 /* An attempt of @r ended with @err (0 or -errno) on either path: retry it
  * when @retry allows, or finish the request. @ttfb in microseconds, < 0
  * when no byte arrived. */
 static void conclude(struct engine_thread *th, struct objfs_req *r, int err, int retry,
 		     int64_t ttfb)
 {
-	if (err && retry && r->attempts <= th->e->cfg.retries &&
-	    (!r->deadline_ns || objfs_now_ns() < r->deadline_ns)) {
+	if (again_later(th, r, err, retry)) {
 		schedule_retry(th, r);
 		return;
 	}
@@ -576,6 +586,26 @@ static void direct_progress(struct engine_thread *th, unsigned nwfds)
 		relaunch(th, r);
 }
 
+/*
+ * The last attempt of @r failed in the TLS handshake: said once at error
+ * level (later ones at info, above), with what an https:// URL to a
+ * plain-HTTP port most likely means: OpenSSL reads the server's plain
+ * "HTTP/1.1 400" answer to its hello as a record of a wrong version.
+ */
+static void tls_failed(struct objfs_engine *e, const struct objfs_req *r)
+{
+	int plain = strstr(r->curl_err, "wrong version number") ||
+		    strstr(r->curl_err, "packet length too long") ||
+		    strstr(r->curl_err, "http request");
+
+	if (atomic_exchange(&e->tls_told, 1))
+		return;
+	objfs_err("%s: the TLS handshake failed (%s)%s", r->url,
+		  r->curl_err[0] ? r->curl_err : "no reason given",
+		  plain ? ": the server may speak plain HTTP on this port; if so, use http:// "
+		  "instead of https://" : "");
+}
+
 static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
 {
 	struct objfs_req *r;
@@ -607,8 +637,11 @@ static void completed(struct engine_thread *th, CURL *h, CURLcode rc)
 		retry = curl_retryable(rc);
 		err = curl_errno(rc);
 		/* a refused certificate is never retried away: say so at warn */
-		objfs_log(err == -EACCES ? OBJFS_LOG_WARN : OBJFS_LOG_INFO, "%s: %s (attempt %u)",
-			  r->url, curl_easy_strerror(rc), r->attempts);
+		objfs_log(err == -EACCES ? OBJFS_LOG_WARN : OBJFS_LOG_INFO, "%s: %s%s%s (attempt %u)",
+			  r->url, curl_easy_strerror(rc), r->curl_err[0] ? ": " : "", r->curl_err,
+			  r->attempts);
+		if (rc == CURLE_SSL_CONNECT_ERROR && !again_later(th, r, err, retry))
+			tls_failed(th->e, r);
 	} else if (r->no_redirect && r->status >= 300 && r->status < 400 && !r->len) {
 		err = 0; /* the caller wants to see the redirect itself */
 	} else if (r->status < 200 || r->status >= 300) {

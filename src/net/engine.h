@@ -138,6 +138,8 @@ struct objfs_req {
 	int refused;            /* the head was refused (too large, a redirect
 				   the policy forbids): -EIO, not retried */
 	int redirects;          /* enum objfs_redirects, from the engine's cfg */
+	char curl_err[256];     /* libcurl's words for a failed attempt
+				   (CURLOPT_ERRORBUFFER, CURL_ERROR_SIZE) */
 	struct objfs_engine *eng; /* submitted to: r->body's spare goes back there */
 	/* On one engine list at a time (engine_i.h): the submit queue, the
 	 * retry list, the direct path's wait queue or the in-flight list. */

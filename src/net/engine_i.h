@@ -200,6 +200,7 @@ struct objfs_engine {
 	int64_t resolve_every_ns; /* RESOLVE_EVERY_NS */
 	int64_t addr_rest_ns;     /* ADDR_REST_NS */
 	int direct_inited;        /* objfs_direct_engine_init ran */
+	atomic_int tls_told;      /* a failed TLS handshake was logged at error */
 };
 
 /* engine_direct.c, called by engine.c on the engine thread that owns @th. */

@@ -116,7 +116,16 @@ static int http_stat(struct objfs_store *s, const char *path, struct objfs_stat 
 	return err;
 }
 
-static int http_list(struct objfs_store *s, const char *path, struct objfs_listing *out)
+/* What the mount probe's answer said, for a message that names the fix. */
+struct probe_note {
+	long status;     /* HTTP status of the failed answer, 0: none came */
+	char s3_code[64]; /* <Code> of an S3 error document, "" none */
+	int s3_listing;  /* the page is an S3 ListBucketResult */
+};
+
+/* http_list, noting in @pn (NULL: not) what a failed answer said. */
+static int http_list_noted(struct objfs_store *s, const char *path, struct objfs_listing *out,
+			   struct probe_note *pn)
 {
 	struct http_store *h = (struct http_store *)s;
 	struct objfs_req r, *rp = &r;
@@ -157,6 +166,10 @@ static int http_list(struct objfs_store *s, const char *path, struct objfs_listi
 	out->max = s->lim.max_entries;
 	out->max_bytes = s->lim.max_bytes;
 	err = objfs_engine_run(s->engine, &rp, 1);
+	if (err && pn) {
+		pn->status = r.status;
+		snprintf(pn->s3_code, sizeof(pn->s3_code), "%s", r.s3_code);
+	}
 	if (err == -ETIMEDOUT && objfs_now_ns() >= r.deadline_ns)
 		err = objfs_store_list_refused(s, path, -ETIMEDOUT);
 	else if (err == -EFBIG)
@@ -173,6 +186,8 @@ static int http_list(struct objfs_store *s, const char *path, struct objfs_listi
 		} else {
 			err = objfs_listing_parse_html(body, r.got, dir, out);
 		}
+		if (err == -EPROTO && pn)
+			pn->s3_listing = strstr(body, "<ListBucketResult") != NULL;
 		if (err == -EPROTO)
 			objfs_warn("%s: not a directory listing this server's index format "
 				   "objfs understands", url);
@@ -183,6 +198,11 @@ static int http_list(struct objfs_store *s, const char *path, struct objfs_listi
 	objfs_req_clear(&r);
 	free(url);
 	return err;
+}
+
+static int http_list(struct objfs_store *s, const char *path, struct objfs_listing *out)
+{
+	return http_list_noted(s, path, out, NULL);
 }
 
 static int http_prepare(struct objfs_store *s, const char *path, struct objfs_req *r,
@@ -240,7 +260,7 @@ static const char *errno_reason(int err)
 {
 	switch (err) {
 	case -ENOENT: return "not found (HTTP 404)";
-	case -EACCES: return "access denied (HTTP 401/403) or TLS verification failed";
+	case -EACCES: return "access denied (HTTP 401/403)";
 	case -ECONNREFUSED: return "connection refused: is the server running?";
 	case -EHOSTUNREACH: return "host name could not be resolved";
 	case -ETIMEDOUT: return "timed out";
@@ -249,12 +269,45 @@ static const char *errno_reason(int err)
 	}
 }
 
+/*
+ * Why the probe of SOURCE failed, into @buf: @err and what the answer
+ * said (@pn). An S3 server's answer (an S3 error document, a bucket
+ * listing) names the s3:// SOURCE and endpoint= to mount instead.
+ */
+static void probe_reason(const struct http_store *h, int err, const struct probe_note *pn,
+			 char *buf, size_t cap)
+{
+	const char *bucket = h->url.path + 1, *slash = strchr(bucket, '/');
+	const char *prefix = slash ? slash + 1 : "";
+	int blen = slash ? (int)(slash - bucket) : (int)strlen(bucket);
+	char port[16] = "";
+	size_t n;
+
+	if (err == -EACCES && pn->status)
+		snprintf(buf, cap, "access denied (HTTP %ld%s%s)", pn->status,
+			 pn->s3_code[0] ? " " : "", pn->s3_code);
+	else if (err == -EACCES) /* no answer: libcurl refused the certificate */
+		snprintf(buf, cap, "the server's TLS certificate was not accepted "
+			 "(ca_file= names the CA that signed it)");
+	else
+		snprintf(buf, cap, "%s", errno_reason(err));
+	n = strlen(buf);
+	if (!(pn->s3_code[0] || pn->s3_listing) || !blen)
+		return;
+	if (h->url.port != (strcmp(h->url.scheme, "https") ? 80 : 443))
+		snprintf(port, sizeof(port), ":%d", h->url.port);
+	snprintf(buf + n, cap - n, "; the server answers as S3 does: to mount the bucket, use "
+		 "s3://%.*s%s%s with -o endpoint=%s://%s%s", blen, bucket, *prefix ? "/" : "",
+		 prefix, h->url.scheme, h->url.host, port);
+}
+
 int objfs_store_http_new(const char *src, struct objfs_engine *engine, size_t chunk_size,
 			 const struct objfs_list_limits *lim, struct objfs_store **out, char *err,
 			 size_t errlen)
 {
 	struct http_store *h = calloc(1, sizeof(*h));
 	struct objfs_listing probe = { 0 };
+	struct probe_note pn = { 0 };
 	const char *why = NULL;
 	size_t plen;
 	int ret;
@@ -267,7 +320,10 @@ int objfs_store_http_new(const char *src, struct objfs_engine *engine, size_t ch
 	objfs_store_set_limits(&h->base, lim);
 	ret = objfs_url_parse(src, &h->url, &why);
 	if (ret) {
-		snprintf(err, errlen, "bad URL '%s': %s", src, why);
+		char forms[512];
+
+		snprintf(err, errlen, "bad SOURCE '%s': %s", src,
+			 objfs_url_source_why(src, forms, sizeof(forms)) ? forms : why);
 		goto err_free;
 	}
 	plen = strlen(h->url.path);
@@ -302,12 +358,16 @@ int objfs_store_http_new(const char *src, struct objfs_engine *engine, size_t ch
 		} else if (!ret) {
 			ret = -EIO;
 		}
+		if (ret)
+			pn.status = r.status;
 		objfs_req_clear(&r);
 		free(url);
 		if (ret) {
+			char why_open[512];
+
+			probe_reason(h, ret, &pn, why_open, sizeof(why_open));
 			if (!err[0])
-				snprintf(err, errlen, "cannot open '%s': %s", src,
-					 errno_reason(ret));
+				snprintf(err, errlen, "cannot open '%s': %s", src, why_open);
 			goto err_free;
 		}
 	}
@@ -316,10 +376,13 @@ int objfs_store_http_new(const char *src, struct objfs_engine *engine, size_t ch
 		goto err_free;
 	}
 	/* Probe now so a bad source fails the mount, not the first ls. */
-	ret = http_list(&h->base, "", &probe);
+	ret = http_list_noted(&h->base, "", &probe, &pn);
 	objfs_listing_clear(&probe);
 	if (ret) {
-		snprintf(err, errlen, "cannot list '%s': %s", src, errno_reason(ret));
+		char why_list[512];
+
+		probe_reason(h, ret, &pn, why_list, sizeof(why_list));
+		snprintf(err, errlen, "cannot list '%s': %s", src, why_list);
 		goto err_free;
 	}
 	*out = &h->base;

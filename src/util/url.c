@@ -92,6 +92,44 @@ char *objfs_url_encode(const char *in, size_t len, int keep_slash)
 	return out;
 }
 
+#define SOURCE_FORMS "s3://BUCKET[/PREFIX], http://HOST[:PORT]/PATH or https://HOST[:PORT]/PATH"
+
+int objfs_url_source_why(const char *s, char *buf, size_t cap)
+{
+	static const char *const schemes[] = { "s3", "https", "http" };
+	size_t n = strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-");
+	const char *rest;
+
+	if (strncasecmp(s, "http://", 7) == 0 || strncasecmp(s, "https://", 8) == 0)
+		return 0;
+	for (size_t i = 0; i < sizeof(schemes) / sizeof(schemes[0]); i++) {
+		size_t k = strlen(schemes[i]);
+
+		if (strncasecmp(s, schemes[i], k) || s[k] != ':')
+			continue;
+		/* "s3:/b", "http:host/": the slashes are off */
+		for (rest = s + k + 1; *rest == '/'; rest++)
+			;
+		snprintf(buf, cap, "%s: must be followed by two slashes (did you mean "
+			 "%s://%s ?); SOURCE is " SOURCE_FORMS, schemes[i], schemes[i], rest);
+		return 1;
+	}
+	if (n && isalpha((unsigned char)s[0]) && strncmp(s + n, "://", 3) == 0) {
+		snprintf(buf, cap, "URL scheme %.*s:// is not one objfs mounts; SOURCE is "
+			 SOURCE_FORMS, (int)(n > 16 ? 16 : n), s);
+		return 1;
+	}
+	if (s[0] && s[0] != '/' && !strchr(s, ' ') && memchr(s, ':', strcspn(s, "/")))
+		snprintf(buf, cap, "no scheme (did you mean http://%s ?); SOURCE is "
+			 SOURCE_FORMS, s);
+	else if (s[0] && s[0] != '/' && !strchr(s, ' '))
+		snprintf(buf, cap, "no scheme (did you mean s3://%s or http://%s ?); SOURCE is "
+			 SOURCE_FORMS, s, s);
+	else
+		snprintf(buf, cap, "not a URL; SOURCE is " SOURCE_FORMS);
+	return 1;
+}
+
 int objfs_url_parse(const char *s, struct objfs_url *u, const char **why)
 {
 	const char *p, *host, *host_end, *path;

@@ -30,6 +30,16 @@ int objfs_url_parse(const char *s, struct objfs_url *u, const char **why);
 void objfs_url_clear(struct objfs_url *u);
 
 /*
+ * Why SOURCE @s is none of the forms objfs mounts, when it is not an
+ * http(s) URL at all (objfs_url_parse() says what is wrong with one that
+ * is): a scheme objfs does not mount, "s3:" or "http:" without both
+ * slashes, no scheme. Names every accepted form, and the SOURCE meant
+ * where it can tell. Writes @buf (NUL-terminated, at most @cap bytes) and
+ * returns 1; 0 (nothing written) for an http:// or https:// URL.
+ */
+int objfs_url_source_why(const char *s, char *buf, size_t cap);
+
+/*
  * Percent-encode @in for use in a URL path: unreserved characters (RFC 3986)
  * stay, '/' stays when @keep_slash, everything else becomes %XX (upper case).
  * Returns a malloc'd string owned by the caller, or NULL on ENOMEM.

@@ -10,7 +10,15 @@
 # nothing):
 #  - nothing listening: the reason on stderr, also with log_file= (which
 #    has the line too, with its level);
+#  - https:// to a plain-HTTP port: the TLS handshake failed, and the
+#    server may speak plain HTTP there;
+#  - a plain-HTTP 403: access denied with the status, and no word of TLS;
+#  - an http:// URL answered by an S3 error document (<Error><Code>):
+#    the s3:// SOURCE and endpoint= to mount instead;
+#  - a SOURCE that is no http(s) URL (s3:/b, ftp://, host:port/path):
+#    every accepted form named, s3:// included;
 #  - every line on stderr starts with "objfs: " and none with a level tag.
+# (Against a real S3 server: s3_rgw.sh, "S3 endpoint mounted as http://".)
 #
 # Exit status: 0 all passed, 1 something failed, 77 skipped (no /dev/fuse),
 # 99 binary missing.
@@ -27,15 +35,25 @@ require_objfs
 SRC=$TEST_TMP/src
 WORK=$TEST_TMP/work
 MNT=$TEST_TMP/mnt
+KPORT=$(free_port)
 
 mkdir -p "$SRC" "$WORK" "$MNT"
 echo "data" >"$SRC/file.txt"
+NGINX_EXTRA_CONF="
+    server {
+        listen 127.0.0.1:$KPORT;
+        location /plain403/ { return 403; }
+        location /bucket/ {
+            default_type application/xml;
+            return 403 '<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>AccessDenied</Code><Message>Access Denied</Message><RequestId>tx1</RequestId></Error>';
+        }
+    }"
 if ! nginx_start "$SRC"; then
 	fail "expected nginx to start"
 	summary
 	exit 1
 fi
-log "objfs: $OBJFS; nginx on $NGINX_PORT"
+log "objfs: $OBJFS; nginx on $NGINX_PORT and $KPORT"
 
 # says DESC WANT_REGEX [NOT_REGEX] ARGS...: objfs ARGS (daemonising) exits
 # non-zero, mounts nothing, and its stderr matches WANT_REGEX (grep -E)
@@ -75,4 +93,22 @@ if grep -q "objfs\[[0-9]*\]: error: cannot list 'http://127\.0\.0\.1:$DEAD/data/
 else
 	fail "nothing listening, log_file=: expected 'error: cannot list' in the file, got: $(head -c 300 "$WORK/file.log")"
 fi
+says "https:// to a plain-HTTP port" \
+	"^objfs: https://127\.0\.0\.1:$NGINX_PORT/data/: the TLS handshake failed \(.*wrong version number\): the server may speak plain HTTP on this port; if so, use http:// instead of https://" "" \
+	-o retries=1 "https://127.0.0.1:$NGINX_PORT/data/" "$MNT"
+says "plain-HTTP 403" \
+	"^objfs: cannot list 'http://127\.0\.0\.1:$KPORT/plain403/': access denied \(HTTP 403\)$" "TLS|certificate|s3://" \
+	"http://127.0.0.1:$KPORT/plain403/" "$MNT"
+says "S3 error document over http://" \
+	"access denied \(HTTP 403 AccessDenied\); the server answers as S3 does: to mount the bucket, use s3://bucket/pre/ with -o endpoint=http://127\.0\.0\.1:$KPORT$" "TLS" \
+	"http://127.0.0.1:$KPORT/bucket/pre/" "$MNT"
+says "SOURCE s3:/b" \
+	"did you mean s3://b \?\); SOURCE is s3://BUCKET\[/PREFIX\], http://HOST\[:PORT\]/PATH or https://HOST\[:PORT\]/PATH" \
+	"must be http:// or https://" "s3:/b" "$MNT"
+says "SOURCE ftp://" \
+	"URL scheme ftp:// is not one objfs mounts; SOURCE is s3://BUCKET\[/PREFIX\], http://" \
+	"must be http:// or https://" "ftp://127.0.0.1/x/" "$MNT"
+says "SOURCE host:port/path" \
+	"did you mean http://127\.0\.0\.1:$NGINX_PORT/data/ \?\); SOURCE is s3://BUCKET" \
+	"must be http:// or https://" "127.0.0.1:$NGINX_PORT/data/" "$MNT"
 summary

@@ -395,6 +395,16 @@ t_s3_errors() {
 		expect_mount_msg "wrong secret" "signature" s3://main
 	AWS_ACCESS_KEY_ID=NOSUCHACCESSKEY0000 \
 		expect_mount_msg "unknown access key" "access key" s3://main
+	# keys the user gave: nothing to resolve again, the key was refused
+	if grep -q "resolving them again" "$WORK/err.err" ||
+		! grep -q "^objfs: the access key from environment was refused by the store" "$WORK/err.err"; then
+		fail "unknown access key: expected 'the access key from environment was refused' and no 'resolving them again', got: $(head -c 400 "$WORK/err.err")"
+	else
+		pass "unknown access key: the log says the key was refused, not that it is resolved again"
+	fi
+	expect_mount_msg "S3 endpoint mounted as http://" \
+		"access denied \(HTTP 403 AccessDenied\); the server answers as S3 does: to mount the bucket, use s3://main with -o endpoint=$RGW_ENDPOINT\$" \
+		"$RGW_ENDPOINT/main/"
 	expect_mount_msg "unknown bucket" "bucket 'no-such-bucket' does not exist" s3://no-such-bucket
 	expect_mount_msg "invalid bucket name" "bucket name" "s3://a"
 	dead=$(free_port)
