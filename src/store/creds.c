@@ -794,6 +794,12 @@ static int from_a_file(const struct objfs_creds *c)
 			     !strcmp(c->source, "config file"));
 }
 
+/* Keys the user gave (environment, a file): none a source could refresh. */
+static int user_given(const struct objfs_creds *c)
+{
+	return from_a_file(c) || (c->source && !strcmp(c->source, "environment"));
+}
+
 int objfs_creds_provider_new(const char *profile, int no_sign, struct objfs_creds_provider **out,
 			     char *err, size_t errlen)
 {
@@ -974,9 +980,16 @@ int objfs_creds_reject(struct objfs_creds_provider *p, const char *access_key)
 		p->retry_at = 0;
 		snprintf(p->rejected_key, sizeof(p->rejected_key), "%s", access_key);
 		taken = 1;
-		objfs_warn("credentials from %s were refused by the store as expired or unknown: "
-			   "resolving them again (next refusal taken after %.0f s at the earliest)",
-			   p->cur.source, (double)p->reject_gap_ns / 1e9);
+		if (user_given(&p->cur)) /* nothing to refresh: read again all the same */
+			objfs_warn("the access key from %s was refused by the store (unknown to "
+				   "it, or its session token ended): check %s", p->cur.source,
+				   from_a_file(&p->cur) ? "the file (read again when it changes)" :
+				   "AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and AWS_SESSION_TOKEN");
+		else
+			objfs_warn("credentials from %s were refused by the store as expired or "
+				   "unknown: resolving them again (next refusal taken after %.0f s "
+				   "at the earliest)", p->cur.source,
+				   (double)p->reject_gap_ns / 1e9);
 	}
 	pthread_mutex_unlock(&p->lock);
 	return taken;

@@ -83,7 +83,10 @@ int objfs_creds_get(struct objfs_creds_provider *p, struct objfs_creds *out);
  * the source is refused, and for the key id refused last once in ten
  * seconds, so a source that keeps handing out refused credentials is not
  * asked on every request. 1 if that was arranged, 0 if not (other
- * credentials are current already, or one was arranged lately).
+ * credentials are current already, or one was arranged lately). Keys the
+ * user gave (environment, a shared file) are read again all the same, and
+ * the log line says the key was refused and where to check it: nothing
+ * can refresh them.
  */
 int objfs_creds_reject(struct objfs_creds_provider *p, const char *access_key);
 

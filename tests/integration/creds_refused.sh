@@ -21,6 +21,8 @@
 #     has no body) are refused the same way and answer at the first try;
 #  4. with every key refused, a read fails with EACCES within seconds and
 #     the metadata service is asked a bounded number of times.
+#  5. keys the user gave (environment) refused: the message says the key
+#     was refused, not that it is resolved again, and the mount fails.
 #
 # Without the change every read after 2's refusal failed for the hour.
 # Exit: 0 pass, 1 fail, 77 skip (no FUSE).
@@ -194,4 +196,23 @@ else
 fi
 
 check_unmount "creds_refused" "$MNT"
+
+# 5. keys the user gave (the environment), refused: nothing can refresh
+# them, so the message says the key was refused, not that they are
+# resolved again; the mount fails with the store's reason
+echo "*" >"$REFUSE"
+rc=0
+AWS_ACCESS_KEY_ID=AKIDSTATIC0000000000 AWS_SECRET_ACCESS_KEY=static-secret-0123456789 \
+	AWS_EC2_METADATA_DISABLED=true timeout 60 "$OBJFS" -o "$OPTS" s3://bkt "$MNT" \
+	>"$TEST_TMP/static.out" 2>"$TEST_TMP/static.err" </dev/null || rc=$?
+if is_mounted "$MNT"; then
+	fail "static keys refused: expected no mount"
+	fusermount3 -u "$MNT"
+elif [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
+	grep -q "^objfs: the access key from environment was refused by the store .*: check AWS_ACCESS_KEY_ID" "$TEST_TMP/static.err" &&
+	! grep -q -e "resolving them again" -e "expired or unknown" "$TEST_TMP/static.err"; then
+	pass "static keys refused: exit $rc; $(head -n 2 "$TEST_TMP/static.err" | tr '\n' ' ' | cut -c 1-300)"
+else
+	fail "static keys refused: expected a non-zero exit, 'the access key from environment was refused' and no 'resolving them again'; exit $rc: $(head -c 600 "$TEST_TMP/static.err")"
+fi
 summary
