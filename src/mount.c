@@ -10,7 +10,9 @@
  */
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -343,11 +345,114 @@ static int serve(struct objfs_mount *m)
 	return err;
 }
 
+/* @path as /proc/self/mountinfo writes it: ' ', tab, newline and '\\' octal. */
+static void mountinfo_escape(const char *path, char *out, size_t cap)
+{
+	size_t n = 0;
+
+	for (; *path && n + 5 < cap; path++) {
+		unsigned char c = (unsigned char)*path;
+
+		if (c == ' ' || c == '\t' || c == '\n' || c == '\\')
+			n += (size_t)snprintf(out + n, cap - n, "\\%03o", c);
+		else
+			out[n++] = (char)c;
+	}
+	out[n] = '\0';
+}
+
+/*
+ * Whether something is mounted on @real (absolute, no symlinks): the
+ * topmost mount of it in /proc/self/mountinfo, as "FSTYPE SOURCE" in
+ * @what. 1 yes, 0 no, -1 when mountinfo cannot be read.
+ */
+static int mounted_on(const char *real, char *what, size_t cap)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char esc[4 * PATH_MAX], *line = NULL;
+	size_t len = 0;
+	int found = 0;
+
+	if (!f)
+		return -1;
+	mountinfo_escape(real, esc, sizeof(esc));
+	/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [TAGS...] - FSTYPE SOURCE SUPER */
+	while (getline(&line, &len, f) > 0) {
+		char *save = NULL, *tok = strtok_r(line, " ", &save), *sep;
+		char *type = NULL, *src = NULL;
+
+		for (int i = 1; tok && i < 5; i++)
+			tok = strtok_r(NULL, " ", &save);
+		if (!tok || strcmp(tok, esc) != 0)
+			continue;
+		found = 1;
+		sep = save ? strstr(save, " - ") : NULL;
+		if (sep) {
+			type = strtok_r(sep + 3, " ", &save);
+			src = type ? strtok_r(NULL, " ", &save) : NULL;
+		}
+		snprintf(what, cap, "%s %s", type ? type : "?", src ? src : "?");
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+int objfs_mount_check_point(const char *mnt, int nonempty)
+{
+	char real[PATH_MAX], what[512] = "", first[2][NAME_MAX + 1];
+	struct dirent *de;
+	struct stat st, up;
+	size_t n = 0;
+	DIR *d;
+	int on;
+
+	if (strncmp(mnt, "/dev/fd/", 8) == 0 || nonempty)
+		return 0;
+	if (!realpath(mnt, real))
+		return 0; /* main checked it is a directory; the mount says why not */
+	on = mounted_on(real, what, sizeof(what));
+	if (on > 0 && strncmp(what, "autofs ", 7) == 0)
+		return 0; /* systemd's automount point: the mount it waits for is ours */
+	if (on < 0) { /* no /proc: another device than its parent's is a mount */
+		char parent[PATH_MAX + 4];
+
+		snprintf(parent, sizeof(parent), "%s/..", real);
+		on = !stat(real, &st) && !stat(parent, &up) &&
+		     (st.st_dev != up.st_dev || st.st_ino == up.st_ino);
+		snprintf(what, sizeof(what), "another file system");
+	}
+	if (on) {
+		objfs_err("mount point '%s' is already a mount point (%s): a second mount "
+			  "would stack over it; unmount it first (%s %s), or choose another "
+			  "directory (-o nonempty mounts over it anyway)", mnt, what,
+			  strncmp(what, "fuse", 4) ? "umount" : "fusermount3 -u", mnt);
+		return -EBUSY;
+	}
+	d = opendir(real);
+	if (!d)
+		return 0; /* unreadable: fusermount3 decides */
+	while (n < 2 && (de = readdir(d))) {
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			snprintf(first[n++], sizeof(first[0]), "%s", de->d_name);
+	}
+	closedir(d);
+	if (!n)
+		return 0;
+	objfs_err("mount point '%s' is not empty (it holds '%s'%s): the mount would hide "
+		  "what is there; choose an empty directory, or add -o nonempty to mount "
+		  "over it anyway", mnt, first[0], n > 1 ? " and more" : "");
+	return -ENOTEMPTY;
+}
+
 int objfs_mount_run(const struct objfs_mount_cfg *cfg)
 {
 	struct objfs_mount m = { .cfg = cfg };
-	int ret = build(&m);
+	int ret;
 
+	if (objfs_mount_check_point(cfg->mountpoint, cfg->opts->nonempty))
+		return 1;
+	ret = build(&m);
 	if (!ret) {
 		ret = serve(&m);
 		objfs_notify("STOPPING=1");

@@ -35,6 +35,18 @@ struct objfs_mount_cfg {
 int objfs_mount_run(const struct objfs_mount_cfg *cfg);
 
 /*
+ * Refuses mount point @mnt (a path, or /dev/fd/N: never refused) when a
+ * mount there would hide something: when it is a mount point already (a
+ * second objfs on it stacks over the first; /proc/self/mountinfo says, as
+ * a bind mount keeps its parent's device) or holds entries; @nonempty
+ * (-o nonempty, as libfuse 2 and s3fs spell it) allows both. An autofs
+ * point is let through unread: systemd's automount waits there for this
+ * very mount. 0, or -EBUSY / -ENOTEMPTY with the reason and the way out
+ * logged.
+ */
+int objfs_mount_check_point(const char *mnt, int nonempty);
+
+/*
  * Writes the engine counters of @s and, when not NULL, the block cache
  * counters of @c, the disk cache counters of @d (disk_cache_*; state "on",
  * or "off" once a disk error switched it off) and the side API counters of

@@ -88,6 +88,7 @@ static const struct opt_def defs[] = {
 	{ "proxy", K_STR, F(proxy), 0, 0, 0 },
 	{ "log_file", K_STR, F(log_file), 0, 0, 0 },
 	{ "metrics", K_STR, F(metrics), 0, 0, 0 },
+	{ "nonempty", K_FLAG, F(nonempty), 0, 0, 0 },
 	/* Generic mount options (options.h): the mount is always read-only. */
 	{ "rw", K_FLAG, F(saw_rw), 0, 0, 0 },
 	{ "ro", K_MOUNT, 0, 0, 0, 0 },

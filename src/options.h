@@ -65,6 +65,7 @@ struct objfs_opts {
 	char *metrics;            /* owned; [ADDR:]PORT of the Prometheus endpoint */
 	char *fuse_opts;          /* owned; generic mount options passed to libfuse */
 	int saw_rw;               /* "rw" was given (mount(8) adds it): noted, mount stays ro */
+	int nonempty;             /* mount over a directory with entries, or a mount point */
 	/* Hardening (issue 19) */
 	int debug_dumpable;       /* keep core dumps possible (default: not dumpable) */
 	int allow_redirects;      /* 0 origin (default), 1 any, 2 none: enum objfs_redirects */
