@@ -53,7 +53,7 @@ START_TEST(test_fill_near_int64_max)
 
 	ck_assert_int_eq(objfs_cache_new(1 << 20, 65536, &c), 0);
 	obj_init(&o, &f, "huge", INT64_MAX);
-	ck_assert_int_eq(objfs_cache_fill_wait(c, &o, INT64_MAX - 100, 100, buf), 0);
+	ck_assert_int_eq(objfs_cache_fill_wait(c, &o, INT64_MAX - 100, 100, buf, NULL), 0);
 	check_bytes(&f, buf, INT64_MAX - 100, 100);
 	objfs_cache_free(c);
 }
@@ -409,7 +409,7 @@ END_TEST
 static int fill(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off, size_t len,
 		char *buf)
 {
-	return objfs_cache_fill_wait(c, o, off, len, buf);
+	return objfs_cache_fill_wait(c, o, off, len, buf, NULL);
 }
 
 START_TEST(test_fill_direct)
@@ -617,48 +617,61 @@ START_TEST(test_fill_keeps_ranges)
 	ck_assert_int_eq(fill(c, &o, 13000, 100, buf), 0); /* inside it */
 	check_bytes(&f, buf, 13000, 100);
 	ck_assert_int_eq(atomic_load(&f.calls), 1);
-	ck_assert_int_eq(fill(c, &o, 12000, 1000, buf), 0); /* past its start: fetched */
-	check_bytes(&f, buf, 12000, 1000);
-	ck_assert_int_eq(atomic_load(&f.calls), 2);
-	/* across blocks 0 and 1: kept in both, copied from both */
+	/* past its start: only the gap before it is fetched, the rest copied */
+	{
+		long long before = atomic_load(&f.bytes);
+
+		ck_assert_int_eq(fill(c, &o, 12000, 1000, buf), 0);
+		check_bytes(&f, buf, 12000, 1000);
+		ck_assert_int_eq(atomic_load(&f.calls), 2);
+		ck_assert_int_eq(atomic_load(&f.bytes) - before, 12345 - 12000);
+	}
+	/* across blocks 0 and 1: a range kept in each, copied from both */
 	ck_assert_int_eq(fill(c, &o, 65536 - 100, 300, buf), 0);
-	ck_assert_int_eq(atomic_load(&f.calls), 3);
+	ck_assert_int_eq(atomic_load(&f.calls), 4);
 	memset(buf, 0, sizeof(buf));
 	ck_assert_int_eq(fill(c, &o, 65536 - 100, 300, buf), 0);
 	check_bytes(&f, buf, 65536 - 100, 300);
-	ck_assert_int_eq(atomic_load(&f.calls), 3);
+	ck_assert_int_eq(atomic_load(&f.calls), 4);
 	objfs_cache_get_stats(c, &st);
 	ck_assert_uint_eq(st.ranges_kept, 4);
 	/* a long run (over a quarter block) is a stream: not kept */
 	ck_assert_int_eq(fill(c, &o, 200000, 20000, buf), 0);
 	ck_assert_int_eq(fill(c, &o, 200000, 20000, buf), 0);
 	check_bytes(&f, buf, 200000, 20000);
-	ck_assert_int_eq(atomic_load(&f.calls), 5);
+	ck_assert_int_eq(atomic_load(&f.calls), 6);
 	/* a failed fetch keeps nothing */
 	atomic_store(&f.fail_next, 1);
 	ck_assert_int_eq(fill(c, &o, 300000, 100, buf), -EIO);
 	ck_assert_int_eq(fill(c, &o, 300000, 100, buf), 0);
 	check_bytes(&f, buf, 300000, 100);
-	ck_assert_int_eq(atomic_load(&f.calls), 7);
-	/* block 0 read whole: fetched, its ranges dropped, fills copy from it */
-	ck_assert_int_eq(objfs_cache_read(c, &o, 0, 100, buf), 0);
-	check_bytes(&f, buf, 0, 100);
 	ck_assert_int_eq(atomic_load(&f.calls), 8);
+	/* block 0 read whole: made of its ranges and the two gaps between
+	 * them, fetched; nothing kept is fetched again; fills copy from it */
+	{
+		long long before = atomic_load(&f.bytes);
+
+		ck_assert_int_eq(objfs_cache_read(c, &o, 0, 100, buf), 0);
+		check_bytes(&f, buf, 0, 100);
+		ck_assert_int_eq(atomic_load(&f.calls), 10);
+		ck_assert_int_eq(atomic_load(&f.bytes) - before, 65536 - (17345 - 12000) - 100);
+	}
 	ck_assert_int_eq(objfs_cache_has(c, o.id, 0), 1);
 	ck_assert_int_eq(fill(c, &o, 1000, 60000, buf), 0);
 	check_bytes(&f, buf, 1000, 60000);
-	ck_assert_int_eq(atomic_load(&f.calls), 8);
-	/* 70 ranges of block 5: 64 kept, the rest fetched each time */
-	for (int i = 0; i < 70; i++)
-		ck_assert_int_eq(fill(c, &o, 5 * 65536 + i * 900, 100, buf), 0);
+	ck_assert_int_eq(atomic_load(&f.calls), 10);
+	/* 140 ranges of block 5: 128 kept, the rest fetched each time (6
+	 * kept before, the failed one among them) */
+	for (int i = 0; i < 140; i++)
+		ck_assert_int_eq(fill(c, &o, 5 * 65536 + i * 450, 100, buf), 0);
 	objfs_cache_get_stats(c, &st);
-	ck_assert_uint_eq(st.ranges_kept, 5 + 64);
-	for (int i = 0; i < 70; i++) {
+	ck_assert_uint_eq(st.ranges_kept, 6 + 128);
+	for (int i = 0; i < 140; i++) {
 		memset(buf, 0, 100);
-		ck_assert_int_eq(fill(c, &o, 5 * 65536 + i * 900, 100, buf), 0);
-		check_bytes(&f, buf, 5 * 65536 + i * 900, 100);
+		ck_assert_int_eq(fill(c, &o, 5 * 65536 + i * 450, 100, buf), 0);
+		check_bytes(&f, buf, 5 * 65536 + i * 450, 100);
 	}
-	ck_assert_int_eq(atomic_load(&f.calls), 8 + 70 + 6);
+	ck_assert_int_eq(atomic_load(&f.calls), 10 + 140 + 12);
 	objfs_cache_free(c);
 }
 END_TEST

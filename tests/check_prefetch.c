@@ -1,6 +1,6 @@
 /*
- * Unit tests of src/cache/prefetch.c: sequential, strided, random, seek-back
- * and single far-read patterns.
+ * Unit tests of src/cache/prefetch.c: runs earn windows by their evidence,
+ * several runs per handle, reordered and read-around requests, jumps.
  */
 #include "config.h"
 
@@ -9,27 +9,50 @@
 
 #include "prefetch.h"
 
+#define KiB (1 << 10)
 #define MiB (1 << 20)
 #define GiB (1LL << 30)
+#define WHOLE (4 * MiB)
 
-START_TEST(test_sequential_grows)
+static struct objfs_prefetch_plan rd(struct objfs_prefetch *p, int64_t off, size_t len)
+{
+	struct objfs_prefetch_plan pl;
+
+	objfs_prefetch_on_read(p, off, len, GiB, &pl);
+	return pl;
+}
+
+/* From offset 0: two reads as asked, then a window of half the evidence,
+ * each read extending it past its end; whole blocks once a block is read. */
+START_TEST(test_sequential_earns)
 {
 	struct objfs_prefetch p;
 	struct objfs_prefetch_plan pl;
-	int64_t off = 0;
-	size_t last_window = 0;
+	int64_t off = 0, ahead = 0;
+	const size_t rs = 128 * KiB;
 
-	objfs_prefetch_init(&p, 1 * MiB, 64 * MiB);
-	for (int i = 0; i < 20; i++, off += 128 * 1024) {
-		objfs_prefetch_on_read(&p, off, 128 * 1024, GiB, &pl);
-		ck_assert(pl.sequential);
-		ck_assert_uint_ge(p.window, last_window);
-		last_window = p.window;
-		if (pl.len) /* never re-prefetch what was asked for already */
-			ck_assert_int_ge(pl.off, off + 128 * 1024);
+	objfs_prefetch_init(&p, WHOLE, 64 * MiB);
+	for (int i = 0; i < 1100; i++, off += (int64_t)rs) {
+		pl = rd(&p, off, rs);
+		if (i < 2) {
+			ck_assert_int_eq(pl.kind, OBJFS_READ_RANDOM);
+			ck_assert_uint_eq(pl.len, 0);
+			continue;
+		}
+		ck_assert_int_eq(pl.kind, OBJFS_READ_SEQ);
+		ck_assert_int_eq(pl.whole, off + (int64_t)rs >= WHOLE);
+		/* never past half the evidence, never what was asked for already */
+		ck_assert_int_le(pl.off + (int64_t)pl.len,
+				 off + (int64_t)rs + (off + (int64_t)rs) / 2);
+		ck_assert_int_le(pl.off + (int64_t)pl.len, off + (int64_t)rs + 64 * MiB);
+		if (pl.len) {
+			ck_assert_int_ge(pl.off, off + (int64_t)rs);
+			ck_assert_int_ge(pl.off, ahead);
+			ahead = pl.off + (int64_t)pl.len;
+		}
 	}
-	ck_assert_uint_eq(p.window, 64 * MiB); /* capped */
-	ck_assert_int_le(p.ahead, off + 64 * MiB);
+	ck_assert_int_eq(ahead, off + 64 * MiB); /* the cap */
+	ck_assert(p.streaming);
 }
 END_TEST
 
@@ -38,148 +61,142 @@ START_TEST(test_window_clamped_to_eof)
 	struct objfs_prefetch p;
 	struct objfs_prefetch_plan pl;
 
-	objfs_prefetch_init(&p, 1 * MiB, 64 * MiB);
-	objfs_prefetch_on_read(&p, 0, 4096, 10000, &pl);
-	ck_assert(pl.sequential);
-	ck_assert_int_eq(pl.off, 4096);
-	ck_assert_uint_eq(pl.len, 10000 - 4096);
-	objfs_prefetch_on_read(&p, 4096, 4096, 10000, &pl);
-	ck_assert_uint_eq(pl.len, 0); /* all of it is on its way already */
+	objfs_prefetch_init(&p, WHOLE, 64 * MiB);
+	for (int64_t off = 0; off < 10 * MiB; off += MiB) {
+		objfs_prefetch_on_read(&p, off, MiB, 10 * MiB, &pl);
+		ck_assert_int_le(pl.off + (int64_t)pl.len, 10 * MiB);
+	}
 }
 END_TEST
 
-START_TEST(test_random_stops_prefetch)
+/* A header read at 0 and a jump: no run, no window (each format's header). */
+START_TEST(test_header_then_jump)
 {
 	struct objfs_prefetch p;
 	struct objfs_prefetch_plan pl;
-	static const int64_t offs[] = { 500 * MiB, 3 * MiB, 900 * MiB, 77 * MiB, 10 * MiB };
 
-	objfs_prefetch_init(&p, 1 * MiB, 64 * MiB);
-	for (size_t i = 0; i < sizeof(offs) / sizeof(offs[0]); i++) {
-		objfs_prefetch_on_read(&p, offs[i], 4096, GiB, &pl);
-		if (i >= 1) {
-			ck_assert(!pl.sequential);
-			ck_assert_uint_eq(pl.len, 0);
+	objfs_prefetch_init(&p, WHOLE, 64 * MiB);
+	pl = rd(&p, 0, 16 * KiB);
+	ck_assert_int_eq(pl.kind, OBJFS_READ_RANDOM);
+	ck_assert_uint_eq(pl.len, 0);
+	pl = rd(&p, 16 * KiB, 16 * KiB); /* one continuation: chance */
+	ck_assert_uint_eq(pl.len, 0);
+	pl = rd(&p, 500 * MiB, 16 * KiB);
+	ck_assert_int_eq(pl.kind, OBJFS_READ_RANDOM);
+	ck_assert_uint_eq(pl.len, 0);
+	ck_assert(!pl.whole);
+	ck_assert(!p.streaming);
+}
+END_TEST
+
+/* Two runs on one handle, interleaved (a zip member and its directory, two
+ * columns): both become sequential, each with its own window. */
+START_TEST(test_two_runs)
+{
+	struct objfs_prefetch p;
+	struct objfs_prefetch_plan pl;
+	const size_t rs = 64 * KiB;
+
+	objfs_prefetch_init(&p, WHOLE, 64 * MiB);
+	for (int i = 0; i < 6; i++) {
+		pl = rd(&p, 100 * MiB + i * (int64_t)rs, rs);
+		if (i >= 2) {
+			ck_assert_int_eq(pl.kind, OBJFS_READ_SEQ);
+			ck_assert_int_ge(pl.off, 100 * MiB + (i + 1) * (int64_t)rs);
+			ck_assert_int_lt(pl.off, 300 * MiB);
+		}
+		pl = rd(&p, 300 * MiB + i * (int64_t)rs, rs);
+		if (i >= 2) {
+			ck_assert_int_eq(pl.kind, OBJFS_READ_SEQ);
+			ck_assert_int_ge(pl.off, 300 * MiB + (i + 1) * (int64_t)rs);
 		}
 	}
-	ck_assert(p.random);
-	/* One read right after the last one is chance: still random. */
-	objfs_prefetch_on_read(&p, 10 * MiB + 4096, 4096, GiB, &pl);
-	ck_assert(!pl.sequential);
-	ck_assert(p.random);
-	ck_assert_uint_eq(pl.len, 0);
-	/* A second one in a row starts over with the small window. */
-	objfs_prefetch_on_read(&p, 10 * MiB + 8192, 4096, GiB, &pl);
-	ck_assert(pl.sequential);
-	ck_assert_uint_eq(p.window, 1 * MiB);
-	ck_assert_uint_gt(pl.len, 0);
-	/* Random again, then a near read followed by a far one stays random. */
-	objfs_prefetch_on_read(&p, 500 * MiB, 4096, GiB, &pl);
-	objfs_prefetch_on_read(&p, 100 * MiB, 4096, GiB, &pl);
-	ck_assert(p.random);
-	objfs_prefetch_on_read(&p, 100 * MiB + 4096, 4096, GiB, &pl);
-	ck_assert(!pl.sequential);
-	objfs_prefetch_on_read(&p, 300 * MiB, 4096, GiB, &pl);
-	ck_assert(!pl.sequential);
-	ck_assert(p.random);
 }
 END_TEST
 
-START_TEST(test_small_seeks_tolerated)
+/* A sequential run survives a few random reads elsewhere (they take other
+ * slots) and goes on where it was, window and all. */
+START_TEST(test_run_survives_jumps)
 {
 	struct objfs_prefetch p;
 	struct objfs_prefetch_plan pl;
+	const size_t rs = MiB;
+	int64_t off = 0;
 
-	objfs_prefetch_init(&p, 1 * MiB, 64 * MiB);
-	objfs_prefetch_on_read(&p, 0, MiB, GiB, &pl);
-	objfs_prefetch_on_read(&p, MiB, MiB, GiB, &pl);
-	/* Kernel readahead reorders: a read slightly behind, then slightly ahead. */
-	objfs_prefetch_on_read(&p, MiB + 512 * 1024, 128 * 1024, GiB, &pl);
-	ck_assert(pl.sequential);
-	objfs_prefetch_on_read(&p, 3 * MiB, MiB, GiB, &pl);
-	ck_assert(pl.sequential);
-	ck_assert(!p.random);
-	ck_assert_uint_ge(p.window, 4 * MiB);
-}
-END_TEST
-
-START_TEST(test_strided)
-{
-	struct objfs_prefetch p;
-	struct objfs_prefetch_plan pl;
-
-	/* Large strides (every 64 MiB) look random: no wasted prefetch. */
-	objfs_prefetch_init(&p, 1 * MiB, 64 * MiB);
-	for (int i = 1; i < 8; i++)
-		objfs_prefetch_on_read(&p, (int64_t)i * 64 * MiB, 64 * 1024, 100 * GiB, &pl);
-	ck_assert(p.random);
-	ck_assert_uint_eq(pl.len, 0);
-	/* Small strides (1 MiB) stay sequential. */
-	objfs_prefetch_init(&p, 1 * MiB, 64 * MiB);
-	for (int i = 0; i < 8; i++)
-		objfs_prefetch_on_read(&p, (int64_t)i * MiB, 64 * 1024, 100 * GiB, &pl);
-	ck_assert(!p.random);
-}
-END_TEST
-
-START_TEST(test_seek_back_far)
-{
-	struct objfs_prefetch p;
-	struct objfs_prefetch_plan pl;
-
-	objfs_prefetch_init(&p, 1 * MiB, 64 * MiB);
-	for (int64_t off = 0; off < 32 * MiB; off += MiB)
-		objfs_prefetch_on_read(&p, off, MiB, GiB, &pl);
-	ck_assert_uint_gt(p.window, 1 * MiB);
-	/* Rewind to the start (re-reading a file): one far read resets the
-	 * window but does not yet mean random. */
-	objfs_prefetch_on_read(&p, 0, MiB, GiB, &pl);
-	ck_assert(pl.sequential);
-	ck_assert_uint_eq(p.window, 1 * MiB);
-	objfs_prefetch_on_read(&p, MiB, MiB, GiB, &pl);
-	ck_assert(pl.sequential);
+	objfs_prefetch_init(&p, WHOLE, 64 * MiB);
+	for (; off < 8 * MiB; off += (int64_t)rs)
+		pl = rd(&p, off, rs);
+	ck_assert(pl.whole);
+	for (int i = 0; i < OBJFS_PREFETCH_RUNS - 1; i++) {
+		pl = rd(&p, 200 * MiB + i * 50 * MiB, 4 * KiB);
+		ck_assert_int_eq(pl.kind, OBJFS_READ_RANDOM);
+		ck_assert_uint_eq(pl.len, 0);
+	}
+	pl = rd(&p, off, rs);
+	ck_assert_int_eq(pl.kind, OBJFS_READ_SEQ);
+	ck_assert(pl.whole);
 	ck_assert_uint_gt(pl.len, 0);
 }
 END_TEST
 
-/* A far read is served as asked; two continuations in a row make a stream. */
-START_TEST(test_far_read_as_asked)
+/* Out-of-order requests near a run (the kernel's readahead on several
+ * threads; an mmap fault's read-around centred on it) stay with the run:
+ * those behind its end are "around" and prefetch nothing. */
+START_TEST(test_reordered_and_around)
 {
 	struct objfs_prefetch p;
 	struct objfs_prefetch_plan pl;
+	const size_t rs = 128 * KiB;
 
-	objfs_prefetch_init(&p, 1 * MiB, 64 * MiB);
-	objfs_prefetch_on_read(&p, 500 * MiB, 4096, GiB, &pl); /* a first read, far from 0 */
-	ck_assert(!pl.sequential);
+	objfs_prefetch_init(&p, WHOLE, 64 * MiB);
+	for (int64_t off = 0; off < 4 * MiB; off += (int64_t)rs)
+		pl = rd(&p, off, rs);
+	pl = rd(&p, 4 * MiB + (int64_t)rs, rs); /* skips one: still the run */
+	ck_assert_int_eq(pl.kind, OBJFS_READ_SEQ);
+	pl = rd(&p, 4 * MiB, rs);               /* the one skipped, late */
+	ck_assert_int_eq(pl.kind, OBJFS_READ_AROUND);
 	ck_assert_uint_eq(pl.len, 0);
-	ck_assert(!p.random);
-	/* it continues: once is chance (a pread split in two FUSE requests) */
-	objfs_prefetch_on_read(&p, 500 * MiB + 4096, MiB, GiB, &pl);
-	ck_assert(!pl.sequential);
-	ck_assert_uint_eq(pl.len, 0);
-	objfs_prefetch_on_read(&p, 501 * MiB + 4096, MiB, GiB, &pl); /* twice: a stream */
-	ck_assert(pl.sequential);
-	ck_assert_int_eq(pl.off, 502 * MiB + 4096);
-	ck_assert_uint_eq(pl.len, 1 * MiB);
-	/* mid-stream, one far read: as asked; two continuations start it again */
-	objfs_prefetch_on_read(&p, 100 * MiB, MiB, GiB, &pl);
-	ck_assert(!pl.sequential);
-	ck_assert_uint_eq(pl.len, 0);
-	objfs_prefetch_on_read(&p, 101 * MiB, MiB, GiB, &pl);
-	ck_assert(!pl.sequential);
-	objfs_prefetch_on_read(&p, 102 * MiB, MiB, GiB, &pl);
-	ck_assert(pl.sequential);
+	ck_assert(pl.whole);
+	pl = rd(&p, 2 * MiB, rs);               /* read-around behind the end */
+	ck_assert_int_eq(pl.kind, OBJFS_READ_AROUND);
+	pl = rd(&p, 4 * MiB + 2 * (int64_t)rs, rs);
+	ck_assert_int_eq(pl.kind, OBJFS_READ_SEQ);
+}
+END_TEST
+
+/* A run that catches up with a later one becomes one run; a run inside
+ * another adds nothing. */
+START_TEST(test_runs_merge)
+{
+	struct objfs_prefetch p;
+	struct objfs_prefetch_plan pl;
+	const size_t rs = 64 * KiB;
+
+	objfs_prefetch_init(&p, WHOLE, 64 * MiB);
+	pl = rd(&p, 10 * MiB + 2 * (int64_t)rs, rs); /* a request that came first */
+	pl = rd(&p, 10 * MiB, rs);
+	pl = rd(&p, 10 * MiB + (int64_t)rs, rs); /* reaches the first: one run of 3 reads */
+	ck_assert_int_eq(pl.kind, OBJFS_READ_SEQ);
+	pl = rd(&p, 10 * MiB + 3 * (int64_t)rs, rs);
+	ck_assert_int_eq(pl.kind, OBJFS_READ_SEQ);
+}
+END_TEST
+
+/* The cache's cap cut a prefetch short: the window is asked again from
+ * where it stopped. */
+START_TEST(test_reached)
+{
+	struct objfs_prefetch p;
+	struct objfs_prefetch_plan pl;
+	int64_t off = 0;
+
+	objfs_prefetch_init(&p, WHOLE, 64 * MiB);
+	for (; off < 3 * MiB; off += MiB)
+		pl = rd(&p, off, MiB);
 	ck_assert_uint_gt(pl.len, 0);
-	/* random preads near each other: a read within 8 MiB of the last one's
-	 * end, then its split continuation, is not a stream */
-	objfs_prefetch_init(&p, 1 * MiB, 64 * MiB);
-	objfs_prefetch_on_read(&p, 50 * MiB, MiB, GiB, &pl);
-	objfs_prefetch_on_read(&p, 51 * MiB, 4096, GiB, &pl);    /* split: chance */
-	objfs_prefetch_on_read(&p, 47 * MiB, MiB, GiB, &pl);     /* 4 MiB behind */
-	ck_assert(!pl.sequential);
-	objfs_prefetch_on_read(&p, 48 * MiB, 4096, GiB, &pl);    /* split again */
-	ck_assert(!pl.sequential);
-	ck_assert_uint_eq(pl.len, 0);
+	objfs_prefetch_reached(&p, pl.off, pl.off);
+	pl = rd(&p, off, MiB);
+	ck_assert_int_eq(pl.off, off + MiB); /* from the read's end again */
 }
 END_TEST
 
@@ -188,13 +205,14 @@ static Suite *prefetch_suite(void)
 	Suite *s = suite_create("prefetch");
 	TCase *tc = tcase_create("core");
 
-	tcase_add_test(tc, test_sequential_grows);
+	tcase_add_test(tc, test_sequential_earns);
 	tcase_add_test(tc, test_window_clamped_to_eof);
-	tcase_add_test(tc, test_random_stops_prefetch);
-	tcase_add_test(tc, test_small_seeks_tolerated);
-	tcase_add_test(tc, test_strided);
-	tcase_add_test(tc, test_seek_back_far);
-	tcase_add_test(tc, test_far_read_as_asked);
+	tcase_add_test(tc, test_header_then_jump);
+	tcase_add_test(tc, test_two_runs);
+	tcase_add_test(tc, test_run_survives_jumps);
+	tcase_add_test(tc, test_reordered_and_around);
+	tcase_add_test(tc, test_runs_merge);
+	tcase_add_test(tc, test_reached);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -29,6 +29,7 @@
 
 #include "cache.h"
 #include "diskcache.h"
+#include "prefetch.h"
 #include "fake_store.h"
 #include "object.h"
 #include "reader.h"
@@ -47,7 +48,7 @@
 #define LARGE (4 * GiB + 1234)   /* never allocated: the fake computes its bytes */
 
 static const struct objfs_reader_cfg rcfg = {
-	.window_min = (size_t)MiB, .window_max = 4 * (size_t)MiB, .drop_lag = 2 * (size_t)MiB,
+	.window_max = 4 * (size_t)MiB, .drop_lag = 2 * (size_t)MiB,
 };
 
 /* One open handle of one object on a fresh cache. */
@@ -154,17 +155,19 @@ START_TEST(test_sequential)
 	env_open(&e, 64 * MiB, NULL);
 	for (int64_t off = 0; off < 16 * MiB; off += (int64_t)rs) {
 		fetched += rd(&e, off, rs, rs);
-		if (off == 0) { /* the first read already starts the window */
+		if (off == 2 * (int64_t)rs) { /* the third read starts the window */
 			objfs_cache_get_stats(e.c, &st);
-			ck_assert_uint_ge(st.prefetched, 1);
+			ck_assert_uint_ge(st.ranges_kept, 1);
 		}
 	}
-	/* whole blocks, each once: what was read plus at most the window ahead */
+	/* pages for the first block, whole blocks from there, each byte once:
+	 * what was read plus at most the window ahead */
 	ck_assert_int_eq(atomic_load(&e.f.max_len), (long long)BS);
-	ck_assert_int_eq(fetched % (long long)BS, 0);
 	ck_assert_int_ge(fetched, 16 * MiB);
 	ck_assert_int_le(fetched, 16 * MiB + (int64_t)rcfg.window_max + (int64_t)BS);
 	objfs_cache_get_stats(e.c, &st);
+	ck_assert_uint_eq(st.refetched_bytes, 0);
+	ck_assert_uint_ge(st.prefetched, 1);
 	ck_assert_uint_le(st.bytes, st.cap);
 	ck_assert_uint_ge(st.evictions, 1); /* drop-behind reused passed blocks */
 	env_close(&e);
@@ -237,79 +240,74 @@ START_TEST(test_random_pass)
 END_TEST
 
 /*
- * A small object read at random: whole blocks, each fetched once, no
- * prefetch. (Reads are 8 MiB apart at least: nearer ones count as a stream.)
+ * Random reads fetch their 4 KiB pages and nothing more, each page once:
+ * a read again is a copy, a neighbouring read fetches only the pages it
+ * adds, whatever the object's size (no whole blocks for small objects).
  */
-START_TEST(test_small_whole_blocks)
+START_TEST(test_random_pages_once)
 {
 	static const struct {
 		int64_t off;
 		size_t len, want;
 		long long fetched;
 	} t[] = {
-		{ 30 * MiB + 5, 100, 100, (long long)BS },
-		{ 2 * MiB + 17, 4096, 4096, (long long)BS },
-		{ 30 * MiB + 500000, 4096, 4096, 0 },   /* block 30 again */
-		{ 48 * MiB + 100, 1000, 23, 123 },      /* the short last block, clamped */
-		{ 20 * MiB - 10, 20, 20, 2 * (long long)BS }, /* blocks 19 and 20 */
-		{ 2 * MiB - 10, 20, 20, (long long)BS }, /* block 1; block 2 is cached */
+		{ 30 * MiB + 5, 100, 100, 4096 },
+		{ 2 * MiB + 17, 4096, 4096, 8192 },       /* two pages */
+		{ 30 * MiB + 5, 100, 100, 0 },            /* again */
+		{ 30 * MiB + 50, 8000, 8000, 4096 },      /* its page kept, one more */
+		{ 48 * MiB + 100, 1000, 23, 123 },        /* the short last page, clamped */
+		{ 20 * MiB - 10, 20, 20, 8192 },          /* a page of blocks 19 and 20 */
+		{ 2 * MiB - 10, 20000, 20000, 4096 * 4 }, /* around the two kept pages */
 	};
+	struct objfs_cache_stats st;
 	struct env e;
 
 	env_open(&e, 48 * MiB + 123, NULL);
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++)
-		ck_assert_int_eq(rd(&e, t[i].off, t[i].len, t[i].want), t[i].fetched);
+		ck_assert_msg(rd(&e, t[i].off, t[i].len, t[i].want) == t[i].fetched, "read %zu", i);
+	objfs_cache_get_stats(e.c, &st);
+	ck_assert_uint_eq(st.refetched_bytes, 0);
+	ck_assert_uint_eq(st.reads[OBJFS_READ_RANDOM], sizeof(t) / sizeof(t[0]));
 	env_close(&e);
 }
 END_TEST
 
 /*
- * Small objects that do not fit in the cache together: with 7 of 40 MiB
- * open (280 MiB under a 256 MiB cache) a random read fetches its pages,
- * not a whole block (each block would be evicted before its next read);
- * one closed, 240 MiB fit again and a random read fetches a whole block.
- * Two handles of one object count it once.
+ * A run earns prefetch by its evidence: a header read at 0 earns nothing
+ * for a jump; a run's first two reads fetch what they ask; from the third
+ * the window is half of what the run has read, so a run that stops has
+ * over-fetched at most half of it; no byte is fetched twice.
  */
-START_TEST(test_small_open_together)
+START_TEST(test_runs_earn_windows)
 {
-	struct fake_store f = { .salt = 5 };
-	struct objfs_cache *c;
-	struct objfs_object *o[8];
-	struct objfs_reader *r[8];
-	struct objfs_reader_buf b;
-	char path[32];
-	long long before;
+	const size_t rs = 65536;
+	struct objfs_cache_stats st;
+	long long fetched = 0;
+	struct env e;
 
-	ck_assert_int_eq(objfs_cache_new(CAP, BS, &c), 0);
-	for (int i = 0; i < 8; i++) { /* 7 objects: the last is object 0 again */
-		snprintf(path, sizeof(path), "shard/%d", i % 7);
-		ck_assert_int_eq(objfs_object_new(NULL, path, "\"v\"", -1, 40 * MiB,
-						  fake_store_fetch, &f, &o[i]), 0);
-		ck_assert_int_eq(objfs_reader_new(c, o[i], &rcfg, &r[i]), 0);
-	}
-	ck_assert_uint_eq(objfs_cache_open_bytes(c), 7 * 40 * MiB);
-	before = atomic_load(&f.bytes);
-	ck_assert_int_eq(objfs_reader_read(r[3], 20 * MiB + 100, 65536, &b), 0);
-	ck_assert_uint_eq(fake_store_check(&f, b.iov[0].iov_base, 20 * MiB + 100, 65536), 65536);
-	objfs_reader_release(r[3], &b);
-	ck_assert_int_eq(atomic_load(&f.bytes) - before, 65536 + 4096); /* its pages */
-	objfs_reader_free(r[7]); /* object 0's second handle: still open */
-	objfs_object_put(o[7]);
-	ck_assert_uint_eq(objfs_cache_open_bytes(c), 7 * 40 * MiB);
-	objfs_reader_free(r[6]);
-	objfs_object_put(o[6]);
-	ck_assert_uint_eq(objfs_cache_open_bytes(c), 6 * 40 * MiB);
-	before = atomic_load(&f.bytes);
-	ck_assert_int_eq(objfs_reader_read(r[3], 10 * MiB + 100, 65536, &b), 0);
-	ck_assert_uint_eq(fake_store_check(&f, b.iov[0].iov_base, 10 * MiB + 100, 65536), 65536);
-	objfs_reader_release(r[3], &b);
-	ck_assert_int_eq(atomic_load(&f.bytes) - before, (long long)BS); /* a whole block */
-	for (int i = 0; i < 6; i++) {
-		objfs_reader_free(r[i]);
-		objfs_object_put(o[i]);
-	}
-	ck_assert_uint_eq(objfs_cache_open_bytes(c), 0);
-	objfs_cache_free(c);
+	env_open(&e, 64 * MiB, NULL);
+	ck_assert_int_eq(rd(&e, 0, 4096, 4096), 4096);                /* a header */
+	ck_assert_int_eq(rd(&e, 40 * MiB, rs, rs), (long long)rs);    /* a jump: no window */
+	ck_assert_int_eq(rd(&e, 20 * MiB, rs, rs), (long long)rs);    /* a run's start */
+	ck_assert_int_eq(rd(&e, 20 * MiB + (int64_t)rs, rs, rs), (long long)rs); /* chance */
+	/* the third: sequential, a window of half of 192 KiB past its end */
+	ck_assert_int_eq(rd(&e, 20 * MiB + 2 * (int64_t)rs, rs, rs),
+			 (long long)rs + 3 * (long long)rs / 2);
+	objfs_cache_get_stats(e.c, &st);
+	ck_assert_uint_eq(st.reads[OBJFS_READ_SEQ], 1);
+	ck_assert_uint_eq(st.reads[OBJFS_READ_RANDOM], 4);
+	/* the run goes on to 512 KiB and stops: at most half again fetched */
+	for (int64_t off = 20 * MiB + 3 * (int64_t)rs; off < 20 * MiB + 8 * (int64_t)rs;
+	     off += (int64_t)rs)
+		fetched += rd(&e, off, rs, rs);
+	fetched += 3 * (long long)rs + 3 * (long long)rs / 2;
+	ck_assert_int_ge(fetched, 8 * (long long)rs);
+	ck_assert_int_le(fetched, 12 * (long long)rs);
+	/* the earlier jump's run was not disturbed: it continues as a candidate */
+	ck_assert_int_eq(rd(&e, 40 * MiB + (int64_t)rs, rs, rs), (long long)rs);
+	objfs_cache_get_stats(e.c, &st);
+	ck_assert_uint_eq(st.refetched_bytes, 0);
+	env_close(&e);
 }
 END_TEST
 
@@ -535,7 +533,7 @@ static void *stream_main(void *a)
 {
 	struct stream_arg *sa = a;
 	const struct objfs_reader_cfg cfg = { /* as fs.c sets it, with the default prefetch_max */
-		.window_min = (size_t)MiB, .window_max = sa->window_max, .drop_lag = 8 * (size_t)MiB,
+		.window_max = sa->window_max, .drop_lag = 8 * (size_t)MiB,
 	};
 	struct objfs_object *obj;
 	struct objfs_reader *r;
@@ -659,8 +657,8 @@ static Suite *reader_suite(void)
 	tcase_add_test(tc, test_sequential);
 	tcase_add_test(tc, test_random_large);
 	tcase_add_test(tc, test_random_pass);
-	tcase_add_test(tc, test_small_whole_blocks);
-	tcase_add_test(tc, test_small_open_together);
+	tcase_add_test(tc, test_random_pages_once);
+	tcase_add_test(tc, test_runs_earn_windows);
 	tcase_add_test(tc, test_small_files_reuse);
 	tcase_add_test(tc, test_start_small);
 	tcase_add_test(tc, test_cached_no_fetch);

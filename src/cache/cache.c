@@ -8,10 +8,13 @@
  * The fetch itself holds one reference while it runs, so a block can never
  * be freed under the engine thread writing into it.
  *
- * A block can also be RANGES: no block buffer, only the small ranges that
- * fills fetched straight into their callers' memory and that were kept
- * (keep_ranges). It is never fetched; a reader that wants the whole block
- * drops it (find_block) and fetches a LOADING block in its place.
+ * A block can also be RANGES: no block buffer, only page ranges of it,
+ * each with its own buffer, sorted and not overlapping, each LOADING (a
+ * fill or a range prefetch is fetching it: later fills join it as waiters)
+ * or READY. A fill copies what the ranges hold and fetches only the gaps,
+ * as new ranges (fill_block); a reader that wants the whole block gets a
+ * LOADING block made of the ranges plus the gaps between them
+ * (block_assemble), so no byte the cache holds is fetched again.
  */
 #include "config.h"
 
@@ -32,13 +35,15 @@
 
 enum bstate { B_LOADING, B_READY, B_FAILED, B_RANGES };
 
-/* A range a RANGES block keeps: its bytes never change once added. */
+/* A range a RANGES block keeps: its bytes never change once READY. */
 struct brange {
 	int64_t off; /* in the block */
 	size_t len, alloc;
 	char *data;
+	int loading;                /* being fetched: fills join as waiters */
+	struct blk_waiter *waiters; /* fills copying from it once it is READY */
 };
-#define RANGES_MAX 64 /* a block keeps at most this many ranges */
+#define RANGES_MAX 128 /* a block keeps at most this many ranges */
 
 struct objfs_block {
 	char *id;
@@ -56,6 +61,10 @@ struct objfs_block {
 	int prefetched; /* fetched ahead of any reader */
 	int touched;    /* a reader used it */
 	int behind;     /* a sequential reader has passed it: evict first */
+	int assembled;  /* LOADING from kept ranges and fetched gaps */
+	struct objfs_block *from;   /* LOADING: the RANGES block it is made from */
+	objfs_fetch_fn fetch;       /* LOADING: the store's fetch (counted, net_fetch) */
+	void *fctx;
 	struct blk_waiter *waiters; /* fills copying from it once LOADING ends */
 	struct objfs_block *hnext;
 	TAILQ_ENTRY(objfs_block) lru; /* on c->lru exactly when hashed with refs 0 */
@@ -73,13 +82,18 @@ struct blk_waiter {
 	size_t len;
 	char *dst;
 };
-/* An object open through readers, counted once however many (objfs_cache_open_obj). */
+/* An object open through readers, registered once however many (objfs_cache_open_obj). */
 struct open_obj {
 	struct open_obj *next;
 	char *id;
 	int64_t size;
 	unsigned n; /* readers of it */
+	/* which 4 KiB pages were fetched while it was open, a bitmap per
+	 * block, made when first needed (refetched_bytes) */
+	uint64_t **pages;
+	size_t nblk;
 };
+#define OPEN_TRACK_MAX ((size_t)1 << 20) /* blocks: larger objects are not tracked */
 #define OPEN_BUCKETS 1024
 
 #define NCLASS 24 /* size classes: 0 the block size, i: 2^(i+11) bytes (4 KiB..16 GiB) */
@@ -108,7 +122,6 @@ struct objfs_cache {
 	size_t pool_bytes;
 	struct objfs_diskcache *disk; /* optional tier below; set before use */
 	struct open_obj *open[OPEN_BUCKETS]; /* objects open through readers */
-	uint64_t open_bytes;       /* their sizes, each object once */
 };
 
 #define HUGE_PAGE (2u << 20)
@@ -294,6 +307,66 @@ size_t objfs_cache_stream_window(const struct objfs_cache *c, size_t reserve)
 	return share > reserve ? share - reserve : 0;
 }
 
+static void open_obj_free(struct open_obj *x)
+{
+	for (size_t i = 0; x->pages && i < x->nblk; i++)
+		free(x->pages[i]);
+	free(x->pages);
+	free(x->id);
+	free(x);
+}
+
+static struct open_obj *open_find(struct objfs_cache *c, const char *id)
+{
+	struct open_obj *x = c->open[objfs_fnv1a(OBJFS_FNV_OFFSET, id) % OPEN_BUCKETS];
+
+	while (x && strcmp(x->id, id))
+		x = x->next;
+	return x;
+}
+
+/*
+ * [off, off+len) of @id is being asked of the store: the pages of it that
+ * were asked before while the object was open count as refetched_bytes
+ * (whole pages; our fetches are page-aligned). Only objects open through
+ * readers are tracked, by a bitmap of 4 KiB pages per block.
+ */
+static void note_fetch(struct objfs_cache *c, const char *id, int64_t off, size_t len)
+{
+	const size_t bits = c->bsize / 4096;
+	struct open_obj *x;
+
+	pthread_mutex_lock(&c->lock);
+	x = open_find(c, id);
+	if (x && !x->pages && x->size > 0 && (uint64_t)x->size / c->bsize < OPEN_TRACK_MAX) {
+		x->nblk = (size_t)(((uint64_t)x->size + c->bsize - 1) / c->bsize);
+		x->pages = calloc(x->nblk, sizeof(*x->pages));
+	}
+	for (int64_t pg = off / 4096; x && x->pages && pg * 4096 < off + (int64_t)len; pg++) {
+		size_t blk = (size_t)pg / bits, bit = (size_t)pg % bits;
+
+		if (blk >= x->nblk)
+			break;
+		if (!x->pages[blk] && !(x->pages[blk] = calloc((bits + 63) / 64, 8)))
+			continue;
+		if (x->pages[blk][bit / 64] & (1ull << (bit % 64)))
+			c->st.refetched_bytes += 4096;
+		x->pages[blk][bit / 64] |= 1ull << (bit % 64);
+	}
+	pthread_mutex_unlock(&c->lock);
+}
+
+void objfs_cache_note_read(struct objfs_cache *c, unsigned kind, size_t len, uint64_t fetched)
+{
+	if (kind >= OBJFS_CACHE_READ_KINDS)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->st.reads[kind]++;
+	c->st.read_bytes[kind] += len;
+	c->st.read_fetched[kind] += fetched;
+	pthread_mutex_unlock(&c->lock);
+}
+
 int objfs_cache_open_obj(struct objfs_cache *c, const char *id, int64_t size)
 {
 	struct open_obj **pp = &c->open[objfs_fnv1a(OBJFS_FNV_OFFSET, id) % OPEN_BUCKETS], *x;
@@ -309,7 +382,6 @@ int objfs_cache_open_obj(struct objfs_cache *c, const char *id, int64_t size)
 		x->size = size;
 		x->next = *pp;
 		*pp = x;
-		c->open_bytes += (uint64_t)size;
 	}
 	pthread_mutex_unlock(&c->lock);
 	/* not counted: the caller must not close it (it fails its open) */
@@ -326,21 +398,9 @@ void objfs_cache_close_obj(struct objfs_cache *c, const char *id)
 	x = *pp;
 	if (x && !--x->n) {
 		*pp = x->next;
-		c->open_bytes -= (uint64_t)x->size;
-		free(x->id);
-		free(x);
+		open_obj_free(x);
 	}
 	pthread_mutex_unlock(&c->lock);
-}
-
-uint64_t objfs_cache_open_bytes(struct objfs_cache *c)
-{
-	uint64_t n;
-
-	pthread_mutex_lock(&c->lock);
-	n = c->open_bytes;
-	pthread_mutex_unlock(&c->lock);
-	return n;
 }
 
 static void unhash(struct objfs_cache *c, struct objfs_block *b)
@@ -497,24 +557,38 @@ static void hash_insert(struct objfs_cache *c, struct objfs_block *b)
 	c->bytes += b->alloc;
 }
 
-/*
- * The whole block (idx) of @id, READY or LOADING, or NULL. A RANGES block
- * there is dropped (freed once no fill copies from it) for the caller to
- * fetch the whole block in its place. Lock held.
- */
-static struct objfs_block *find_block(struct objfs_cache *c, const char *id, uint64_t idx,
-				      size_t h)
+/* Holds @b (off the LRU, so neither evicted nor freed) before making room. Lock held. */
+static void hold(struct objfs_cache *c, struct objfs_block *b)
 {
-	struct objfs_block *b = find(c, id, idx, h);
-
-	if (!b || b->state != B_RANGES)
-		return b;
-	unhash(c, b);
-	if (!b->refs) {
+	if (b->refs++ == 0)
 		lru_remove(c, b);
-		block_free(c, b);
-	}
-	return NULL;
+}
+
+/* Whether a range of RANGES block @b is being fetched. Lock held. */
+static int ranges_loading(const struct objfs_block *b)
+{
+	for (unsigned i = 0; i < b->nranges; i++)
+		if (b->ranges[i].loading)
+			return 1;
+	return 0;
+}
+
+/* The bytes RANGES block @b keeps. */
+static size_t ranges_bytes(const struct objfs_block *b)
+{
+	size_t n = 0;
+
+	for (unsigned i = 0; i < b->nranges; i++)
+		n += b->ranges[i].len;
+	return n;
+}
+
+/* Sleeps until a range of some block ends (range_end), holding @b meanwhile. Lock held. */
+static void ranges_wait(struct objfs_cache *c, struct objfs_block *b)
+{
+	hold(c, b);
+	pthread_cond_wait(&c->waitq[b->hash % WAITQ], &c->lock);
+	unref(c, b);
 }
 
 /* Creates a LOADING block with one reference for its fetch. Lock held. */
@@ -539,11 +613,42 @@ static struct objfs_block *block_new(struct objfs_cache *c, const struct objfs_c
 	b->len = len;
 	b->state = B_LOADING;
 	b->refs = 1;
+	b->fetch = o->fetch;
+	b->fctx = o->ctx;
 	hash_insert(c, b);
 	pool_trim(c, 0);
 	c->inflight++;
 	c->st.fetches++;
 	return b;
+}
+
+/*
+ * The whole block in place of RANGES block @ob (none of its ranges in
+ * flight; held by the caller, hold()): a LOADING block that
+ * block_assemble() makes of @ob's ranges and the gaps between them. @ob is
+ * unhashed and stays held until then. Lock held.
+ */
+static struct objfs_block *block_from_ranges(struct objfs_cache *c,
+					     const struct objfs_cache_obj *o,
+					     struct objfs_block *ob, uint64_t idx, size_t h)
+{
+	struct objfs_block *b;
+
+	unhash(c, ob);
+	b = block_new(c, o, idx, h);
+	if (!b) {
+		unref(c, ob);
+		return NULL;
+	}
+	b->from = ob;
+	b->assembled = 1;
+	return b;
+}
+
+/* The bytes a new LOADING block @b asks of the disk or the store. */
+static size_t block_fetched(const struct objfs_block *b)
+{
+	return b->from ? b->len - ranges_bytes(b->from) : b->len;
 }
 
 static void waiters_run(struct objfs_block *b, struct blk_waiter *w, int err);
@@ -565,7 +670,8 @@ static void fetch_done(void *arg, int err)
 		unhash(c, b); /* the next reader tries again */
 	} else {
 		b->state = B_READY;
-		c->st.fetch_bytes += b->len;
+		if (!b->assembled)
+			c->st.fetch_bytes += b->len;
 	}
 	unref(c, b); /* the waiters hold their own references */
 	pthread_mutex_unlock(&c->lock);
@@ -585,15 +691,29 @@ static void fetch_done(void *arg, int err)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* A block's fetch from the store (@ctx is the LOADING block), counted. */
+static void net_fetch(void *ctx, int64_t off, size_t len, char *dst, objfs_fetch_done_fn done,
+		      void *arg)
+{
+	struct objfs_block *b = ctx;
+
+	note_fetch(b->cache, b->id, off, len);
+	b->fetch(b->fctx, off, len, dst, done, arg);
+}
+
+static void block_assemble(const struct objfs_cache_obj *o, struct objfs_block *b);
+
 static void start_fetch(const struct objfs_cache_obj *o, struct objfs_block *b)
 {
 	int64_t off = (int64_t)(b->idx * b->cache->bsize);
 
-	if (b->cache->disk)
-		objfs_diskcache_fetch(b->cache->disk, b->id, b->idx, o->fetch, o->ctx, off, b->len,
+	if (b->from)
+		block_assemble(o, b);
+	else if (b->cache->disk)
+		objfs_diskcache_fetch(b->cache->disk, b->id, b->idx, net_fetch, b, off, b->len,
 				      b->data, fetch_done, b);
 	else
-		o->fetch(o->ctx, off, b->len, b->data, fetch_done, b);
+		net_fetch(b, off, b->len, b->data, fetch_done, b);
 }
 
 /*
@@ -662,18 +782,25 @@ static int pin_once(struct objfs_cache *c, const struct objfs_cache_obj *o, int6
 	for (uint64_t i = 0; i < n; i++) {
 		uint64_t idx = first + i;
 		size_t h = key_hash(o->id, idx);
-		struct objfs_block *b = find_block(c, o->id, idx, h);
+		struct objfs_block *b = find(c, o->id, idx, h);
 
-		if (b) {
+		while (b && b->state == B_RANGES && ranges_loading(b)) {
+			ranges_wait(c, b); /* its ranges in flight become part of the block */
+			b = find(c, o->id, idx, h);
+		}
+		if (b && b->state != B_RANGES) {
 			ref(c, b);
 		} else {
+			if (b)
+				hold(c, b); /* make_room must not evict it */
 			make_room(c);
-			b = block_new(c, o, idx, h);
+			b = b ? block_from_ranges(c, o, b, idx, h) : block_new(c, o, idx, h);
 			if (!b) {
 				err = -ENOMEM;
 				break;
 			}
 			b->refs++; /* ours, besides the fetch's */
+			pin->fetched += block_fetched(b);
 			start[nstart++] = b;
 			c->st.misses++;
 		}
@@ -794,17 +921,22 @@ size_t objfs_cache_prefetch(struct objfs_cache *c, const struct objfs_cache_obj 
 		pthread_mutex_lock(&c->lock);
 		for (; idx <= last && nstart < 64; idx++) {
 			size_t h = key_hash(o->id, idx);
-			struct objfs_block *b = find_block(c, o->id, idx, h);
+			struct objfs_block *b = find(c, o->id, idx, h);
 
-			if (b)
+			/* cached or coming; or ranges coming, which a reader assembles */
+			if (b && (b->state != B_RANGES || ranges_loading(b)))
 				continue;
+			if (b)
+				hold(c, b); /* make_room must not evict it */
 			make_room(c);
 			if (c->bytes + c->bsize > c->cap) {
+				if (b)
+					unref(c, b);
 				c->st.prefetch_capped++;
 				stop = 1;
 				break; /* no room: prefetching never pushes past the cap */
 			}
-			b = block_new(c, o, idx, h);
+			b = b ? block_from_ranges(c, o, b, idx, h) : block_new(c, o, idx, h);
 			if (!b) {
 				stop = 1;
 				break;
@@ -812,7 +944,7 @@ size_t objfs_cache_prefetch(struct objfs_cache *c, const struct objfs_cache_obj 
 			b->prefetched = 1;
 			c->st.prefetched++;
 			start[nstart++] = b;
-			bytes += b->len;
+			bytes += block_fetched(b);
 		}
 		pthread_mutex_unlock(&c->lock);
 		for (size_t i = 0; i < nstart; i++)
@@ -859,12 +991,45 @@ struct fill {
 	int err;               /* atomic: the first error */
 	objfs_fetch_done_fn done;
 	void *arg;
-	unsigned flags;        /* OBJFS_FILL_* */
+	unsigned flags;        /* OBJFS_FILL_*, FILL_* */
+	uint64_t started;      /* atomic: bytes asked of the disk or the store */
+	int64_t stop;          /* FILL_PREFETCH: where the cap stopped it, or -1 */
+	struct objfs_cache_obj own_o; /* FILL_ASYNC: o is this copy (own_o.id ours) */
+	uint64_t *started_out; /* gets @started when the fill ends */
 };
 
-/* @n bytes of memory into @f's destination at @dst. */
+/* Internal fill flags, besides OBJFS_FILL_*. */
+#define FILL_PREFETCH 0x100u /* no destination: only gaps, kept as ranges, within the cap */
+#define FILL_ASYNC    0x200u /* nobody waits: @o is copied, and a bad disk copy
+			      * fails its part instead of going to the store later */
+
+/* A fill of @o (copied when @flags has FILL_ASYNC), counted once for its starter. NULL: ENOMEM. */
+static struct fill *fill_new(struct objfs_cache *c, const struct objfs_cache_obj *o,
+			     unsigned flags, objfs_fetch_done_fn done, void *arg)
+{
+	struct fill *f = calloc(1, sizeof(*f));
+
+	if (!f)
+		return NULL;
+	*f = (struct fill){ .c = c, .o = o, .pending = 1, .done = done, .arg = arg,
+			    .flags = flags, .stop = -1 };
+	if (flags & FILL_ASYNC) {
+		f->own_o = *o;
+		f->own_o.id = strdup(o->id);
+		f->o = &f->own_o;
+		if (!f->own_o.id) {
+			free(f);
+			return NULL;
+		}
+	}
+	return f;
+}
+
+/* @n bytes of memory into @f's destination at @dst (none for a prefetch). */
 static void fill_copy(const struct fill *f, char *dst, const char *src, size_t n)
 {
+	if (!dst)
+		return;
 	if (f->flags & OBJFS_FILL_DEVICE)
 		objfs_copy_stream(dst, src, n);
 	else
@@ -875,22 +1040,23 @@ static void fill_copy(const struct fill *f, char *dst, const char *src, size_t n
 
 /*
  * One asynchronous part: a disk read, or a store fetch, into the caller's
- * memory, or into @own first when its bytes are to be kept (a range, or
- * written behind to disk). The cache never reads back from @dst: it may be
- * memory another process can write (a GPU client's ring slot), and what it
- * wrote there must not become the cache's bytes for every other reader
- * (found in review: a client scribbling on its slot while a small fill was
- * in flight put its bytes in the kept ranges and the disk cache).
+ * memory, or into @own first when its bytes are to be kept (a range of a
+ * RANGES block, or written behind to disk). The cache never reads back
+ * from @dst: it may be memory another process can write (a GPU client's
+ * ring slot), and what it wrote there must not become the cache's bytes
+ * for every other reader.
  */
 struct fill_part {
 	struct fill *f;
 	int64_t off;
 	size_t len;
-	char *dst;
+	char *dst;             /* NULL for a prefetch */
 	int from_disk;
 	char *own;             /* NULL, or @len bytes of ours the part lands in first,
 				  counted in c->bytes (own_alloc, else len) */
 	size_t own_alloc;      /* a small part's: @own's size class (pooled), else 0 */
+	struct objfs_block *kb; /* a kept range's block (held), @own its range's data */
+	int64_t koff;          /* the range's offset in kb */
 };
 
 /*
@@ -898,10 +1064,8 @@ struct fill_part {
  * part's from the pool of its size class (or fresh), a large one's
  * page-aligned (whole blocks read from disk stay O_DIRECT). With no room
  * once what the LRU can give is evicted, or no memory, @p has none: then
- * nothing is kept, and it is fetched, not read from disk (a disk read
- * checks what it read, and the destination may be a client's memory). A
- * review found these buffers counted nowhere while in flight: a batch of
- * fills held memory past cache_size.
+ * it is fetched, not read from disk (a disk read checks what it read, and
+ * the destination may be a client's memory).
  */
 static void part_own_take(struct objfs_cache *c, struct fill_part *p, int small)
 {
@@ -939,11 +1103,12 @@ static void part_own_take(struct objfs_cache *c, struct fill_part *p, int small)
 	}
 }
 
-/* Frees @p's own buffer, if it still has one, and uncounts it: a small
- * part's to the pool of its class (own_alloc), a large one's to the heap. */
+/* Frees @p's own buffer, if it still has one and it is not a kept range's,
+ * and uncounts it: a small part's to the pool of its class (own_alloc), a
+ * large one's to the heap. */
 static void part_own_free(struct objfs_cache *c, struct fill_part *p)
 {
-	if (!p->own)
+	if (!p->own || p->kb)
 		return;
 	pthread_mutex_lock(&c->lock);
 	if (p->own_alloc) {
@@ -968,21 +1133,30 @@ static char *part_to(const struct fill_part *p)
  * Ends one count of @f (a part, or the start), with @err if it failed; the
  * last calls done() with the first error. Atomics, not c->lock: a warm
  * sample of the GPU side API took the cache lock four times, and 16 fill
- * workers spent a fifth of their time in the kernel's futex locks
- * contending for it (perf, H200 machine).
+ * workers spent a fifth of their time contending for it.
  */
+static void fill_fail(struct fill *f, int err);
+
 static void fill_put(struct fill *f, int err)
 {
-	int none = 0;
-
 	if (err)
-		__atomic_compare_exchange_n(&f->err, &none, err, 0, __ATOMIC_RELAXED,
-					    __ATOMIC_RELAXED);
+		fill_fail(f, err);
 	/* acq_rel: the error stored before it is seen by whoever ends last */
 	if (__atomic_sub_fetch(&f->pending, 1, __ATOMIC_ACQ_REL))
 		return;
+	if (f->started_out)
+		*f->started_out = __atomic_load_n(&f->started, __ATOMIC_RELAXED);
 	f->done(f->arg, __atomic_load_n(&f->err, __ATOMIC_RELAXED));
+	free((char *)f->own_o.id);
 	free(f);
+}
+
+/* Records @err as @f's error (the first one wins) without ending a count. */
+static void fill_fail(struct fill *f, int err)
+{
+	int none = 0;
+
+	__atomic_compare_exchange_n(&f->err, &none, err, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
 }
 
 static void fill_part_done(void *arg, int err);
@@ -997,6 +1171,7 @@ static void fill_part_fetch(struct fill_part *p)
 	c->st.direct_bytes += p->len;
 	pthread_mutex_unlock(&c->lock);
 	p->from_disk = 0;
+	note_fetch(c, p->f->o->id, p->off, p->len);
 	p->f->o->fetch(p->f->o->ctx, p->off, p->len, part_to(p), fill_part_done, p);
 }
 
@@ -1011,12 +1186,11 @@ static int64_t block_end(const struct objfs_cache *c, const struct objfs_cache_o
 }
 
 /*
- * A fetch for the caller's memory bypassed the block cache, and with it
- * the disk cache's write-behind: the pages it covers in each block (whole
- * 4 KiB pages of the block, the block's short tail included) are written
- * behind from the part's own buffer (never from the caller's memory:
- * struct fill_part), so a second pass (the next epoch, the same random
- * reads) reads from disk.
+ * A part fetched outside a whole block bypassed the disk cache's
+ * write-behind of blocks: the pages it covers in each block (whole 4 KiB
+ * pages of the block, the block's short tail included) are written behind
+ * from the part's own buffer (never from the caller's memory: struct
+ * fill_part), so a second pass reads from disk.
  */
 static void fill_write_behind(struct objfs_cache *c, const struct fill_part *p)
 {
@@ -1040,116 +1214,60 @@ static void fill_write_behind(struct objfs_cache *c, const struct fill_part *p)
 	}
 }
 
-/* The kept range of RANGES block @b that covers [off, off+len) of the block, or NULL. */
-static const struct brange *range_find(const struct objfs_block *b, int64_t off, size_t len)
+/* The index of @b's range at @off, or -1. Lock held. */
+static int range_at(const struct objfs_block *b, int64_t off)
 {
 	for (unsigned i = 0; i < b->nranges; i++)
-		if (b->ranges[i].off <= off &&
-		    off + (int64_t)len <= b->ranges[i].off + (int64_t)b->ranges[i].len)
-			return &b->ranges[i];
-	return NULL;
+		if (b->ranges[i].off == off)
+			return (int)i;
+	return -1;
 }
 
 /*
- * Keeps [off, off+len) of block @idx of @o as a range of the RANGES block
- * there (made if none is): a copy of @src, or @own itself (a fill part's
- * size-class buffer of @own_alloc bytes, counted in c->bytes: taken over,
- * kept or returned to the pool here). Not
- * when a whole block is there, the range is kept already, the block keeps
- * RANGES_MAX, or the cap has no room once what the LRU can give is evicted.
+ * Kept range @koff of @b, fetched for part @p, ended with @err: READY, its
+ * waiters copy from it and go on; on error it is dropped and they fail.
+ * Sleepers waiting for the block's ranges (pin_once) are woken.
  */
-static void keep_range(struct objfs_cache *c, const struct objfs_cache_obj *o, uint64_t idx,
-		       int64_t off, const char *src, size_t len, char *own, size_t own_alloc)
+static void range_end(struct objfs_cache *c, struct fill_part *p, int err)
 {
-	size_t h = key_hash(o->id, idx), alloc = own_alloc, need;
-	struct objfs_block *b;
-	struct brange *nr;
-	char *data = NULL;
-	unsigned k;
+	struct objfs_block *b = p->kb;
+	pthread_cond_t *q = &c->waitq[b->hash % WAITQ]; /* b may be freed below */
+	struct blk_waiter *w = NULL;
+	struct brange *r;
+	int i;
 
 	pthread_mutex_lock(&c->lock);
-	if (own)
-		c->bytes -= own_alloc; /* counted again below if kept */
-	b = find(c, o->id, idx, h);
-	if (b && (b->state != B_RANGES || b->nranges >= RANGES_MAX || range_find(b, off, len))) {
-		if (own)
-			buf_free(c, own, own_alloc);
-		pthread_mutex_unlock(&c->lock);
-		return;
-	}
-	if (b && b->refs++ == 0) /* held (off the LRU, so not evicted) until the range is in */
-		lru_remove(c, b);
-	need = own ? own_alloc : buf_class(c, len, &k);
-	if (evict_for(c, need)) /* buf_alloc takes from the pool first */
-		data = own ? own : buf_alloc(c, len, &alloc);
-	else if (own)
-		buf_free(c, own, own_alloc);
-	if (data) {
-		c->bytes += alloc;
-		if (!b && (b = calloc(1, sizeof(*b))) && !(b->id = strdup(o->id))) {
-			free(b);
-			b = NULL;
-		}
-		if (b && !b->hashed) {
-			b->idx = idx;
-			b->hash = h;
-			b->len = (size_t)(block_end(c, o, idx) - (int64_t)(idx * c->bsize));
-			b->state = B_RANGES;
-			b->refs = 1;
-			hash_insert(c, b);
-		}
+	i = range_at(b, p->koff);
+	if (i >= 0) {
+		r = &b->ranges[i];
+		w = r->waiters;
+		r->waiters = NULL;
+		if (!err)
+			r->loading = 0;
 	}
 	pthread_mutex_unlock(&c->lock);
-	if (data && b && !own)
-		memcpy(data, src, len); /* into a buffer no one else sees yet */
+	for (struct blk_waiter *x = w; x && !err; x = x->next)
+		fill_copy(x->f, x->dst, p->own + (x->off - p->off), x->len);
+	while (w) {
+		struct blk_waiter *next = w->next;
+
+		fill_put(w->f, err);
+		free(w);
+		w = next;
+	}
 	pthread_mutex_lock(&c->lock);
-	nr = b && data && b->hashed && b->nranges < RANGES_MAX && !range_find(b, off, len) ?
-		     realloc(b->ranges, (b->nranges + 1) * sizeof(*b->ranges)) : NULL;
-	if (nr) {
-		b->ranges = nr;
-		nr[b->nranges++] = (struct brange){ off, len, alloc, data };
-		b->alloc += alloc;
-		c->st.ranges_kept++;
-	} else if (data) { /* dropped for a whole block meanwhile, or kept by another */
-		c->bytes -= alloc;
-		buf_free(c, data, alloc);
+	if (err && (i = range_at(b, p->koff)) >= 0) { /* dropped: the next reader fetches it */
+		r = &b->ranges[i];
+		b->alloc -= r->alloc;
+		c->bytes -= r->alloc;
+		buf_free(c, r->data, r->alloc);
+		memmove(r, r + 1, (b->nranges - (unsigned)i - 1) * sizeof(*r));
+		b->nranges--;
 	}
-	if (b)
-		unref(c, b);
+	unref(c, b);
+	evict(c, 0);
 	pthread_mutex_unlock(&c->lock);
-}
-
-/*
- * A small range a fill read for its caller, not into a block (a quarter
- * block at most: a sample of a batch, a random reader's pages; a longer
- * run is a stream and is not kept), is kept in memory, cut at block
- * boundaries, as ranges of its blocks: the same fill again (the next
- * epoch's sample) is a copy, not a GET. From the part's own buffer, never
- * from the caller's memory (struct fill_part says why).
- */
-static void keep_ranges(struct objfs_cache *c, struct fill_part *p)
-{
-	int64_t end = p->off + (int64_t)p->len;
-	uint64_t first = (uint64_t)p->off / c->bsize;
-
-	if (p->len > c->bsize / 4)
-		return;
-	if (p->own_alloc && (uint64_t)(end - 1) / c->bsize == first) {
-		/* within one block: the part's buffer becomes the range, no copy */
-		keep_range(c, p->f->o, first, p->off - (int64_t)(first * c->bsize), NULL, p->len,
-			   p->own, p->own_alloc);
-		p->own = NULL;
-		return;
-	}
-	for (uint64_t idx = first;; idx++) {
-		int64_t bstart = (int64_t)(idx * c->bsize), bend = block_end(c, p->f->o, idx);
-		int64_t from = p->off > bstart ? p->off : bstart, to = end < bend ? end : bend;
-
-		if (bstart >= end)
-			break;
-		keep_range(c, p->f->o, idx, from - bstart, p->own + (from - p->off),
-			   (size_t)(to - from), NULL, 0);
-	}
+	pthread_cond_broadcast(q);
 }
 
 static void fill_part_done(void *arg, int err)
@@ -1159,15 +1277,19 @@ static void fill_part_done(void *arg, int err)
 	struct objfs_cache *c = f->c;
 
 	if (p->from_disk && err == OBJFS_DISKCACHE_RETRY) {
-		fill_part_fetch(p); /* the disk copy was bad and is gone */
-		return;
+		if (!(f->flags & FILL_ASYNC)) {
+			fill_part_fetch(p); /* the disk copy was bad and is gone */
+			return;
+		}
+		err = -EIO; /* nobody waits: the next reader fetches it */
 	}
 	if (!err && p->own) {
 		fill_copy(f, p->dst, p->own, p->len);
 		if (!p->from_disk && c->disk)
 			fill_write_behind(c, p); /* from a copy of its own */
-		keep_ranges(c, p);               /* may take p->own */
 	}
+	if (p->kb)
+		range_end(c, p, err); /* before inflight drops: cache_free waits for it */
 	part_own_free(c, p);
 	if (!p->from_disk) {
 		pthread_mutex_lock(&c->lock);
@@ -1192,6 +1314,26 @@ static int fill_part_disk(struct objfs_cache *c, struct fill_part *p)
 					  part_to(p), fill_part_done, p);
 }
 
+/* Whether [off, off+len) of @o, within one block, is on disk. */
+static int on_disk(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
+		   size_t len)
+{
+	uint64_t idx = (uint64_t)off / c->bsize;
+
+	return c->disk && objfs_diskcache_has_range(c->disk, o->id, idx,
+						    (size_t)(off - (int64_t)(idx * c->bsize)), len);
+}
+
+/* Starts @p (counted in its fill already): from disk when it is there, else the store. */
+static void part_go(struct objfs_cache *c, struct fill_part *p, int from_disk)
+{
+	__atomic_add_fetch(&p->f->started, p->len, __ATOMIC_RELAXED);
+	p->from_disk = from_disk && p->own;
+	if (p->from_disk && fill_part_disk(c, p) == 0)
+		return;
+	fill_part_fetch(p);
+}
+
 /*
  * Adds one part to @f and starts it: a disk read when @from_disk (within
  * one block; a fetch after all when the disk no longer has it), else a fetch.
@@ -1203,69 +1345,245 @@ static int fill_part_start(struct fill *f, int64_t off, size_t len, char *dst, i
 
 	if (!p)
 		return -ENOMEM;
-	*p = (struct fill_part){ f, off, len, dst, from_disk, NULL, 0 };
-	/* bytes to keep land in our memory first: a small part's (kept as a
-	 * range), or any part's with a disk cache (written behind, and what a
-	 * disk read checks) */
+	*p = (struct fill_part){ f, off, len, dst, from_disk, NULL, 0, NULL, 0 };
+	/* bytes land in our memory first when they are written behind to
+	 * disk (and what a disk read checks), or small (a pooled buffer) */
 	if (len <= c->bsize / 4 || c->disk)
 		part_own_take(c, p, len <= c->bsize / 4);
 	__atomic_add_fetch(&f->pending, 1, __ATOMIC_RELAXED);
-	if (from_disk && p->own && fill_part_disk(c, p) == 0)
-		return 0;
-	fill_part_fetch(p);
+	part_go(c, p, from_disk);
 	return 0;
 }
 
 /*
- * Copies [off, off+len) of block @idx of f->o, in memory or being fetched,
- * into @dst: now when the block is READY or a kept range covers it, else
- * as a waiter of its fetch (waiters_run), so a fill never blocks its
- * caller on the network (the GPU side API's fill workers are shared by
- * every session). 0, 1 when neither the block (READY or LOADING) nor a
- * kept range covering the part is in memory (the caller reads it from disk
- * or the store), or -ENOMEM. One lookup both decides and copies.
+ * Starts the part that fetches kept range @koff (LOADING, @len bytes into
+ * @data) of @b, which the caller holds for it; @dst: where @f wants the
+ * bytes (NULL: a prefetch). On ENOMEM the range is dropped again.
  */
-static int fill_from_block(struct fill *f, uint64_t idx, int64_t off, size_t len, char *dst)
+static void fill_part_kept(struct fill *f, struct objfs_block *b, int64_t koff, size_t len,
+			   char *data, char *dst)
+{
+	struct objfs_cache *c = f->c;
+	int64_t off = (int64_t)(b->idx * c->bsize) + koff;
+	struct fill_part *p = malloc(sizeof(*p));
+	struct fill_part dead = { f, off, len, dst, 0, data, 0, b, koff };
+
+	__atomic_add_fetch(&f->pending, 1, __ATOMIC_RELAXED);
+	if (!p) {
+		range_end(c, &dead, -ENOMEM);
+		fill_put(f, -ENOMEM);
+		return;
+	}
+	*p = dead;
+	part_go(c, p, on_disk(c, f->o, off, len));
+}
+
+/*
+ * Inserts a LOADING range [off, off+len) with @data (@alloc bytes, counted
+ * by the caller) into @b's sorted ranges. 0, or -ENOMEM. Lock held.
+ */
+static int range_insert(struct objfs_block *b, int64_t off, size_t len, char *data, size_t alloc)
+{
+	struct brange *nr = realloc(b->ranges, (b->nranges + 1) * sizeof(*nr));
+	unsigned i = 0;
+
+	if (!nr)
+		return -ENOMEM;
+	b->ranges = nr;
+	while (i < b->nranges && nr[i].off < off)
+		i++;
+	memmove(nr + i + 1, nr + i, (b->nranges - i) * sizeof(*nr));
+	nr[i] = (struct brange){ off, len, alloc, data, 1, NULL };
+	b->nranges++;
+	b->alloc += alloc;
+	return 0;
+}
+
+/* The RANGES block of (@o, @idx) with hash @h, made empty and hashed (and
+ * held, refs 1) when none is there. Lock held. */
+static struct objfs_block *ranges_block(struct objfs_cache *c, const struct objfs_cache_obj *o,
+					uint64_t idx, size_t h)
+{
+	struct objfs_block *b = calloc(1, sizeof(*b));
+
+	if (!b || !(b->id = strdup(o->id))) {
+		free(b);
+		return NULL;
+	}
+	b->idx = idx;
+	b->hash = h;
+	b->len = (size_t)(block_end(c, o, idx) - (int64_t)(idx * c->bsize));
+	b->state = B_RANGES;
+	b->refs = 1;
+	hash_insert(c, b);
+	return b;
+}
+
+/* What fill_block does with one piece of a block outside its ranges. */
+struct gap {
+	int64_t off;   /* in the block */
+	size_t len;
+	char *data;    /* kept: the new range's buffer; NULL: fetched unkept */
+};
+#define GAPS (RANGES_MAX + 2)
+
+/*
+ * Makes @g a kept LOADING range of *@bp (a RANGES block, made when NULL)
+ * when it is a quarter block at most (@any: whatever its size) and the cap
+ * and the range count allow; else leaves it unkept. Each kept range holds the block for its
+ * part. Lock held.
+ */
+static void gap_keep(struct objfs_cache *c, const struct objfs_cache_obj *o, uint64_t idx,
+		     size_t h, struct objfs_block **bp, struct gap *g, int any)
+{
+	size_t alloc;
+	unsigned k;
+
+	g->data = NULL;
+	if ((g->len > c->bsize / 4 && !any) || (*bp && (*bp)->nranges >= RANGES_MAX) ||
+	    !evict_for(c, buf_class(c, g->len, &k)))
+		return;
+	if (!*bp && !(*bp = ranges_block(c, o, idx, h)))
+		return;
+	g->data = buf_alloc(c, g->len, &alloc);
+	if (!g->data)
+		return;
+	if (range_insert(*bp, g->off, g->len, g->data, alloc)) {
+		buf_free(c, g->data, alloc);
+		g->data = NULL;
+		return;
+	}
+	c->bytes += alloc;
+	c->st.ranges_kept++;
+	(*bp)->refs++; /* the part's */
+}
+
+/*
+ * Copies [off, off+len) of block @idx of f->o, in memory or being
+ * fetched, into @dst: now when the block is READY, as a waiter when it is
+ * LOADING (waiters_run), so a fill never blocks its caller on the network.
+ * With no whole block, what kept ranges hold is copied (or waited for) and
+ * only the gaps between them are fetched, each kept as a new range when
+ * small (joined by later fills while in flight) and fetched into @dst
+ * otherwise. 0; 1 when nothing of the block is in memory and the fill is
+ * @long (over a quarter block: the caller fetches the piece in a run with
+ * its neighbours, not kept: a stream, a GPU fill); or -ENOMEM. A prefetch
+ * (FILL_PREFETCH, @dst NULL) only starts the gaps, all kept, one request
+ * each; the cap stops it (f->stop).
+ */
+static int fill_block(struct fill *f, uint64_t idx, int64_t off, size_t len, char *dst, int longfill)
 {
 	struct objfs_cache *c = f->c;
 	const struct objfs_cache_obj *o = f->o;
-	int64_t boff = off - (int64_t)(idx * c->bsize);
-	const struct brange *r = NULL;
+	const int pre = !!(f->flags & FILL_PREFETCH);
+	int64_t bstart = (int64_t)(idx * c->bsize), boff = off - bstart, bend = boff + (int64_t)len;
+	struct { int64_t off; size_t len; const char *src; } copy[RANGES_MAX];
+	struct gap gaps[GAPS];
+	unsigned ncopy = 0, ngap = 0;
+	int64_t pos = boff;
 	struct objfs_block *b;
-	struct blk_waiter *w;
-	const char *src;
 	size_t h = key_hash(o->id, idx); /* outside the lock: it reads the whole id */
 
 	pthread_mutex_lock(&c->lock);
 	b = find(c, o->id, idx, h);
-	if (b && b->state == B_RANGES)
-		r = range_find(b, boff, len);
-	if (!b || b->state == B_FAILED || (b->state == B_RANGES && !r)) {
-		pthread_mutex_unlock(&c->lock);
-		return 1;
-	}
-	if (b->state == B_LOADING) {
-		w = malloc(sizeof(*w));
-		if (!w) {
+	if (b && b->state != B_RANGES) { /* the whole block: READY or LOADING */
+		struct blk_waiter *w = NULL;
+
+		if (pre) {
+			pthread_mutex_unlock(&c->lock);
+			return 0;
+		}
+		if (b->state == B_LOADING && !(w = malloc(sizeof(*w)))) {
 			pthread_mutex_unlock(&c->lock);
 			return -ENOMEM;
 		}
-		*w = (struct blk_waiter){ b->waiters, f, off, len, dst };
-		b->waiters = w;
 		ref(c, b);
-		__atomic_add_fetch(&f->pending, 1, __ATOMIC_RELAXED);
+		if (w) {
+			*w = (struct blk_waiter){ b->waiters, f, off, len, dst };
+			b->waiters = w;
+			__atomic_add_fetch(&f->pending, 1, __ATOMIC_RELAXED);
+			pthread_mutex_unlock(&c->lock);
+			return 0;
+		}
+		pthread_mutex_unlock(&c->lock);
+		/* READY blocks never change: copied without the lock */
+		fill_copy(f, dst, b->data + boff, len);
+		pthread_mutex_lock(&c->lock);
+		unref(c, b);
+		evict(c, 0);
 		pthread_mutex_unlock(&c->lock);
 		return 0;
 	}
-	src = r ? r->data + (boff - r->off) : b->data + boff;
-	ref(c, b);
+	if (!pre && longfill && (!b || !b->nranges)) {
+		pthread_mutex_unlock(&c->lock);
+		return 1;
+	}
+	if (b)
+		hold(c, b); /* ours while we copy */
+	/* the ranges that meet the piece, in order: copies, waiters, gaps */
+	for (unsigned i = 0; b && i < b->nranges && pos < bend; i++) {
+		struct brange *r = &b->ranges[i];
+		int64_t rend = r->off + (int64_t)r->len, to;
+
+		if (rend <= pos)
+			continue;
+		if (r->off >= bend)
+			break;
+		if (r->off > pos)
+			gaps[ngap++] = (struct gap){ pos, (size_t)(r->off - pos), NULL };
+		pos = r->off > pos ? r->off : pos;
+		to = rend < bend ? rend : bend;
+		if (pre) {
+			/* nothing to copy or wait for */
+		} else if (r->loading) {
+			struct blk_waiter *w = malloc(sizeof(*w));
+
+			if (!w) {
+				unref(c, b);
+				pthread_mutex_unlock(&c->lock);
+				return -ENOMEM; /* the waiters added so far still end the fill */
+			}
+			*w = (struct blk_waiter){ r->waiters, f, bstart + pos, (size_t)(to - pos),
+						  dst + (pos - boff) };
+			r->waiters = w;
+			__atomic_add_fetch(&f->pending, 1, __ATOMIC_RELAXED);
+		} else {
+			copy[ncopy].off = pos;
+			copy[ncopy].len = (size_t)(to - pos);
+			copy[ncopy++].src = r->data + (pos - r->off);
+		}
+		pos = to;
+	}
+	if (pos < bend)
+		gaps[ngap++] = (struct gap){ pos, (size_t)(bend - pos), NULL };
+	for (unsigned i = 0; i < ngap; i++) {
+		gap_keep(c, o, idx, h, &b, &gaps[i], pre); /* a block made here is held for us too */
+		if (!gaps[i].data && pre) {
+			c->st.prefetch_capped++;
+			f->stop = bstart + gaps[i].off;
+			ngap = i;
+			break;
+		}
+	}
 	pthread_mutex_unlock(&c->lock);
-	/* READY blocks and kept ranges never change: copied without the lock */
-	fill_copy(f, dst, src, len);
-	pthread_mutex_lock(&c->lock);
-	unref(c, b);
-	evict(c, 0);
-	pthread_mutex_unlock(&c->lock);
+	for (unsigned i = 0; i < ncopy; i++) /* READY ranges never change */
+		fill_copy(f, dst + (copy[i].off - boff), copy[i].src, copy[i].len);
+	for (unsigned i = 0; i < ngap; i++) {
+		struct gap *g = &gaps[i];
+		char *to = dst ? dst + (g->off - boff) : NULL;
+
+		if (g->data)
+			fill_part_kept(f, b, g->off, g->len, g->data, to);
+		else if (fill_part_start(f, bstart + g->off, g->len, to,
+					 on_disk(c, o, bstart + g->off, g->len)))
+			fill_fail(f, -ENOMEM);
+	}
+	if (b) {
+		pthread_mutex_lock(&c->lock);
+		unref(c, b);
+		evict(c, 0);
+		pthread_mutex_unlock(&c->lock);
+	}
 	return 0;
 }
 
@@ -1300,39 +1618,33 @@ static void waiters_run(struct objfs_block *b, struct blk_waiter *w, int err)
 	}
 }
 
-void objfs_cache_fill(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
-		      size_t len, char *dst, unsigned flags, objfs_fetch_done_fn done, void *arg)
+/*
+ * Fills [off, off+len) of f->o into @dst (NULL: a prefetch), block by
+ * block: what memory holds or is fetching is copied or joined
+ * (fill_block), pieces on disk are read from it, and neighbouring pieces
+ * that are nowhere are fetched as one run. 0 or -errno (parts started
+ * before an error still end the fill).
+ */
+static int fill_range(struct fill *f, int64_t off, size_t len, char *dst)
 {
-	struct fill *f;
+	struct objfs_cache *c = f->c;
+	const struct objfs_cache_obj *o = f->o;
 	int64_t end = off + (int64_t)len, run = -1; /* run: start of the store run */
 	int err = 0;
 
-	if (off < 0 || end > o->size || end < off) {
-		done(arg, -EINVAL);
-		return;
-	}
-	f = calloc(1, sizeof(*f));
-	if (!f) {
-		done(arg, -ENOMEM);
-		return;
-	}
-	*f = (struct fill){ c, o, 1, 0, done, arg, flags };
-	for (int64_t at = off; at < end && !err;) {
+	for (int64_t at = off; at < end && !err && f->stop < 0;) {
 		uint64_t idx = (uint64_t)at / c->bsize;
-		int64_t bstart = (int64_t)(idx * c->bsize);
 		int64_t to = end < block_end(c, o, idx) ? end : block_end(c, o, idx);
 		size_t n = (size_t)(to - at);
-		/* in memory or being fetched (single flight): copied, or copied
-		 * when it arrives; one lookup decides and copies */
-		int got = fill_from_block(f, idx, at, n, dst + (at - off)), disk = 0;
+		int got = fill_block(f, idx, at, n, dst ? dst + (at - off) : NULL,
+				     len > c->bsize / 4), disk = 0;
 
 		if (got < 0) {
 			err = got;
 			break;
 		}
-		if (got == 1) { /* not in memory: on disk, or from the store */
-			disk = c->disk && objfs_diskcache_has_range(c->disk, o->id, idx,
-								    (size_t)(at - bstart), n);
+		if (got == 1) { /* nothing in memory: on disk, or from the store */
+			disk = on_disk(c, o, at, n);
 			if (!disk) {
 				if (run < 0)
 					run = at; /* merged with its neighbours */
@@ -1349,7 +1661,90 @@ void objfs_cache_fill(struct objfs_cache *c, const struct objfs_cache_obj *o, in
 	}
 	if (run >= 0 && !err)
 		err = fill_part_start(f, run, (size_t)(end - run), dst + (run - off), 0);
-	fill_put(f, err);
+	return err;
+}
+
+void objfs_cache_fill(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
+		      size_t len, char *dst, unsigned flags, objfs_fetch_done_fn done, void *arg)
+{
+	struct fill *f;
+
+	if (off < 0 || off + (int64_t)len > o->size || off + (int64_t)len < off) {
+		done(arg, -EINVAL);
+		return;
+	}
+	f = fill_new(c, o, flags & OBJFS_FILL_DEVICE, done, arg);
+	if (!f) {
+		done(arg, -ENOMEM);
+		return;
+	}
+	fill_put(f, fill_range(f, off, len, dst));
+}
+
+static void prefetch_done(void *arg, int err)
+{
+	(void)arg;
+	(void)err;
+}
+
+size_t objfs_cache_prefetch_range(struct objfs_cache *c, const struct objfs_cache_obj *o,
+				  int64_t off, size_t len, int64_t *reached)
+{
+	struct fill *f;
+	size_t started;
+
+	if (reached)
+		*reached = off;
+	if (!len || off < 0 || off >= o->size)
+		return 0;
+	if (off + (int64_t)len > o->size)
+		len = (size_t)(o->size - off);
+	f = fill_new(c, o, FILL_PREFETCH | FILL_ASYNC, prefetch_done, NULL);
+	if (!f)
+		return 0;
+	(void)fill_range(f, off, len, NULL);
+	started = (size_t)__atomic_load_n(&f->started, __ATOMIC_RELAXED);
+	if (reached)
+		*reached = f->stop >= 0 ? f->stop : off + (int64_t)len;
+	fill_put(f, 0);
+	return started;
+}
+
+/*
+ * Fetches LOADING block @b (made by block_from_ranges) from the RANGES
+ * block it replaces: the ranges are copied in, the gaps between them read
+ * from disk or fetched (fill parts into the block), and the block's fetch
+ * ends (fetch_done) when the last gap is in.
+ */
+static void block_assemble(const struct objfs_cache_obj *o, struct objfs_block *b)
+{
+	struct objfs_cache *c = b->cache;
+	struct objfs_block *ob = b->from;
+	int64_t bstart = (int64_t)(b->idx * c->bsize), pos = 0;
+	struct fill *f = fill_new(c, o, FILL_ASYNC, fetch_done, b);
+	int err = f ? 0 : -ENOMEM;
+
+	b->from = NULL;
+	/* ob is unhashed and none of its ranges in flight: they no longer change */
+	for (unsigned i = 0; i < ob->nranges && !err; i++) {
+		const struct brange *r = &ob->ranges[i];
+
+		memcpy(b->data + r->off, r->data, r->len);
+		if (r->off > pos)
+			err = fill_part_start(f, bstart + pos, (size_t)(r->off - pos), b->data + pos,
+					      on_disk(c, o, bstart + pos, (size_t)(r->off - pos)));
+		pos = r->off + (int64_t)r->len;
+	}
+	if (!err && pos < (int64_t)b->len)
+		err = fill_part_start(f, bstart + pos, b->len - (size_t)pos, b->data + pos,
+				      on_disk(c, o, bstart + pos, b->len - (size_t)pos));
+	pthread_mutex_lock(&c->lock);
+	unref(c, ob);
+	pthread_mutex_unlock(&c->lock);
+	if (f)
+		fill_put(f, err);
+	else
+		fetch_done(b, err);
 }
 
 /* objfs_cache_fill_wait(): the fill's outcome, handed from done() to the waiter. */
@@ -1371,11 +1766,20 @@ static void fill_wait_done(void *arg, int err)
 }
 
 int objfs_cache_fill_wait(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
-			  size_t len, char *dst)
+			  size_t len, char *dst, uint64_t *fetched)
 {
 	struct fill_wait w = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0 };
+	struct fill *f;
 
-	objfs_cache_fill(c, o, off, len, dst, 0, fill_wait_done, &w);
+	if (fetched)
+		*fetched = 0;
+	if (off < 0 || off + (int64_t)len > o->size || off + (int64_t)len < off)
+		return -EINVAL;
+	f = fill_new(c, o, 0, fill_wait_done, &w);
+	if (!f)
+		return -ENOMEM;
+	f->started_out = fetched;
+	fill_put(f, fill_range(f, off, len, dst));
 	pthread_mutex_lock(&w.lock);
 	while (!w.done)
 		pthread_cond_wait(&w.cond, &w.lock);
@@ -1434,8 +1838,7 @@ void objfs_cache_free(struct objfs_cache *c)
 			struct open_obj *x = c->open[i];
 
 			c->open[i] = x->next;
-			free(x->id);
-			free(x);
+			open_obj_free(x);
 		}
 	free(c->hash);
 	pthread_mutex_destroy(&c->lock);

@@ -48,6 +48,10 @@
 struct objfs_cache;
 struct objfs_block;
 
+/* The read policy's decisions the cache counts (reader.h: random,
+ * sequential, around), in that order. */
+#define OBJFS_CACHE_READ_KINDS 3
+
 /* What the cache needs to fetch blocks of one open object. Borrowed. */
 struct objfs_cache_obj {
 	const char *id;       /* identity: path, ETag and size (objfs_cache_obj_id) */
@@ -60,7 +64,12 @@ struct objfs_cache_stats {
 	uint64_t hits, misses, waits;     /* block lookups */
 	uint64_t fetches, fetch_bytes, fetch_errors;
 	uint64_t direct_bytes;            /* fetched into callers' memory (fill) */
-	uint64_t ranges_kept;             /* small ranges of fills kept (keep_ranges) */
+	uint64_t ranges_kept;             /* page ranges of blocks kept (fills, range prefetch) */
+	uint64_t refetched_bytes;         /* asked of the store again while the object
+					     was open (whole 4 KiB pages) */
+	/* per read-policy decision (objfs_cache_note_read): reads, bytes read,
+	 * bytes asked of the disk or the store for them and their prefetch */
+	uint64_t reads[3], read_bytes[3], read_fetched[3];
 	uint64_t prefetched, prefetch_unused; /* blocks, and those evicted unread */
 	uint64_t evictions;
 	uint64_t wait_us;                 /* readers' time waiting for blocks in flight */
@@ -95,16 +104,14 @@ void objfs_cache_stream_leave(struct objfs_cache *c);
 size_t objfs_cache_stream_window(const struct objfs_cache *c, size_t reserve);
 
 /*
- * The objects open through readers, each counted once however many
- * handles read it: whether the objects a reader would read in whole blocks
- * fit in the cache together (reader.h). objfs_cache_open_obj() when a
- * reader of (@id, @size) is made (0, or -ENOMEM: not counted, so not to
- * be closed), objfs_cache_close_obj() when it is freed;
- * objfs_cache_open_bytes() sums their sizes.
+ * The objects open through readers, each registered once however many
+ * handles read it: while open, the pages fetched of it are tracked, and
+ * fetching one again counts in refetched_bytes. objfs_cache_open_obj() when
+ * a reader of (@id, @size) is made (0, or -ENOMEM: not registered, so not
+ * to be closed), objfs_cache_close_obj() when it is freed.
  */
 int objfs_cache_open_obj(struct objfs_cache *c, const char *id, int64_t size);
 void objfs_cache_close_obj(struct objfs_cache *c, const char *id);
-uint64_t objfs_cache_open_bytes(struct objfs_cache *c);
 
 /* Writes the identity string of (path, etag, size) into a malloc'd string. */
 char *objfs_cache_obj_id(const char *path, const char *etag, int64_t size);
@@ -120,23 +127,22 @@ int objfs_cache_read(struct objfs_cache *c, const struct objfs_cache_obj *o, int
 /*
  * Fills @dst with [off, off+len) of @o for a consumer that owns @dst until
  * done() -- the side API's ring, a reader's page buffer -- at the least
- * cost per byte: blocks the cache holds or is fetching are copied from it
- * (single flight), what the disk cache holds -- whole blocks, or just the
- * part of a block asked for (objfs_diskcache_has_range) -- is read from
- * disk straight into @dst, and everything else is fetched from the store
- * straight into @dst, in runs of neighbouring blocks, with no block memory,
- * no copy and no page faults on fresh buffers. A run of a quarter block or
- * less (a sample, a random reader's pages) is then kept in memory as a
- * range of its block, from a copy, so the same fill again is a copy from
- * memory (a block read whole later replaces its ranges); longer runs are
- * streams and are not kept (with a disk cache, the 4 KiB pages of each
- * block a run covers are written behind from copies,
- * objfs_diskcache_put_range, so the same reads come from disk next time).
- * Never waits for the network: cached blocks are copied by the caller,
- * parts of blocks in flight when their fetch ends (by the thread that ends
- * it). done(arg, err) is called exactly
- * once, from any thread, possibly before this returns; on error @dst must
- * not be delivered. @o must stay valid until done().
+ * cost per byte, and never asking the store twice for what memory holds:
+ *   - whole blocks the cache holds or is fetching are copied (single flight);
+ *   - in a block held only in part (kept page ranges), the ranges are
+ *     copied, ranges in flight are joined, and only the gaps are fetched;
+ *   - a piece of a quarter block or less that memory lacks (a sample, a
+ *     random reader's pages) is fetched as a new kept range of its block,
+ *     which later fills copy or join (a block read whole later is made of
+ *     its ranges plus what is missing);
+ *   - larger pieces (streams, GPU fills) are read from the disk cache when
+ *     it has them (objfs_diskcache_has_range), else fetched straight into
+ *     @dst in runs of neighbouring blocks and not kept (with a disk cache,
+ *     their pages are written behind from copies, objfs_diskcache_put_range).
+ * Never waits for the network: the bytes of fetches in flight are copied
+ * by the thread that ends them. done(arg, err) is called exactly once,
+ * from any thread, possibly before this returns; on error @dst must not be
+ * delivered. @o must stay valid until done().
  */
 void objfs_cache_fill(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
 		      size_t len, char *dst, unsigned flags, objfs_fetch_done_fn done, void *arg);
@@ -146,9 +152,10 @@ void objfs_cache_fill(struct objfs_cache *c, const struct objfs_cache_obj *o, in
 			       * ring slot): bytes from memory are copied with
 			       * streaming stores (objfs_copy_stream, util/buf.h) */
 
-/* objfs_cache_fill(), waited for: 0 or -errno (then @dst must not be delivered). */
+/* objfs_cache_fill(), waited for: 0 or -errno (then @dst must not be
+ * delivered). *@fetched (may be NULL): the bytes it asked of the disk or the store. */
 int objfs_cache_fill_wait(struct objfs_cache *c, const struct objfs_cache_obj *o, int64_t off,
-			  size_t len, char *dst);
+			  size_t len, char *dst, uint64_t *fetched);
 
 /*
  * Zero-copy access: pins the blocks covering [off, off+len) of @o (fetching
@@ -157,6 +164,7 @@ int objfs_cache_fill_wait(struct objfs_cache *c, const struct objfs_cache_obj *o
  */
 struct objfs_cache_pin {
 	size_t n;                    /* blocks pinned = iovecs used */
+	uint64_t fetched;            /* bytes it asked of the disk or the store */
 	struct objfs_block **blocks; /* owned by the pin */
 	struct iovec *iov;           /* owned by the pin */
 };
@@ -174,6 +182,21 @@ void objfs_cache_unpin(struct objfs_cache *c, struct objfs_cache_pin *pin);
  */
 size_t objfs_cache_prefetch(struct objfs_cache *c, const struct objfs_cache_obj *o,
 			    int64_t off, size_t len, int64_t *reached);
+
+/*
+ * The page-granular prefetch of a stream that has not yet earned whole
+ * blocks: the 4 KiB pages of [off, off+len) that neither a block nor a
+ * kept range holds or is fetching are fetched, without waiting, as kept
+ * ranges, one request for each gap in each block, which reads copy or join. Returns the
+ * bytes started; *@reached as objfs_cache_prefetch's (the cap stops it).
+ * @o need not outlive the call.
+ */
+size_t objfs_cache_prefetch_range(struct objfs_cache *c, const struct objfs_cache_obj *o,
+				  int64_t off, size_t len, int64_t *reached);
+
+/* Counts one read of @len bytes by the read policy's decision @kind
+ * (< OBJFS_CACHE_READ_KINDS) that asked @fetched bytes of the disk or the store. */
+void objfs_cache_note_read(struct objfs_cache *c, unsigned kind, size_t len, uint64_t fetched);
 
 /*
  * Drop-behind: a sequential reader of @o is at @off, so the block before

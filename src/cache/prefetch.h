@@ -1,18 +1,32 @@
 /*
- * prefetch: per-handle access-pattern detection and readahead window.
+ * prefetch: where one handle's reads land, and what each read should fetch.
  *
- * A stream starts at a read at offset 0 (unless the handle is in random
- * mode), or after two reads in a row that each start where the last one
- * ended (within 64 KiB). Inside a stream, a read near the expected offset
- * (within 8 MiB, forward or backward, as the kernel's concurrent readahead
- * reorders requests) continues it; stream reads grow the window from
- * `min_window`, doubling up to `max_window`, and the caller prefetches the
- * window past the read and serves whole blocks. Every other read is served
- * as asked: no prefetch, and misses fetched at the size of the read, not
- * whole cache blocks. A far read ends a stream; two far reads in a row
- * switch the handle to random mode (where even a read at 0 is only a read).
- * One continuation alone never starts a stream: it is chance, or the
- * second FUSE request of one pread split in two.
+ * Reads are classified by where they land, not by the handle's history: a
+ * handle tracks a few runs (streams) at once, as an HDF5 or Parquet reader
+ * walks a header, then jumps to a chunk, then reads it through. A read
+ * that continues a run (starts within a small slack of where the run
+ * ended) extends it; any other read starts a new candidate run in the
+ * least recently used slot, so a jump never erases what other runs have
+ * shown.
+ *
+ *   random      a read that continues nothing, or only the first
+ *               continuation of a run (chance, or the second FUSE request
+ *               of one pread split in two): served as asked, rounded to
+ *               4 KiB pages, no prefetch.
+ *   sequential  the second and later continuations: the run has read
+ *               `evidence` bytes contiguously, and earns a prefetch window
+ *               of half that (at most the cache's share, max_window). A run
+ *               that has read a whole cache block is served in whole blocks
+ *               (zero copy, block-sized prefetch); a shorter one in pages.
+ *   around      a read inside a run's recent past or just ahead of it (the
+ *               kernel's readahead requests arrive out of order; an mmap
+ *               fault asks for a read-around window centred on the fault):
+ *               served like the run, with no new prefetch.
+ *
+ * Why half the evidence: a run that stops (a zip member, a column chunk)
+ * then over-fetches at most half of what it read, while one that goes on
+ * still doubles its window each time it reads the last one; the kernel's
+ * own readahead already runs ahead of the program.
  *
  * Pure state machine (no I/O, no locks): the caller serialises calls per
  * handle. Unit-tested in tests/check_prefetch.c.
@@ -23,45 +37,51 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct objfs_prefetch {
-	size_t min_window, max_window, window;
-	int64_t next;        /* where a sequential read would start */
+#define OBJFS_PREFETCH_RUNS 4
+
+enum objfs_read_kind { OBJFS_READ_RANDOM, OBJFS_READ_SEQ, OBJFS_READ_AROUND, OBJFS_READ_KINDS };
+
+struct objfs_prefetch_run {
+	int64_t origin;      /* where its contiguous reads began */
+	int64_t next;        /* where the next read would start */
 	int64_t ahead;       /* prefetch issued up to here */
-	unsigned seq;        /* sequential reads in a row */
-	unsigned rand;       /* far reads in a row */
-	int random;          /* random mode */
-	int stream;          /* a sequential stream: whole blocks, prefetch */
-	int64_t origin;      /* where the stream began (0: at the start) */
-	size_t proof;        /* see objfs_prefetch_set_proof */
+	unsigned reads;      /* reads that extended it (1: just started) */
+	uint64_t used;       /* last use, for replacement */
+};
+
+struct objfs_prefetch {
+	size_t max_window;   /* the cache's share for one handle */
+	size_t whole;        /* evidence that earns whole blocks (a cache block) */
+	uint64_t clock;
+	struct objfs_prefetch_run run[OBJFS_PREFETCH_RUNS];
+	int streaming;       /* some run is sequential (counted in the cache's streams) */
 };
 
 struct objfs_prefetch_plan {
-	int sequential;      /* a stream: whole blocks through the block cache */
+	enum objfs_read_kind kind;
+	int whole;           /* serve in whole blocks */
 	int64_t off;         /* prefetch this range (len 0: nothing) */
 	size_t len;
 };
 
-void objfs_prefetch_init(struct objfs_prefetch *p, size_t min_window, size_t max_window);
+/* @whole: the evidence that earns whole-block service (the cache block);
+ * @max_window: the largest window. */
+void objfs_prefetch_init(struct objfs_prefetch *p, size_t whole, size_t max_window);
 
-/*
- * A stream that began mid-object (not at offset 0) is served as asked, with
- * no prefetch, until it has run @bytes contiguously past where it began
- * (default 0: at once). The reader sets one cache block: the kernel splits
- * one large random pread into many contiguous FUSE requests (128 KiB each
- * without readahead), which look like a stream; with this, they cost only
- * the pages asked, and a real stream pays page-granular reads for its
- * first block only.
- */
-void objfs_prefetch_set_proof(struct objfs_prefetch *p, size_t bytes);
-
-/*
- * Caps the window at @max (never below min_window): the reader's share of
- * the cache's prefetch room, which shrinks as streams are added.
- */
+/* Caps the window at @max: the handle's share of the cache's prefetch room,
+ * which shrinks as streams are added. */
 void objfs_prefetch_set_max(struct objfs_prefetch *p, size_t max);
 
-/* Feeds one read of @len bytes at @off of a @size-byte object. */
+/* Feeds one read of @len bytes at @off of a @size-byte object; *@plan says
+ * how to serve it and what to prefetch. */
 void objfs_prefetch_on_read(struct objfs_prefetch *p, int64_t off, size_t len, int64_t size,
 			    struct objfs_prefetch_plan *plan);
+
+/* The prefetch of a run reached only @reached (the cache's cap): it is
+ * asked again from there next time. */
+void objfs_prefetch_reached(struct objfs_prefetch *p, int64_t from, int64_t reached);
+
+/* The kind's name, for logs and counters: "random", "sequential", "around". */
+const char *objfs_read_kind_name(enum objfs_read_kind k);
 
 #endif

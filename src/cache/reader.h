@@ -1,42 +1,38 @@
 /*
  * reader: the read policy of one open handle. The FUSE layer asks "read
  * [off, off+len) of this open object" and replies with what it gets back;
- * everything about how the bytes are found lives here (as libfuse's
- * passthrough_ll lo_read is one call, and mountpoint-s3's fs.rs read is
- * request.read(offset, size) with the prefetcher owning the policy).
+ * everything about how the bytes are found lives here (as mountpoint-s3's
+ * read is request.read(offset, size) with the prefetcher owning the
+ * policy). The reader decides what to fetch; the cache (cache.h) carries
+ * it out from memory, the disk cache or the store.
  *
  * One objfs_reader_read():
  *   1. clamps the range to the object's pinned size (0 bytes at or past
  *      EOF, and for len 0);
- *   2. feeds it to the handle's access-pattern detector (prefetch.h),
- *      which says sequential or not and what window to prefetch;
+ *   2. feeds it to the handle's run detector (prefetch.h), which says
+ *      random, sequential or around, whether the run has earned whole
+ *      blocks, and what window to prefetch (half the run's evidence);
  *   3. serves it
- *      - in whole blocks, pinned in the block cache and returned as iovecs
- *        into block memory (zero copy; the FUSE reply writes them out),
- *        when the read is sequential, when the object fits in a quarter of
- *        the cache and the objects open through readers (each once) fit
- *        in it together (every block fetched will serve later reads:
- *        per-read GETs lost 30x to s3fs's whole-file temp cache there; but
- *        16 loader workers reading random 64 KiB samples of 1,000 shards
- *        of 16 MiB under a 4 GiB cache fetched 30 GB of blocks for 655 MB,
- *        evicting each block before its next sample), or when every block
- *        is already in memory or on its way;
- *      - otherwise (a random read of a large object) through
- *        objfs_cache_fill() into a heap buffer, with the range rounded out
- *        to 4 KiB pages (clamped to the size): blocks in memory are copied,
- *        what the disk cache holds is read from disk, and only the pages
- *        asked for are fetched from the store, straight into the buffer
- *        (a 4 KiB read must not cost a 4 MiB GET). The reply is the
- *        sub-range asked for;
- *   4. after a successful read, starts the prefetch window, and for a
- *      sequential reader marks the block cfg.drop_lag bytes behind it for
- *      reuse first (drop-behind).
+ *      - in whole blocks, pinned and returned as iovecs into block memory
+ *        (zero copy), when its run has read a whole block already or every
+ *        block it touches is in memory;
+ *      - otherwise in 4 KiB pages through objfs_cache_fill_wait() into a
+ *        heap buffer: memory's blocks and kept ranges are copied, ranges
+ *        in flight joined, and only the missing pages fetched, kept as
+ *        ranges for the next read. A 4 KiB read costs a 4 KiB GET, not a
+ *        block: SQLite's pages are 4 KiB, HDF5 rows are read as asked, and
+ *        locality is left to run detection, not to a coarser granule;
+ *   4. prefetches the window (whole blocks, or pages for a young run) and,
+ *      in whole-block runs, marks the block cfg.drop_lag bytes behind the
+ *      reader for reuse first (drop-behind);
+ *   5. counts the read by decision, with the bytes it asked of the disk or
+ *      the store (objfs_cache_note_read), and logs the decision at debug.
  *
  * The reply stays valid until objfs_reader_release(), which unpins the
  * blocks or frees the buffer. Nothing large is kept on the stack.
  *
  * Thread safety: reads of one reader may run concurrently (FUSE worker
- * threads): the pattern detector has its own lock, held only to feed it;
+ * threads): the run detector has its own lock, held only to feed it;
  * everything else is the cache's. The reader holds one reference on its
  * object and borrows the cache, which must outlive it.
  */
@@ -53,7 +49,6 @@
 struct objfs_reader;
 
 struct objfs_reader_cfg {
-	size_t window_min; /* first prefetch window of a sequential reader, bytes */
 	size_t window_max; /* largest prefetch window, bytes */
 	/*
 	 * Drop-behind lags the reader by this many bytes. The kernel's

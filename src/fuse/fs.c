@@ -363,7 +363,6 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct objfs_fs *fs = fs_of(req);
 	const struct objfs_reader_cfg rcfg = {
-		.window_min = 1u << 20,
 		.window_max = fs->prefetch_max,
 		/* reads arrive out of order over twice the kernel readahead */
 		.drop_lag = 2 * ((size_t)READAHEAD_KB << 10),
