@@ -31,6 +31,8 @@ need=(build-essential autoconf automake libtool pkg-config
       openssl valgrind
       # system mounts (fstab.sh): mount(8), setpriv, a Prometheus text parser
       mount util-linux python3-prometheus-client
+      # Debian packages (deb.sh): dpkg-buildpackage, dh, pybuild, lintian
+      dpkg-dev debhelper dh-python pybuild-plugin-pyproject python3-all lintian
       # real formats through the mount (formats.sh); not gdal-bin (~124 MB)
       python3-h5py python3-numpy python3-netcdf4 python3-zarr sqlite3 zip unzip tar)
 need+=("$@")
