@@ -1214,6 +1214,8 @@ static void fill_write_behind(struct objfs_cache *c, const struct fill_part *p)
 	}
 }
 
+static int fill_part_start(struct fill *f, int64_t off, size_t len, char *dst, int from_disk);
+
 /* The index of @b's range at @off, or -1. Lock held. */
 static int range_at(const struct objfs_block *b, int64_t off)
 {
@@ -1225,7 +1227,8 @@ static int range_at(const struct objfs_block *b, int64_t off)
 
 /*
  * Kept range @koff of @b, fetched for part @p, ended with @err: READY, its
- * waiters copy from it and go on; on error it is dropped and they fail.
+ * waiters copy from it and go on; on error it is dropped and each waiter
+ * fetches its part from the store.
  * Sleepers waiting for the block's ranges (pin_once) are woken.
  */
 static void range_end(struct objfs_cache *c, struct fill_part *p, int err)
@@ -1248,10 +1251,11 @@ static void range_end(struct objfs_cache *c, struct fill_part *p, int err)
 	pthread_mutex_unlock(&c->lock);
 	for (struct blk_waiter *x = w; x && !err; x = x->next)
 		fill_copy(x->f, x->dst, p->own + (x->off - p->off), x->len);
-	while (w) {
+	while (w) { /* on error each waiter fetches its part itself: the range's
+		     * fetch may have been a prefetch that gives up on a bad disk copy */
 		struct blk_waiter *next = w->next;
 
-		fill_put(w->f, err);
+		fill_put(w->f, err ? fill_part_start(w->f, w->off, w->len, w->dst, 0) : 0);
 		free(w);
 		w = next;
 	}
@@ -1276,12 +1280,12 @@ static void fill_part_done(void *arg, int err)
 	struct fill *f = p->f;
 	struct objfs_cache *c = f->c;
 
-	if (p->from_disk && err == OBJFS_DISKCACHE_RETRY) {
-		if (!(f->flags & FILL_ASYNC)) {
-			fill_part_fetch(p); /* the disk copy was bad and is gone */
-			return;
-		}
-		err = -EIO; /* nobody waits: the next reader fetches it */
+	/* the disk copy was bad and is gone: fetched again, unless nobody
+	 * waits (f->o's store may be gone), then the retry is the next reader's
+	 * (a kept range's waiters, an assembled block's pin) */
+	if (p->from_disk && err == OBJFS_DISKCACHE_RETRY && !(f->flags & FILL_ASYNC)) {
+		fill_part_fetch(p);
+		return;
 	}
 	if (!err && p->own) {
 		fill_copy(f, p->dst, p->own, p->len);
