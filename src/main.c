@@ -1,8 +1,11 @@
 /*
  * main: command line, start-up and shutdown.
  *
- * Everything that can be checked cheaply (options, URL, mount point) is
- * checked before anything else, so a mistake costs one message and exit 1.
+ * `objfs stats` and `objfs warmup` are commands of their own (cli.h), told
+ * apart by their first word before any option is parsed. For a mount,
+ * everything that can be checked cheaply (options, URL, mount point) is
+ * checked before anything else, so a mistake costs one message and exit 1
+ * (exit 2 and a short usage when operands are missing).
  * Without -f the process forks before any thread exists (libcurl and the
  * engine threads do not survive fork); the child probes the source, mounts,
  * and only then tells the parent, which exits 0 — or exits 1 when the child
@@ -25,10 +28,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "creds.h"
 #include "listing.h"
 #include "log.h"
 #include "mount.h"
+#include "objfs_git.h"
 #include "options.h"
 #include "secret.h"
 
@@ -42,11 +47,22 @@ struct cli {
 	int show_creds; /* --show-credential-source: no mount point, nothing mounted */
 };
 
-static void usage(FILE *f, const char *prog)
+/* Plain `objfs`, or operands missing: what to type, and where to read more. */
+static void short_usage(FILE *f)
 {
-	fprintf(f,
-"usage: %s [options] SOURCE MOUNTPOINT\n"
-"       %s [-o options] --show-credential-source s3://BUCKET\n"
+	fputs("usage: objfs [-f] [-d] [-o opt[,opt...]] SOURCE MOUNTPOINT\n"
+	      "       objfs stats MOUNT [-i SECS]      counters of a mount\n"
+	      "       objfs warmup [-p N] PATH...      read files into the caches\n"
+	      "objfs --help lists every option; man objfs explains them.\n", f);
+}
+
+static void usage(FILE *f)
+{
+	fputs(
+"usage: objfs [options] SOURCE MOUNTPOINT\n"
+"       objfs [-o options] --show-credential-source s3://BUCKET\n"
+"       objfs stats MOUNT [-i SECS] [-n COUNT]\n"
+"       objfs warmup [-p N] [-q] PATH...\n"
 "\n"
 "Mount an HTTP(S) object store or an S3 bucket read-only as a directory tree.\n"
 "SOURCE is http://host[:port]/path/ (a directory index), the URL of one file,\n"
@@ -57,75 +73,21 @@ static void usage(FILE *f, const char *prog)
 "  -d                 debug: foreground, log_level=debug, FUSE request trace\n"
 "  -o opt[,opt...]    mount options (below)\n"
 "  -h, --help         this help\n"
-"  -V, --version      print the version\n"
+"  -V, --version      the version, the libraries' versions, the build's features\n"
 "  --show-credential-source  name the credential source that wins for SOURCE\n"
 "                     (never a secret) and exit\n"
 "\n"
-"Options:\n"
-"  chunk_size=SIZE        cache block and largest ranged GET (default 4M)\n"
-"  cache_size=SIZE        memory block cache cap (default 1/16 of memory, 1G-16G)\n"
-"  prefetch_max=SIZE      largest readahead window of one file (default 64M)\n"
-"  max_connections=N      connections per host (default 4 per core, 16-256)\n"
-"  threads=N              FUSE worker threads (default 8 per core, 64-512)\n"
-"  engine_threads=N       fetch engine threads (default 1 per core, 2-64)\n"
-"  stats                  log the counters at unmount (also: MOUNT/.objfs-stats)\n"
-"  attr_timeout=SECS      attribute cache time, kernel and objfs (default 60)\n"
-"  entry_timeout=SECS     name cache time in the kernel (default 60)\n"
-"  negative_timeout=SECS  cache time of a name that does not exist (default 60)\n"
-"  list_ttl=SECS          directory listing cache time (default 60); these four\n"
-"                         take inf: never expire (immutable datasets)\n"
-"  retries=N              retries of a failed request (default 3)\n"
-"  timeout=SECS           a request making no progress this long fails (default 30)\n"
-"  allow_other            let other users access the mount\n"
-"  default_permissions    let the kernel check permissions from the modes\n"
-"  uid=N, gid=N           owner of all files (default: the mounting user)\n"
-"  umask=OCTAL            permission mask (default 022; the mount is read-only)\n"
-"  ca_file=PATH           CA certificates for https (default: system store)\n"
-"  insecure               do not verify TLS certificates (dangerous)\n"
-"  log_level=LEVEL        error, warn (default), info or debug\n"
-"  side=on|off            GPU side API server for libobjfs (default on)\n"
-"  direct_recv=on|off     ranged GET bodies (http and https) received straight\n"
-"                         into the destination, not through libcurl's buffer\n"
-"                         (default on)\n"
-"  direct_io              reads bypass the kernel page cache: one copy less per\n"
-"                         byte, no readahead but objfs's own, a request per\n"
-"                         read(); shared mmap from Linux 6.6 on\n"
-"  ring_slots=N           GPU side API ring slots per session (default 64)\n"
-"  ring_slot_size=SIZE    GPU side API ring slot size (default 2M)\n"
-"  side_ring_budget=SIZE  GPU side API ring bytes mapped at once (default RAM/4;\n"
-"                         one uid gets a quarter)\n"
-"  cache_dir=PATH         persistent chunk cache on local disk (default: none)\n"
-"  cache_dir_size=SIZE    disk cache cap, LRU evicted (default 10G)\n"
-"  log_file=PATH          log to this file, timestamped (reopened on SIGHUP)\n"
-"  metrics=[ADDR:]PORT    Prometheus metrics on http://ADDR:PORT/metrics\n"
-"                         (ADDR default 127.0.0.1)\n"
-"  proxy=URL              HTTP(S) proxy (default: http_proxy, https_proxy)\n"
-"  rw, ro, dev, suid, exec, noatime, _netdev, nofail, x-systemd.*, ...\n"
-"                         generic mount options from mount(8) and fstab are\n"
-"                         accepted (the mount is always read-only)\n"
-"  max_dir_bytes=SIZE     memory one directory listing may take (default RAM/8,\n"
-"                         64M to 4G; ~300 bytes an entry)\n"
-"  max_dir_entries=N      entries of one directory, at most (default 10000000)\n"
-"  max_list_pages=N       requests (S3 pages) of one listing (default 20000)\n"
-"  list_timeout=SECS      time one directory listing may take (default 1800)\n"
-"  allow_redirects=WHICH  origin (default), any or none; never https to http\n"
-"  http_version=1.1|2     HTTP/1.1 only (default), or offer HTTP/2 over TLS\n"
-"  debug_dumpable         allow core dumps (default: the daemon is not dumpable;\n"
-"                         secret buffers are left out of dumps either way)\n"
-"\n"
-"S3 options:\n"
-"  endpoint=URL           S3-compatible server (default: AWS, or AWS_ENDPOINT_URL)\n"
-"  region=R               signing region (default: AWS_REGION, profile, us-east-1)\n"
-"  profile=P              profile in ~/.aws/credentials and config (default: AWS_PROFILE)\n"
-"  path_style             HOST/BUCKET/KEY requests (default with endpoint=)\n"
-"  virtual_host           BUCKET.HOST/KEY requests (default on AWS)\n"
-"  no_sign                anonymous requests, for public buckets\n"
-"  credentials_file=PATH  shared credentials file (default: AWS_SHARED_CREDENTIALS_FILE)\n"
-"  config_file=PATH       shared config file (default: AWS_CONFIG_FILE)\n"
+"Commands:\n"
+"  stats MOUNT        the counters of a mount as a table; -i SECS refreshes it\n"
+"                     with rates per second, -n COUNT stops after COUNT tables\n"
+"  warmup PATH...     read files and trees of a mount into its caches; -p N\n"
+"                     readers at once (default 16), -q no progress line\n", f);
+	objfs_opts_help(f);
+	fputs(
 "\n"
 "MOUNTPOINT may be /dev/fd/N: an open /dev/fuse descriptor whose mount the caller\n"
-"made (containers, CSI drivers). As a mount helper: mount -t fuse.objfs SOURCE DIR.\n",
-		prog, prog);
+"made (containers, CSI drivers). As a mount helper: mount -t fuse.objfs SOURCE DIR.\n"
+"objfs(1) explains every option, command and counter.\n", f);
 }
 
 static int parse_cli(int argc, char **argv, struct cli *c)
@@ -136,10 +98,10 @@ static int parse_cli(int argc, char **argv, struct cli *c)
 		const char *a = argv[i];
 
 		if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
-			usage(stdout, argv[0]);
+			usage(stdout);
 			exit(0);
 		} else if (strcmp(a, "-V") == 0 || strcmp(a, "--version") == 0) {
-			printf("objfs %s\n", PACKAGE_VERSION);
+			objfs_version_print(stdout, OBJFS_GIT_COMMIT);
 			exit(0);
 		} else if (strcmp(a, "--show-credential-source") == 0) {
 			c->show_creds = 1;
@@ -171,8 +133,8 @@ static int parse_cli(int argc, char **argv, struct cli *c)
 		}
 	}
 	if (!c->source || (!c->mountpoint && !c->show_creds)) {
-		usage(stderr, argv[0]);
-		return -EINVAL;
+		short_usage(stderr);
+		return -EDOM; /* exit 2: the command line's shape */
 	}
 	if (c->debug)
 		c->opts.log_level = OBJFS_LOG_DEBUG;
@@ -388,10 +350,16 @@ int main(int argc, char **argv)
 	 * read (2-core VM).
 	 */
 	mallopt(M_MMAP_THRESHOLD, 128 << 10);
+	/* commands first: SOURCE is a URL, so no mount's first operand is one */
+	if (argc > 1 && strcmp(argv[1], "stats") == 0)
+		return objfs_cli_stats(argc - 1, argv + 1);
+	if (argc > 1 && strcmp(argv[1], "warmup") == 0)
+		return objfs_cli_warmup(argc - 1, argv + 1);
 	objfs_opts_init(&c.opts);
-	if (parse_cli(argc, argv, &c)) {
+	ret = parse_cli(argc, argv, &c);
+	if (ret) {
 		objfs_opts_clear(&c.opts);
-		return 1;
+		return ret == -EDOM ? 2 : 1;
 	}
 	for (int i = 1; i < argc; i++)
 		hide_proxy_password(argv[i]);

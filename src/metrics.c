@@ -19,6 +19,7 @@
 
 #include "buf.h"
 #include "clock.h"
+#include "counters.h"
 #include "log.h"
 #include "metrics.h"
 
@@ -49,21 +50,6 @@ struct objfs_metrics {
 	struct conn conns[CONNS_MAX];
 };
 
-/* Levels, not counts: served as gauges, the rest as counters (_total). */
-static const char *const gauges[] = {
-	"ttfb_p50_us", "ttfb_p90_us", "ttfb_p99_us", "cache_bytes", "cache_pool_bytes", "cache_cap",
-	"disk_cache_state", "disk_cache_files", "disk_cache_bytes", "disk_cache_cap",
-	"side_sessions_open", "side_ring_bytes", "inodes",
-};
-
-static int is_gauge(const char *key)
-{
-	for (size_t i = 0; i < sizeof(gauges) / sizeof(gauges[0]); i++)
-		if (strcmp(key, gauges[i]) == 0)
-			return 1;
-	return 0;
-}
-
 size_t objfs_metrics_render(char *buf, size_t cap, const char *text,
 			    const struct objfs_stats *s, const char *labels)
 {
@@ -75,6 +61,7 @@ size_t objfs_metrics_render(char *buf, size_t cap, const char *text,
 	for (const char *p = text; *p;) {
 		const char *nl = strchr(p, '\n'), *sp;
 		char key[128], val[64];
+		const struct objfs_counter *k;
 		size_t kl, vl;
 
 		if (!nl)
@@ -96,11 +83,13 @@ size_t objfs_metrics_render(char *buf, size_t cap, const char *text,
 				p = *nl ? nl + 1 : nl; /* not a number: no sample */
 				continue;
 			}
-			gauge = is_gauge(key);
+			k = objfs_counter_find(key);
+			gauge = k && k->kind == OBJFS_GAUGE;
 			objfs_appendf(buf, cap, &len,
-			    "# HELP objfs_%s%s objfs statistic %s (objfs(1), STATISTICS)\n"
+			    "# HELP objfs_%s%s %s (%s; objfs(1), STATISTICS)\n"
 			    "# TYPE objfs_%s%s %s\nobjfs_%s%s{%s} %s\n",
-			    key, gauge ? "" : "_total", key, key, gauge ? "" : "_total",
+			    key, gauge ? "" : "_total", k ? k->meaning : "objfs statistic",
+			    k ? k->unit : key, key, gauge ? "" : "_total",
 			    gauge ? "gauge" : "counter", key, gauge ? "" : "_total", labels, val);
 		}
 		p = *nl ? nl + 1 : nl;

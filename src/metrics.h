@@ -6,9 +6,10 @@
  *
  * What is served is rendered from the one stats text (mount.c,
  * objfs_stats_format: the same "key value" lines as .objfs-stats), so a
- * counter added there appears here without a second list: monotonic ones
- * as counters named objfs_KEY_total, levels (bytes held, sessions open,
- * caps, percentiles) as gauges; plus the time-to-first-byte histogram
+ * counter added there appears here without a second list. Each sample's
+ * type and HELP text come from its row of the counter table (counters.h):
+ * counters as objfs_KEY_total, gauges (bytes held, sessions open, caps,
+ * percentiles) as objfs_KEY; plus the time-to-first-byte histogram
  * objfs_ttfb_seconds from struct objfs_stats. Every sample carries the
  * labels mount="MOUNTPOINT" and source="SOURCE" (the URL without any
  * user:password@).

@@ -27,6 +27,7 @@
 #include "fs.h"
 #include "inode.h"
 #include "buf.h"
+#include "counters.h"
 #include "log.h"
 #include "metrics.h"
 #include "mount.h"
@@ -82,7 +83,12 @@ static size_t stats_text(void *arg, char *buf, size_t cap)
 	return n;
 }
 
-/* -o stats: the stats text as one "key=value,..." log line at unmount. */
+/*
+ * -o stats: the stats text as one line "stats: key=value,..." at unmount,
+ * on standard output (objfs -f) and in the log (log_file, syslog once
+ * detached, stderr from log_level=info on): a report asked for, not an
+ * error.
+ */
 static void log_stats(struct objfs_mount *m)
 {
 	char text[4096];
@@ -97,7 +103,9 @@ static void log_stats(struct objfs_mount *m)
 			text[i] = ',';
 		else if (text[i] == ' ')
 			text[i] = '=';
-	objfs_log(OBJFS_LOG_ERR, "stats: %s", text);
+	printf("stats: %s\n", text);
+	fflush(stdout);
+	objfs_log_notice("stats: %s", text);
 }
 
 /* The store for SOURCE: s3:// or http(s)://. 0 or -errno with a reason in @err. */
@@ -468,61 +476,17 @@ size_t objfs_stats_format(char *buf, size_t cap, const struct objfs_stats *s,
 			  const struct objfs_diskcache_stats *d,
 			  const struct objfs_side_stats *sd)
 {
+	const struct objfs_counter_set set = { .engine = s, .cache = c, .disk = d, .side = sd };
 	size_t len = 0;
 
 	if (cap)
 		buf[0] = '\0';
-	objfs_appendf(buf, cap, &len, "requests %llu\nrequest_errors %llu\nretries %llu\nbytes %llu\n",
-	    (unsigned long long)s->requests, (unsigned long long)s->errors,
-	    (unsigned long long)s->retries, (unsigned long long)s->bytes);
-	objfs_appendf(buf, cap, &len, "requests_direct %llu\ndirect_fallbacks %llu\n"
-		      "requests_joined %llu\ntls_own_conns %llu\ntls_own_failures %llu\n"
-		      "tls_own_offs %llu\n",
-	    (unsigned long long)s->direct, (unsigned long long)s->direct_fallbacks,
-	    (unsigned long long)s->joined, (unsigned long long)s->tls_own,
-	    (unsigned long long)s->tls_own_failed, (unsigned long long)s->tls_own_offs);
-	objfs_appendf(buf, cap, &len, "ttfb_p50_us %llu\nttfb_p90_us %llu\nttfb_p99_us %llu\n",
-	    (unsigned long long)objfs_stats_percentile(s->ttfb, 50),
-	    (unsigned long long)objfs_stats_percentile(s->ttfb, 90),
-	    (unsigned long long)objfs_stats_percentile(s->ttfb, 99));
-	if (c)
-		objfs_appendf(buf, cap, &len,
-		    "cache_hits %llu\ncache_misses %llu\ncache_waits %llu\ncache_fetches %llu\n"
-		    "cache_fetch_bytes %llu\ncache_fetch_errors %llu\nprefetched_blocks %llu\n"
-		    "prefetch_unused_blocks %llu\ncache_evictions %llu\ncache_direct_bytes %llu\n"
-		    "cache_wait_us %llu\nprefetch_capped %llu\ncache_bytes %zu\ncache_pool_bytes %zu\n"
-		    "cache_cap %zu\ncache_ranges_kept %llu\n",
-		    (unsigned long long)c->hits, (unsigned long long)c->misses,
-		    (unsigned long long)c->waits, (unsigned long long)c->fetches,
-		    (unsigned long long)c->fetch_bytes, (unsigned long long)c->fetch_errors,
-		    (unsigned long long)c->prefetched, (unsigned long long)c->prefetch_unused,
-		    (unsigned long long)c->evictions, (unsigned long long)c->direct_bytes,
-		    (unsigned long long)c->wait_us, (unsigned long long)c->prefetch_capped,
-		    c->bytes, c->pool_bytes, c->cap, (unsigned long long)c->ranges_kept);
-	if (d)
-		objfs_appendf(buf, cap, &len,
-		    "disk_cache_state %s\ndisk_cache_hits %llu\ndisk_cache_misses %llu\n"
-		    "disk_cache_bad %llu\ndisk_cache_read_errors %llu\ndisk_cache_writes %llu\n"
-		    "disk_cache_write_bytes %llu\ndisk_cache_writes_dropped %llu\n"
-		    "disk_cache_evictions %llu\ndisk_cache_files %llu\ndisk_cache_bytes %llu\n"
-		    "disk_cache_cap %llu\n",
-		    d->degraded ? "off" : "on", (unsigned long long)d->hits,
-		    (unsigned long long)d->misses, (unsigned long long)d->bad,
-		    (unsigned long long)d->read_errors, (unsigned long long)d->writes,
-		    (unsigned long long)d->write_bytes, (unsigned long long)d->writes_dropped,
-		    (unsigned long long)d->evictions, (unsigned long long)d->files,
-		    (unsigned long long)d->bytes, (unsigned long long)d->cap);
-	if (sd)
-		objfs_appendf(buf, cap, &len,
-		    "side_sessions_open %llu\nside_sessions_total %llu\nside_fills %llu\n"
-		    "side_fill_bytes %llu\nside_fill_errors %llu\nside_ring_wait_us %llu\n"
-		    "side_sessions_refused %llu\nside_ring_bytes %llu\nside_replies_deferred %llu\n"
-		    "side_fill_runs %llu\nside_fills_cancelled %llu\n",
-		    (unsigned long long)sd->sessions_open, (unsigned long long)sd->sessions_total,
-		    (unsigned long long)sd->fills, (unsigned long long)sd->fill_bytes,
-		    (unsigned long long)sd->fill_errors, (unsigned long long)sd->ring_wait_us,
-		    (unsigned long long)sd->sessions_refused, (unsigned long long)sd->ring_bytes,
-		    (unsigned long long)sd->replies_deferred, (unsigned long long)sd->fill_runs,
-		    (unsigned long long)sd->fills_cancelled);
+	/* the rows of counters.c, in order; a part not given leaves its rows out */
+	for (const struct objfs_counter *k = objfs_counters; k->name; k++) {
+		char v[32];
+
+		if (objfs_counter_value(k, &set, v, sizeof(v)) == 0)
+			objfs_appendf(buf, cap, &len, "%s %s\n", k->name, v);
+	}
 	return len;
 }

@@ -1,6 +1,8 @@
 /*
- * options: see options.h. A table of option names with a kind and a field
- * offset keeps the parser to one loop; adding an option is one table row.
+ * options: see options.h. A table of option names with their documentation,
+ * a kind and a field offset keeps the parser, --help and the documentation
+ * checks (tests/check_options.c) to one list; adding an option is one table
+ * row plus its paragraph in objfs(1) and its README row.
  */
 #include "config.h"
 
@@ -25,8 +27,12 @@ enum opt_kind {
 	K_MOUNT,  /* a generic option that is mount(8)'s business: accepted, dropped */
 };
 
+/*
+ * One row per option: its documentation (options.h, struct objfs_opt_doc)
+ * and how it is parsed. Rows are in --help's order, group by group.
+ */
 struct opt_def {
-	const char *name;
+	struct objfs_opt_doc doc;
 	enum opt_kind kind;
 	size_t off;
 	size_t have_off; /* for K_ID / K_MODE: the "have" flag, else 0 */
@@ -38,94 +44,231 @@ static const char *const redirect_choices[] = { "origin", "any", "none", NULL };
 static const char *const http_version_choices[] = { "1.1", "2", NULL };
 
 #define F(f) offsetof(struct objfs_opts, f)
+#define MAIN(n, a, d, h) { n, a, d, h, OBJFS_OPT_MAIN }
+#define S3(n, a, d, h) { n, a, d, h, OBJFS_OPT_S3 }
+#define GEN(n) { n, NULL, NULL, NULL, OBJFS_OPT_GENERIC }
 static const struct opt_def defs[] = {
-	{ "chunk_size", K_SIZE, F(chunk_size), 0, 4096, 1 << 30 },
-	{ "max_connections", K_UINT, F(max_connections), 0, 1, 1024 },
+	{ MAIN("chunk_size", "SIZE", "4M", "cache block and largest ranged GET"),
+	  K_SIZE, F(chunk_size), 0, 4096, 1 << 30 },
+	{ MAIN("cache_size", "SIZE", "1/16 of memory, 1G-16G", "memory block cache cap"),
+	  K_SIZE, F(cache_size), 0, 1 << 20, 1ULL << 40 },
+	{ MAIN("prefetch_max", "SIZE", "64M", "largest readahead window of one file"),
+	  K_SIZE, F(prefetch_max), 0, 0, 1 << 30 },
+	{ MAIN("max_connections", "N", "4 per core, 16-256", "connections per host"),
+	  K_UINT, F(max_connections), 0, 1, 1024 },
+	{ MAIN("threads", "N", "8 per core, 64-512", "FUSE worker threads, at most"),
+	  K_UINT, F(threads), 0, 1, 1024 },
+	{ MAIN("engine_threads", "N", "1 per core, 2-64", "fetch engine threads"),
+	  K_UINT, F(engine_threads), 0, 1, 64 },
+	{ MAIN("stats", NULL, NULL, "print the counters at unmount (MOUNT/.objfs-stats shows "
+	       "them while mounted)"), K_FLAG, F(stats), 0, 0, 0 },
 	/* metadata TTLs: max INFINITY, so "inf" (immutable datasets) is accepted */
-	{ "attr_timeout", K_TIME, F(attr_timeout), 0, 0, INFINITY },
-	{ "entry_timeout", K_TIME, F(entry_timeout), 0, 0, INFINITY },
-	{ "negative_timeout", K_TIME, F(negative_timeout), 0, 0, INFINITY },
-	{ "list_ttl", K_TIME, F(list_ttl), 0, 0, INFINITY },
-	{ "retries", K_UINT, F(retries), 0, 0, 100 },
-	{ "timeout", K_TIME, F(timeout), 0, 1, 86400 },
-	{ "cache_size", K_SIZE, F(cache_size), 0, 1 << 20, 1ULL << 40 },
-	{ "prefetch_max", K_SIZE, F(prefetch_max), 0, 0, 1 << 30 },
-	{ "threads", K_UINT, F(threads), 0, 1, 1024 },
-	{ "engine_threads", K_UINT, F(engine_threads), 0, 1, 64 },
-	{ "stats", K_FLAG, F(stats), 0, 0, 0 },
-	{ "side", K_ONOFF, F(side), 0, 0, 0 },
-	{ "direct_recv", K_ONOFF, F(direct_recv), 0, 0, 0 },
-	{ "direct_io", K_FLAG, F(direct_io), 0, 0, 0 },
-	{ "ring_slots", K_UINT, F(ring_slots), 0, 2, 64 },
-	{ "ring_slot_size", K_SIZE, F(ring_slot_size), 0, 64 << 10, 64 << 20 },
-	{ "fill_threads", K_UINT, F(fill_threads), 0, 1, 256 },
-	{ "side_ring_budget", K_SIZE, F(side_ring_budget), 0, 1 << 20, 1ULL << 50 },
-	{ "cache_dir", K_STR, F(cache_dir), 0, 0, 0 },
-	{ "cache_dir_size", K_SIZE, F(cache_dir_size), 0, 1 << 20, 1ULL << 50 },
-	{ "allow_other", K_FLAG, F(allow_other), 0, 0, 0 },
-	{ "default_permissions", K_FLAG, F(default_permissions), 0, 0, 0 },
-	{ "insecure", K_FLAG, F(insecure), 0, 0, 0 },
-	{ "uid", K_ID, F(uid), F(have_uid), 0, 4294967294.0 },
-	{ "gid", K_ID, F(gid), F(have_gid), 0, 4294967294.0 },
-	{ "umask", K_MODE, F(umask), F(have_umask), 0, 0777 },
-	{ "ca_file", K_STR, F(ca_file), 0, 0, 0 },
-	{ "log_level", K_LOG, F(log_level), 0, 0, 0 },
-	{ "endpoint", K_STR, F(endpoint), 0, 0, 0 },
-	{ "region", K_STR, F(region), 0, 0, 0 },
-	{ "profile", K_STR, F(profile), 0, 0, 0 },
-	{ "path_style", K_FLAG, F(path_style), 0, 0, 0 },
-	{ "virtual_host", K_FLAG, F(virtual_host), 0, 0, 0 },
-	{ "no_sign", K_FLAG, F(no_sign), 0, 0, 0 },
-	{ "debug_dumpable", K_FLAG, F(debug_dumpable), 0, 0, 0 },
-	{ "allow_redirects", K_CHOICE, F(allow_redirects), 0, 0, 0, redirect_choices },
-	{ "http_version", K_CHOICE, F(http_version), 0, 0, 0, http_version_choices },
-	{ "max_dir_bytes", K_SIZE, F(max_dir_bytes), 0, 1 << 20, 1ULL << 44 },
-	{ "max_dir_entries", K_UINT, F(max_dir_entries), 0, 1, 4000000000.0 },
-	{ "max_list_pages", K_UINT, F(max_list_pages), 0, 1, 100000000 },
-	{ "list_timeout", K_TIME, F(list_timeout), 0, 1, 86400 * 7 },
-	{ "credentials_file", K_STR, F(credentials_file), 0, 0, 0 },
-	{ "config_file", K_STR, F(config_file), 0, 0, 0 },
-	{ "proxy", K_STR, F(proxy), 0, 0, 0 },
-	{ "log_file", K_STR, F(log_file), 0, 0, 0 },
-	{ "metrics", K_STR, F(metrics), 0, 0, 0 },
-	{ "nonempty", K_FLAG, F(nonempty), 0, 0, 0 },
+	{ MAIN("attr_timeout", "SECS", "60", "attribute cache time, kernel and objfs; inf "
+	       "(here and in the three below): never expire, for immutable datasets"),
+	  K_TIME, F(attr_timeout), 0, 0, INFINITY },
+	{ MAIN("entry_timeout", "SECS", "60", "name cache time in the kernel"),
+	  K_TIME, F(entry_timeout), 0, 0, INFINITY },
+	{ MAIN("negative_timeout", "SECS", "60", "cache time of a name that does not exist"),
+	  K_TIME, F(negative_timeout), 0, 0, INFINITY },
+	{ MAIN("list_ttl", "SECS", "60", "directory listing cache time"),
+	  K_TIME, F(list_ttl), 0, 0, INFINITY },
+	{ MAIN("retries", "N", "3", "retries of a failed request"),
+	  K_UINT, F(retries), 0, 0, 100 },
+	{ MAIN("timeout", "SECS", "30", "a request making no progress this long fails"),
+	  K_TIME, F(timeout), 0, 1, 86400 },
+	{ MAIN("allow_other", NULL, NULL, "let other users access the mount"),
+	  K_FLAG, F(allow_other), 0, 0, 0 },
+	{ MAIN("nonempty", NULL, NULL, "mount over a directory that holds entries or is a "
+	       "mount point already (refused by default)"), K_FLAG, F(nonempty), 0, 0, 0 },
+	{ MAIN("default_permissions", NULL, NULL, "let the kernel check permissions from the "
+	       "modes"), K_FLAG, F(default_permissions), 0, 0, 0 },
+	{ MAIN("uid", "N", "the mounting user", "owner of all files"),
+	  K_ID, F(uid), F(have_uid), 0, 4294967294.0 },
+	{ MAIN("gid", "N", "the mounting user's group", "group of all files"),
+	  K_ID, F(gid), F(have_gid), 0, 4294967294.0 },
+	{ MAIN("umask", "OCTAL", "022", "permission mask; the mount is read-only"),
+	  K_MODE, F(umask), F(have_umask), 0, 0777 },
+	{ MAIN("ca_file", "PATH", "the system store", "CA certificates for https"),
+	  K_STR, F(ca_file), 0, 0, 0 },
+	{ MAIN("insecure", NULL, NULL, "do not verify TLS certificates (dangerous)"),
+	  K_FLAG, F(insecure), 0, 0, 0 },
+	{ MAIN("log_level", "LEVEL", "warn", "error, warn, info or debug"),
+	  K_LOG, F(log_level), 0, 0, 0 },
+	{ MAIN("log_file", "PATH", NULL, "log to this file, timestamped (reopened on SIGHUP)"),
+	  K_STR, F(log_file), 0, 0, 0 },
+	{ MAIN("side", "on|off", "on", "GPU side API server for libobjfs"),
+	  K_ONOFF, F(side), 0, 0, 0 },
+	{ MAIN("direct_recv", "on|off", "on", "ranged GET bodies (http and https) received "
+	       "straight into the destination, not through libcurl's buffer"),
+	  K_ONOFF, F(direct_recv), 0, 0, 0 },
+	{ MAIN("direct_io", NULL, NULL, "reads bypass the kernel page cache: one copy less per "
+	       "byte, a request per read(); shared mmap from Linux 6.6 on"),
+	  K_FLAG, F(direct_io), 0, 0, 0 },
+	{ MAIN("ring_slots", "N", "64", "GPU side API ring slots per session"),
+	  K_UINT, F(ring_slots), 0, 2, 64 },
+	{ MAIN("ring_slot_size", "SIZE", "2M", "GPU side API ring slot size"),
+	  K_SIZE, F(ring_slot_size), 0, 64 << 10, 64 << 20 },
+	{ MAIN("fill_threads", "N", "1 per core, 4-64", "GPU side API threads that copy "
+	       "cached and fetched bytes into the rings"),
+	  K_UINT, F(fill_threads), 0, 1, 256 },
+	{ MAIN("side_ring_budget", "SIZE", "RAM/4", "GPU side API ring bytes mapped at once; "
+	       "one uid gets a quarter"),
+	  K_SIZE, F(side_ring_budget), 0, 1 << 20, 1ULL << 50 },
+	{ MAIN("cache_dir", "PATH", NULL, "persistent chunk cache on local disk"),
+	  K_STR, F(cache_dir), 0, 0, 0 },
+	{ MAIN("cache_dir_size", "SIZE", "10G", "disk cache cap, least recently used evicted"),
+	  K_SIZE, F(cache_dir_size), 0, 1 << 20, 1ULL << 50 },
+	{ MAIN("metrics", "[ADDR:]PORT", NULL, "Prometheus metrics on "
+	       "http://ADDR:PORT/metrics (ADDR default 127.0.0.1)"),
+	  K_STR, F(metrics), 0, 0, 0 },
+	{ MAIN("proxy", "URL", "http_proxy, https_proxy", "HTTP(S) proxy"),
+	  K_STR, F(proxy), 0, 0, 0 },
+	{ MAIN("max_dir_bytes", "SIZE", "RAM/8, 64M-4G", "memory one directory listing may "
+	       "take, ~300 bytes an entry"),
+	  K_SIZE, F(max_dir_bytes), 0, 1 << 20, 1ULL << 44 },
+	{ MAIN("max_dir_entries", "N", "10000000", "entries of one directory, at most"),
+	  K_UINT, F(max_dir_entries), 0, 1, 4000000000.0 },
+	{ MAIN("max_list_pages", "N", "20000", "requests (S3 pages) of one listing, at most"),
+	  K_UINT, F(max_list_pages), 0, 1, 100000000 },
+	{ MAIN("list_timeout", "SECS", "1800", "time one directory listing may take"),
+	  K_TIME, F(list_timeout), 0, 1, 86400 * 7 },
+	{ MAIN("allow_redirects", "origin|any|none", "origin", "which redirects are followed; "
+	       "never https to http"),
+	  K_CHOICE, F(allow_redirects), 0, 0, 0, redirect_choices },
+	{ MAIN("http_version", "1.1|2", "1.1", "HTTP/1.1 only, or offer HTTP/2 over TLS"),
+	  K_CHOICE, F(http_version), 0, 0, 0, http_version_choices },
+	{ MAIN("debug_dumpable", NULL, NULL, "allow core dumps (secret buffers are left out "
+	       "of dumps either way)"),
+	  K_FLAG, F(debug_dumpable), 0, 0, 0 },
+	{ S3("endpoint", "URL", "AWS, or AWS_ENDPOINT_URL", "S3-compatible server"),
+	  K_STR, F(endpoint), 0, 0, 0 },
+	{ S3("region", "R", "AWS_REGION, the profile's, us-east-1", "signing region"),
+	  K_STR, F(region), 0, 0, 0 },
+	{ S3("profile", "P", "AWS_PROFILE", "profile in ~/.aws/credentials and config"),
+	  K_STR, F(profile), 0, 0, 0 },
+	{ S3("path_style", NULL, NULL, "HOST/BUCKET/KEY requests (the default with endpoint=)"),
+	  K_FLAG, F(path_style), 0, 0, 0 },
+	{ S3("virtual_host", NULL, NULL, "BUCKET.HOST/KEY requests (the default on AWS)"),
+	  K_FLAG, F(virtual_host), 0, 0, 0 },
+	{ S3("no_sign", NULL, NULL, "anonymous requests, for public buckets"),
+	  K_FLAG, F(no_sign), 0, 0, 0 },
+	{ S3("credentials_file", "PATH", "AWS_SHARED_CREDENTIALS_FILE", "shared credentials "
+	     "file"), K_STR, F(credentials_file), 0, 0, 0 },
+	{ S3("config_file", "PATH", "AWS_CONFIG_FILE", "shared config file"),
+	  K_STR, F(config_file), 0, 0, 0 },
 	/* Generic mount options (options.h): the mount is always read-only. */
-	{ "rw", K_FLAG, F(saw_rw), 0, 0, 0 },
-	{ "ro", K_MOUNT, 0, 0, 0, 0 },
-	{ "defaults", K_MOUNT, 0, 0, 0, 0 },
-	{ "auto", K_MOUNT, 0, 0, 0, 0 },
-	{ "noauto", K_MOUNT, 0, 0, 0, 0 },
-	{ "user", K_MOUNT, 0, 0, 0, 0 },
-	{ "users", K_MOUNT, 0, 0, 0, 0 },
-	{ "nouser", K_MOUNT, 0, 0, 0, 0 },
-	{ "_netdev", K_MOUNT, 0, 0, 0, 0 },
-	{ "nofail", K_MOUNT, 0, 0, 0, 0 },
-	{ "atime", K_MOUNT, 0, 0, 0, 0 },
-	{ "relatime", K_MOUNT, 0, 0, 0, 0 },
-	{ "norelatime", K_MOUNT, 0, 0, 0, 0 },
-	{ "strictatime", K_MOUNT, 0, 0, 0, 0 },
-	{ "nostrictatime", K_MOUNT, 0, 0, 0, 0 },
-	{ "lazytime", K_MOUNT, 0, 0, 0, 0 },
-	{ "nolazytime", K_MOUNT, 0, 0, 0, 0 },
-	{ "owner", K_MOUNT, 0, 0, 0, 0 },
-	{ "group", K_MOUNT, 0, 0, 0, 0 },
-	{ "silent", K_MOUNT, 0, 0, 0, 0 },
-	{ "loud", K_MOUNT, 0, 0, 0, 0 },
-	{ "helper", K_MOUNT, 0, 0, 0, 0 },
-	{ "nosymfollow", K_MOUNT, 0, 0, 0, 0 },
-	{ "dev", K_FUSE, 0, 0, 0, 0 },
-	{ "nodev", K_FUSE, 0, 0, 0, 0 },
-	{ "suid", K_FUSE, 0, 0, 0, 0 },
-	{ "nosuid", K_FUSE, 0, 0, 0, 0 },
-	{ "exec", K_FUSE, 0, 0, 0, 0 },
-	{ "noexec", K_FUSE, 0, 0, 0, 0 },
-	{ "noatime", K_FUSE, 0, 0, 0, 0 },
-	{ "nodiratime", K_FUSE, 0, 0, 0, 0 },
-	{ "sync", K_FUSE, 0, 0, 0, 0 },
-	{ "async", K_FUSE, 0, 0, 0, 0 },
-	{ "dirsync", K_FUSE, 0, 0, 0, 0 },
+	{ GEN("rw"), K_FLAG, F(saw_rw) },
+	{ GEN("ro"), K_MOUNT },
+	{ GEN("defaults"), K_MOUNT },
+	{ GEN("auto"), K_MOUNT },
+	{ GEN("noauto"), K_MOUNT },
+	{ GEN("user"), K_MOUNT },
+	{ GEN("users"), K_MOUNT },
+	{ GEN("nouser"), K_MOUNT },
+	{ GEN("_netdev"), K_MOUNT },
+	{ GEN("nofail"), K_MOUNT },
+	{ GEN("atime"), K_MOUNT },
+	{ GEN("relatime"), K_MOUNT },
+	{ GEN("norelatime"), K_MOUNT },
+	{ GEN("strictatime"), K_MOUNT },
+	{ GEN("nostrictatime"), K_MOUNT },
+	{ GEN("lazytime"), K_MOUNT },
+	{ GEN("nolazytime"), K_MOUNT },
+	{ GEN("owner"), K_MOUNT },
+	{ GEN("group"), K_MOUNT },
+	{ GEN("silent"), K_MOUNT },
+	{ GEN("loud"), K_MOUNT },
+	{ GEN("helper"), K_MOUNT },
+	{ GEN("nosymfollow"), K_MOUNT },
+	{ GEN("dev"), K_FUSE },
+	{ GEN("nodev"), K_FUSE },
+	{ GEN("suid"), K_FUSE },
+	{ GEN("nosuid"), K_FUSE },
+	{ GEN("exec"), K_FUSE },
+	{ GEN("noexec"), K_FUSE },
+	{ GEN("noatime"), K_FUSE },
+	{ GEN("nodiratime"), K_FUSE },
+	{ GEN("sync"), K_FUSE },
+	{ GEN("async"), K_FUSE },
+	{ GEN("dirsync"), K_FUSE },
 };
+#undef GEN
+#undef S3
+#undef MAIN
 #undef F
+
+const struct objfs_opt_doc *objfs_opts_doc(size_t i)
+{
+	return i < sizeof(defs) / sizeof(defs[0]) ? &defs[i].doc : NULL;
+}
+
+/*
+ * Writes @text to @f as words wrapped at 79 columns, the first line from
+ * column @col (where the caller left off), the next ones from @indent.
+ */
+static void wrap(FILE *f, const char *text, int col, int indent)
+{
+	for (const char *p = text; *p;) {
+		int n = (int)strcspn(p, " ");
+
+		if (col > indent && col + 1 + n > 79) {
+			fprintf(f, "\n%*s", indent, "");
+			col = indent;
+		} else if (col > indent) {
+			fputc(' ', f);
+			col++;
+		}
+		fprintf(f, "%.*s", n, p);
+		col += n;
+		p += n;
+		p += strspn(p, " ");
+	}
+	fputc('\n', f);
+}
+
+void objfs_opts_help(FILE *f)
+{
+	static const char *const heads[] = {
+		[OBJFS_OPT_MAIN] = "Options (-o opt[,opt...]):",
+		[OBJFS_OPT_S3] = "S3 options:",
+		[OBJFS_OPT_GENERIC] = "Generic mount options, as mount(8) and fstab pass them, "
+				      "are accepted, x-* and comment= too (kernel flags go to "
+				      "the mount; the mount is always read-only):",
+	};
+	char gen[1024] = "";
+	int group = -1;
+
+	for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
+		const struct objfs_opt_doc *d = &defs[i].doc;
+		char text[512];
+		int col;
+
+		if ((int)d->group != group) {
+			group = (int)d->group;
+			fputc('\n', f);
+			wrap(f, heads[group], 0, 0);
+		}
+		if (d->group == OBJFS_OPT_GENERIC) {
+			snprintf(gen + strlen(gen), sizeof(gen) - strlen(gen), "%s%s",
+				 gen[0] ? ", " : "", d->name);
+			continue;
+		}
+		col = fprintf(f, "  %s%s%s", d->name, d->arg ? "=" : "", d->arg ? d->arg : "");
+		if (col + 2 > 25) {
+			fprintf(f, "\n%*s", 25, "");
+			col = 25;
+		} else {
+			col += fprintf(f, "%*s", 25 - col, "");
+		}
+		snprintf(text, sizeof(text), "%s%s%s%s", d->help, d->def ? " (default: " : "",
+			 d->def ? d->def : "", d->def ? ")" : "");
+		wrap(f, text, col, 25);
+	}
+	if (gen[0]) {
+		fputs("  ", f);
+		wrap(f, gen, 2, 2);
+	}
+}
 
 /*
  * "=@v" for the log, a URL's user:password (a proxy's) left out: options
@@ -248,28 +391,29 @@ static int parse_one(struct objfs_opts *o, const struct opt_def *d, const char *
 
 	/* mount(8)'s; "user=alice" is what util-linux <= 2.38 hands a helper
 	 * for a "user" fstab line (a review found such mounts refused) */
-	if (d->kind == K_MOUNT && (!val || !strcmp(d->name, "user") || !strcmp(d->name, "helper")))
+	if (d->kind == K_MOUNT &&
+	    (!val || !strcmp(d->doc.name, "user") || !strcmp(d->doc.name, "helper")))
 		return 0;
 	if (d->kind == K_FLAG || d->kind == K_FUSE || d->kind == K_MOUNT) {
 		if (val) {
-			snprintf(err, errlen, "option '%s' takes no value", d->name);
+			snprintf(err, errlen, "option '%s' takes no value", d->doc.name);
 			return -EINVAL;
 		}
 		if (d->kind == K_FLAG)
 			*(int *)(base + d->off) = 1;
 		else if (d->kind == K_FUSE)
-			return fuse_opt_add(o, d->name, err, errlen);
+			return fuse_opt_add(o, d->doc.name, err, errlen);
 		return 0;
 	}
 	if (!val || !*val) {
-		snprintf(err, errlen, "option '%s' needs a value (%s=...)", d->name, d->name);
+		snprintf(err, errlen, "option '%s' needs a value (%s=...)", d->doc.name, d->doc.name);
 		return -EINVAL;
 	}
 	switch (d->kind) {
 	case K_SIZE:
 		if (objfs_parse_size(val, &sz) || sz < d->min || sz > d->max) {
 			snprintf(err, errlen, "option '%s': expected a size from %.0f to %.0f "
-				 "bytes (K/M/G suffixes allowed), got '%s'", d->name, d->min,
+				 "bytes (K/M/G suffixes allowed), got '%s'", d->doc.name, d->min,
 				 d->max, val);
 			return -EINVAL;
 		}
@@ -281,7 +425,7 @@ static int parse_one(struct objfs_opts *o, const struct opt_def *d, const char *
 		uv = strtoull(val, &end, 10);
 		if (errno || *end || !isdigit((unsigned char)*val) || uv < d->min || uv > d->max) {
 			snprintf(err, errlen, "option '%s': expected a whole number from "
-				 "%.0f to %.0f, got '%s'", d->name, d->min, d->max, val);
+				 "%.0f to %.0f, got '%s'", d->doc.name, d->min, d->max, val);
 			return -EINVAL;
 		}
 		if (d->kind == K_UINT) {
@@ -301,7 +445,7 @@ static int parse_one(struct objfs_opts *o, const struct opt_def *d, const char *
 		dv = strtod(val, &end);
 		if (errno || *end || !isfinite(dv) || dv < d->min || dv > d->max) {
 			snprintf(err, errlen, "option '%s': expected seconds from %g to %g, "
-				 "got '%s'", d->name, d->min, d->max, val);
+				 "got '%s'", d->doc.name, d->min, d->max, val);
 			return -EINVAL;
 		}
 		*(double *)(base + d->off) = dv;
@@ -311,7 +455,7 @@ static int parse_one(struct objfs_opts *o, const struct opt_def *d, const char *
 		uv = strtoull(val, &end, 8);
 		if (errno || *end || !isdigit((unsigned char)*val) || uv > 0777) {
 			snprintf(err, errlen, "option '%s': expected an octal mask such as "
-				 "022, got '%s'", d->name, val);
+				 "022, got '%s'", d->doc.name, val);
 			return -EINVAL;
 		}
 		*(mode_t *)(base + d->off) = (mode_t)uv;
@@ -341,7 +485,7 @@ static int parse_one(struct objfs_opts *o, const struct opt_def *d, const char *
 	}
 	case K_ONOFF:
 		if (strcmp(val, "on") && strcmp(val, "off")) {
-			snprintf(err, errlen, "option '%s': expected on or off, got '%s'", d->name,
+			snprintf(err, errlen, "option '%s': expected on or off, got '%s'", d->doc.name,
 				 val);
 			return -EINVAL;
 		}
@@ -358,7 +502,7 @@ static int parse_one(struct objfs_opts *o, const struct opt_def *d, const char *
 			snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
 				 i ? ", " : "", d->choices[i]);
 		}
-		snprintf(err, errlen, "option '%s': expected one of %s, got '%s'", d->name, list,
+		snprintf(err, errlen, "option '%s': expected one of %s, got '%s'", d->doc.name, list,
 			 val);
 		return -EINVAL;
 	}
@@ -395,7 +539,7 @@ int objfs_opts_parse(struct objfs_opts *o, const char *list, char *err, size_t e
 		if (eq)
 			*eq = '\0';
 		for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
-			if (strcmp(defs[i].name, tok) == 0) {
+			if (strcmp(defs[i].doc.name, tok) == 0) {
 				d = &defs[i];
 				break;
 			}
@@ -478,7 +622,7 @@ size_t objfs_opts_describe(const struct objfs_opts *o, const struct objfs_machin
 		}
 		if (differs && len < cap)
 			len += (size_t)snprintf(buf + len, cap - len, "%s%s%s", len ? "," : "",
-						d->name, val);
+						d->doc.name, val);
 	}
 	if (o->fuse_opts && len < cap)
 		len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? "," : "", o->fuse_opts);

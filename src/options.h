@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 /* What the defaults are fitted to. */
@@ -75,6 +76,34 @@ struct objfs_opts {
 	unsigned max_list_pages;  /* requests (S3 pages) of one listing, at most */
 	double list_timeout;      /* seconds one listing may take, all pages */
 };
+
+/* The sections of --help, and of objfs(1)'s OPTIONS. */
+enum objfs_opt_group {
+	OBJFS_OPT_MAIN,
+	OBJFS_OPT_S3,
+	OBJFS_OPT_GENERIC, /* mount(8)'s options: accepted, listed by name only */
+};
+
+/*
+ * One -o option as it is documented. --help is generated from these rows;
+ * tests/check_options.c checks that objfs(1)'s OPTIONS section, README's
+ * option tables and contrib/completion/objfs.bash name every one of them
+ * (and nothing else), and that a default given as a value is the one
+ * objfs_opts_init() sets. The long text of each lives in objfs(1).
+ */
+struct objfs_opt_doc {
+	const char *name;
+	const char *arg;  /* the value's form ("SIZE", "on|off"); NULL: takes none */
+	const char *def;  /* the default as --help says it; NULL: off or none */
+	const char *help; /* one line; NULL in the generic group */
+	enum objfs_opt_group group;
+};
+
+/* Row @i of the option table, in --help's order; NULL past the last. Static. */
+const struct objfs_opt_doc *objfs_opts_doc(size_t i);
+
+/* Writes the option part of --help, generated from the table, to @f. */
+void objfs_opts_help(FILE *f);
 
 void objfs_opts_init(struct objfs_opts *o);
 /* Frees strings owned by @o; safe to call twice. */

@@ -1,4 +1,7 @@
-/* Unit tests of src/options.c: the -o option parser. */
+/*
+ * Unit tests of src/options.c: the -o option parser, and the option table
+ * against --help, objfs(1), README and the bash completion.
+ */
 #include "config.h"
 
 #include <check.h>
@@ -8,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "doc_text.h"
 #include "log.h"
 #include "options.h"
 
@@ -287,6 +291,237 @@ START_TEST(test_machine_probe)
 }
 END_TEST
 
+/*
+ * The option table is what --help, objfs(1) and README say: each option
+ * has a row in --help, an item in the man page's OPTIONS (mount(8)'s
+ * generic ones at least a mention there), a row in README's option tables,
+ * and the man page and README name no option the parser does not know. A
+ * new option that is not documented fails here.
+ */
+static int is_option(const char *name)
+{
+	for (size_t i = 0; objfs_opts_doc(i); i++)
+		if (strcmp(objfs_opts_doc(i)->name, name) == 0)
+			return 1;
+	return 0;
+}
+
+/*
+ * Whether @d's default is a value (not prose like "RAM/4"): the parser
+ * takes it and the result is the default, which the mount's summary
+ * leaves out (umask, once given, is always in it).
+ */
+static int literal_default(const struct objfs_opt_doc *d)
+{
+	const struct objfs_machine m = { 4, 8ull << 30 };
+	struct objfs_opts o;
+	char list[128], err[256], desc[1024];
+	int ok;
+
+	if (!d->def || !d->arg)
+		return 0;
+	snprintf(list, sizeof(list), "%s=%s", d->name, d->def);
+	objfs_opts_init(&o);
+	ok = objfs_opts_parse(&o, list, err, sizeof(err)) == 0;
+	if (ok) {
+		objfs_opts_machine(&o, &m);
+		objfs_opts_describe(&o, &m, desc, sizeof(desc));
+		ok = !desc[0] || (!strcmp(d->name, "umask") && !strcmp(desc, list));
+	}
+	objfs_opts_clear(&o);
+	return ok;
+}
+
+START_TEST(test_help_from_table)
+{
+	char *text = NULL, want[128], *p;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	ck_assert_ptr_nonnull(f);
+	objfs_opts_help(f);
+	fclose(f);
+	for (size_t i = 0; objfs_opts_doc(i); i++) {
+		const struct objfs_opt_doc *d = objfs_opts_doc(i);
+
+		if (d->group == OBJFS_OPT_GENERIC) {
+			ck_assert_ptr_null(d->help);
+			snprintf(want, sizeof(want), " %s,", d->name);
+			ck_assert_msg(strstr(text, want) || strstr(text, d->name), "--help: no %s",
+				      d->name);
+			continue;
+		}
+		ck_assert_msg(d->help && d->help[0], "option %s has no help line", d->name);
+		snprintf(want, sizeof(want), "\n  %s%s%s", d->name, d->arg ? "=" : "",
+			 d->arg ? d->arg : "");
+		p = strstr(text, want);
+		ck_assert_msg(p && (p[strlen(want)] == ' ' || p[strlen(want)] == '\n'),
+			      "--help has no line for %s:\n%s", d->name, text);
+	}
+	ck_assert_ptr_nonnull(strstr(text, "fill_threads=N"));
+	/* every line fits a terminal */
+	for (p = text; *p;) {
+		size_t n = strcspn(p, "\n");
+
+		ck_assert_msg(n <= 79, "--help line of %zu columns: %.*s", n, (int)n, p);
+		p += n + (p[n] != '\0');
+	}
+	free(text);
+}
+END_TEST
+
+/*
+ * A default --help gives as a value is the one objfs_opts_init() sets: each
+ * default the parser takes as a number, size, time or choice must leave the
+ * options as they were.
+ */
+START_TEST(test_help_defaults)
+{
+	int checked = 0;
+
+	for (size_t i = 0; objfs_opts_doc(i); i++) {
+		const struct objfs_opt_doc *d = objfs_opts_doc(i);
+		struct objfs_opts o;
+		char list[128], err[256];
+		int parses;
+
+		if (!d->def || !d->arg)
+			continue;
+		/* strings take anything: their defaults are prose ("the system store") */
+		snprintf(list, sizeof(list), "%s=not a value", d->name);
+		objfs_opts_init(&o);
+		parses = objfs_opts_parse(&o, list, err, sizeof(err)) == 0;
+		objfs_opts_clear(&o);
+		if (parses)
+			continue;
+		snprintf(list, sizeof(list), "%s=%s", d->name, d->def);
+		objfs_opts_init(&o);
+		parses = objfs_opts_parse(&o, list, err, sizeof(err)) == 0;
+		objfs_opts_clear(&o);
+		if (!parses)
+			continue; /* prose: "1/16 of memory, 1G-16G" */
+		ck_assert_msg(literal_default(d), "--help says %s defaults to %s, which is not "
+			      "the default", d->name, d->def);
+		checked++;
+	}
+	ck_assert_int_ge(checked, 15);
+}
+END_TEST
+
+START_TEST(test_man_options)
+{
+	char *man = doc_read("docs/objfs.1"), *sec;
+	struct doc_list heads = { 0 }, head_names = { 0 }, bold = { 0 };
+
+	ck_assert_msg(man, "docs/objfs.1 not found (srcdir)");
+	sec = doc_man_section(man, "OPTIONS");
+	ck_assert_msg(sec, "objfs(1) has no OPTIONS section");
+	doc_man_heads(sec, &heads);
+	for (size_t i = 0; i < heads.n; i++)
+		doc_bold_names(heads.v[i], &head_names);
+	doc_bold_names(sec, &bold);
+	for (size_t i = 0; objfs_opts_doc(i); i++) {
+		const struct objfs_opt_doc *d = objfs_opts_doc(i);
+
+		if (d->group == OBJFS_OPT_GENERIC)
+			ck_assert_msg(doc_list_has(&bold, d->name), "objfs(1) OPTIONS does not "
+				      "name the generic option %s", d->name);
+		else
+			ck_assert_msg(doc_list_has(&head_names, d->name), "objfs(1) OPTIONS has "
+				      "no item for %s", d->name);
+	}
+	for (size_t i = 0; i < head_names.n; i++)
+		ck_assert_msg(is_option(head_names.v[i]), "objfs(1) OPTIONS has an item for "
+			      "'%s', which is no option", head_names.v[i]);
+	doc_list_free(&heads);
+	doc_list_free(&head_names);
+	doc_list_free(&bold);
+	free(sec);
+	free(man);
+}
+END_TEST
+
+START_TEST(test_readme_options)
+{
+	char *md = doc_read("README.md"), cell[4096];
+	struct doc_list rows = { 0 }, names = { 0 };
+
+	ck_assert_msg(md, "README.md not found (srcdir)");
+	doc_md_rows(md, "| option |", &rows);
+	ck_assert_uint_gt(rows.n, 20);
+	for (size_t i = 0; i < rows.n; i++) {
+		struct doc_list here = { 0 };
+
+		doc_md_cell(rows.v[i], 0, cell, sizeof(cell));
+		doc_md_names(cell, &here);
+		for (size_t k = 0; k < here.n; k++) {
+			const struct objfs_opt_doc *d = NULL;
+
+			ck_assert_msg(is_option(here.v[k]), "README's option tables list '%s', "
+				      "which is no option", here.v[k]);
+			for (size_t j = 0; objfs_opts_doc(j); j++)
+				if (!strcmp(objfs_opts_doc(j)->name, here.v[k]))
+					d = objfs_opts_doc(j);
+			/* a default given as a value is the one in its row */
+			doc_md_cell(rows.v[i], 1, cell, sizeof(cell));
+			if (literal_default(d))
+				ck_assert_msg(strstr(cell, d->def), "README: %s defaults to %s, "
+					      "its row says '%s'", d->name, d->def, cell);
+			doc_md_cell(rows.v[i], 0, cell, sizeof(cell));
+			doc_list_add(&names, here.v[k]);
+		}
+		doc_list_free(&here);
+	}
+	for (size_t i = 0; objfs_opts_doc(i); i++) {
+		const struct objfs_opt_doc *d = objfs_opts_doc(i);
+
+		if (d->group != OBJFS_OPT_GENERIC)
+			ck_assert_msg(doc_list_has(&names, d->name), "README's option tables have "
+				      "no row for %s", d->name);
+	}
+	doc_list_free(&rows);
+	doc_list_free(&names);
+	free(md);
+}
+END_TEST
+
+/* contrib/completion/objfs.bash completes exactly the table's options. */
+START_TEST(test_completion_options)
+{
+	char *sh = doc_read("contrib/completion/objfs.bash"), *p, *end;
+	struct doc_list words = { 0 };
+
+	ck_assert_msg(sh, "contrib/completion/objfs.bash not found (srcdir)");
+	p = strstr(sh, "_objfs_options=\"");
+	ck_assert_ptr_nonnull(p);
+	p += strlen("_objfs_options=\"");
+	end = strchr(p, '"');
+	ck_assert_ptr_nonnull(end);
+	*end = '\0';
+	for (char *save = NULL, *t = strtok_r(p, " \n\t", &save); t;
+	     t = strtok_r(NULL, " \n\t", &save)) {
+		size_t n = strlen(t);
+		int takes = n && t[n - 1] == '=';
+
+		if (takes)
+			t[n - 1] = '\0';
+		ck_assert_msg(is_option(t), "the completion offers '%s', which is no option", t);
+		for (size_t i = 0; objfs_opts_doc(i); i++)
+			if (!strcmp(objfs_opts_doc(i)->name, t))
+				ck_assert_msg(!objfs_opts_doc(i)->arg == !takes || !strcmp(t, "user"),
+					      "the completion has %s%s, the table says it takes %s",
+					      t, takes ? "=" : "", objfs_opts_doc(i)->arg ? "a value" :
+					      "none");
+		doc_list_add(&words, t);
+	}
+	for (size_t i = 0; objfs_opts_doc(i); i++)
+		ck_assert_msg(doc_list_has(&words, objfs_opts_doc(i)->name),
+			      "the completion does not offer %s", objfs_opts_doc(i)->name);
+	doc_list_free(&words);
+	free(sh);
+}
+END_TEST
+
 static Suite *options_suite(void)
 {
 	Suite *s = suite_create("options");
@@ -301,6 +536,11 @@ static Suite *options_suite(void)
 	tcase_add_test(tc, test_mount_options);
 	tcase_add_test(tc, test_machine_defaults);
 	tcase_add_test(tc, test_machine_probe);
+	tcase_add_test(tc, test_help_from_table);
+	tcase_add_test(tc, test_help_defaults);
+	tcase_add_test(tc, test_man_options);
+	tcase_add_test(tc, test_readme_options);
+	tcase_add_test(tc, test_completion_options);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,7 +1,9 @@
 /*
  * Unit tests of src/stats.c: request counters, the time-to-first-byte
  * histogram and its percentiles, and the text format (truncation behaves
- * like snprintf; disk cache lines only when a disk cache is given).
+ * like snprintf; disk cache lines only when a disk cache is given); the
+ * counter table (src/counters.c) against the text, the metrics, objfs(1)
+ * STATISTICS and README; the table objfs stats shows (src/cli_stats.c).
  */
 #include "config.h"
 
@@ -16,6 +18,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
+#include "counters.h"
+#include "doc_text.h"
 #include "metrics.h"
 #include "mount.h"
 #include "stats.h"
@@ -224,6 +229,194 @@ START_TEST(test_metrics_slow_client)
 }
 END_TEST
 
+/*
+ * The counter table (src/counters.c) is the stats text: every line the
+ * format writes has a row, every row is written when its part is there,
+ * and names are unique.
+ */
+START_TEST(test_counter_table)
+{
+	struct objfs_stats s = { .requests = 1 };
+	struct objfs_cache_stats c = { .hits = 1 };
+	struct objfs_diskcache_stats d = { .hits = 1 };
+	struct objfs_side_stats g = { .fills = 1 };
+	char buf[8192];
+	size_t rows = 0, lines = 0;
+
+	objfs_stats_format(buf, sizeof(buf), &s, &c, &d, &g);
+	for (const char *p = buf; *p; p = strchr(p, '\n') + 1) {
+		char key[128];
+
+		ck_assert_int_eq(sscanf(p, "%127s", key), 1);
+		ck_assert_msg(objfs_counter_find(key), "stats line '%s' has no row in the counter "
+			      "table (src/counters.c)", key);
+		lines++;
+	}
+	for (const struct objfs_counter *k = objfs_counters; k->name; k++) {
+		char want[160];
+
+		rows++;
+		ck_assert_msg(k->unit && k->unit[0] && k->meaning && k->meaning[0] &&
+			      strlen(k->meaning) < 120, "row %s: a unit and a one-line meaning",
+			      k->name);
+		ck_assert_msg(objfs_counter_find(k->name) == k, "two rows named %s", k->name);
+		if (k->from == OBJFS_FROM_MOUNT)
+			continue;
+		snprintf(want, sizeof(want), "%s%s ", k == objfs_counters ? "" : "\n", k->name);
+		ck_assert_msg(strstr(buf, want), "row %s is not in the stats text", k->name);
+	}
+	ck_assert_uint_eq(lines + 1, rows); /* inodes: mount.c's own line */
+	ck_assert_ptr_nonnull(objfs_counter_find("inodes"));
+	/* documented nowhere once; each must have its row (and so its doc) */
+	ck_assert_ptr_nonnull(objfs_counter_find("cache_wait_us"));
+	ck_assert_ptr_nonnull(objfs_counter_find("prefetch_capped"));
+	ck_assert_ptr_nonnull(objfs_counter_find("cache_pool_bytes"));
+	ck_assert_ptr_nonnull(objfs_counter_find("cache_direct_bytes"));
+	ck_assert_ptr_nonnull(objfs_counter_find("side_replies_deferred"));
+	ck_assert_ptr_nonnull(objfs_counter_find("side_fill_runs"));
+}
+END_TEST
+
+/* HELP text and type come from the counter table; its pointer exists. */
+START_TEST(test_metrics_help)
+{
+	struct objfs_stats s = { 0 };
+	char buf[16384], want[512], *man = doc_read("docs/objfs.1");
+	const struct objfs_counter *w = objfs_counter_find("cache_wait_us"),
+				   *pool = objfs_counter_find("cache_pool_bytes");
+
+	objfs_metrics_render(buf, sizeof(buf), "cache_wait_us 5\ncache_pool_bytes 7\n", &s,
+			     "m=\"x\"");
+	snprintf(want, sizeof(want), "# HELP objfs_cache_wait_us_total %s (us; objfs(1), "
+		 "STATISTICS)\n# TYPE objfs_cache_wait_us_total counter\n", w->meaning);
+	ck_assert_msg(strstr(buf, want), "want:\n%s\ngot:\n%s", want, buf);
+	snprintf(want, sizeof(want), "# HELP objfs_cache_pool_bytes %s (bytes; objfs(1), "
+		 "STATISTICS)\n# TYPE objfs_cache_pool_bytes gauge\n", pool->meaning);
+	ck_assert_msg(strstr(buf, want), "want:\n%s\ngot:\n%s", want, buf);
+	ck_assert_msg(man, "docs/objfs.1 not found (srcdir)");
+	ck_assert_msg(strstr(man, "\n.SH STATISTICS\n"), "the HELP text points to objfs(1) "
+		      "STATISTICS, which does not exist");
+	free(man);
+}
+END_TEST
+
+/* objfs(1) STATISTICS has an item ".BR name \" (kind, unit)\"" per row, and no other. */
+START_TEST(test_man_statistics)
+{
+	char *man = doc_read("docs/objfs.1"), *sec;
+	struct doc_list heads = { 0 }, names = { 0 };
+
+	ck_assert_msg(man, "docs/objfs.1 not found (srcdir)");
+	sec = doc_man_section(man, "STATISTICS");
+	ck_assert_msg(sec, "objfs(1) has no STATISTICS section");
+	doc_man_heads(sec, &heads);
+	for (size_t i = 0; i < heads.n; i++) {
+		struct doc_list one = { 0 };
+		const struct objfs_counter *k;
+		char want[128];
+
+		doc_bold_names(heads.v[i], &one);
+		ck_assert_msg(one.n == 1, "STATISTICS item '%s': one counter name", heads.v[i]);
+		k = objfs_counter_find(one.v[0]);
+		ck_assert_msg(k, "objfs(1) STATISTICS has an item for '%s', which is no counter",
+			      one.v[0]);
+		snprintf(want, sizeof(want), "(%s, %s)", k->kind == OBJFS_GAUGE ? "gauge" :
+			 "counter", k->unit);
+		ck_assert_msg(strstr(heads.v[i], want), "objfs(1) STATISTICS: %s should say %s, "
+			      "says '%s'", k->name, want, heads.v[i]);
+		ck_assert_msg(!doc_list_has(&names, k->name), "two items for %s", k->name);
+		doc_list_add(&names, k->name);
+		doc_list_free(&one);
+	}
+	for (const struct objfs_counter *k = objfs_counters; k->name; k++)
+		ck_assert_msg(doc_list_has(&names, k->name), "objfs(1) STATISTICS does not "
+			      "describe %s", k->name);
+	doc_list_free(&heads);
+	doc_list_free(&names);
+	free(sec);
+	free(man);
+}
+END_TEST
+
+/* README's counter table: a row per counter, its kind and unit. */
+START_TEST(test_readme_counters)
+{
+	char *md = doc_read("README.md"), cell[1024];
+	struct doc_list rows = { 0 }, names = { 0 };
+
+	ck_assert_msg(md, "README.md not found (srcdir)");
+	doc_md_rows(md, "| counter |", &rows);
+	for (size_t i = 0; i < rows.n; i++) {
+		struct doc_list one = { 0 };
+		const struct objfs_counter *k;
+
+		doc_md_cell(rows.v[i], 0, cell, sizeof(cell));
+		doc_md_names(cell, &one);
+		ck_assert_msg(one.n == 1, "README counter row '%s': one name", rows.v[i]);
+		k = objfs_counter_find(one.v[0]);
+		ck_assert_msg(k, "README's counter table lists '%s', which is no counter",
+			      one.v[0]);
+		doc_md_cell(rows.v[i], 1, cell, sizeof(cell));
+		ck_assert_msg(!strcmp(cell, k->kind == OBJFS_GAUGE ? "gauge" : "counter"),
+			      "README: %s is a %s, its row says %s", k->name,
+			      k->kind == OBJFS_GAUGE ? "gauge" : "counter", cell);
+		doc_md_cell(rows.v[i], 2, cell, sizeof(cell));
+		ck_assert_msg(!strcmp(cell, k->unit), "README: %s counts %s, its row says %s",
+			      k->name, k->unit, cell);
+		doc_list_add(&names, k->name);
+		doc_list_free(&one);
+	}
+	for (const struct objfs_counter *k = objfs_counters; k->name; k++)
+		ck_assert_msg(doc_list_has(&names, k->name), "README's counter table has no row "
+			      "for %s", k->name);
+	doc_list_free(&rows);
+	doc_list_free(&names);
+	free(md);
+}
+END_TEST
+
+/* objfs stats' table: sections, units for people, rates, keys it does not know. */
+START_TEST(test_cli_table)
+{
+	const char *prev = "requests 100\nbytes 1048576\ncache_bytes 4096\n"
+			   "cache_wait_us 1000\n";
+	const char *cur = "requests 150\nbytes 11534336\ncache_bytes 2147483648\n"
+			  "cache_wait_us 3000000\nnew_counter 7\ndisk_cache_state off\n";
+	char buf[4096], h[64];
+	size_t n;
+
+	ck_assert_str_eq(objfs_cli_human(h, sizeof(h), 1536, "bytes", 0), "1.5 KiB");
+	ck_assert_str_eq(objfs_cli_human(h, sizeof(h), 512, "bytes", 1), "512 B/s");
+	ck_assert_str_eq(objfs_cli_human(h, sizeof(h), 2500, "us", 0), "2.5 ms");
+	ck_assert_str_eq(objfs_cli_human(h, sizeof(h), 3e6, "us", 0), "3.00 s");
+	ck_assert_str_eq(objfs_cli_human(h, sizeof(h), 1234, "requests", 0), "1234");
+	ck_assert_str_eq(objfs_cli_human(h, sizeof(h), 1234567, "blocks", 0), "1.2M");
+	ck_assert_str_eq(objfs_cli_human(h, sizeof(h), 2.5, "requests", 1), "2.5/s");
+	n = objfs_cli_stats_table(buf, sizeof(buf), cur, prev, 2.0);
+	ck_assert_uint_eq(n, strlen(buf));
+	ck_assert_msg(strstr(buf, "requests\n") && strstr(buf, "memory cache\n") &&
+		      strstr(buf, "disk cache (cache_dir)\n") && strstr(buf, "other\n"),
+		      "sections:\n%s", buf);
+	/* 50 requests and 10 MiB in 2 s; a gauge has no rate; keys kept in order */
+	ck_assert_msg(strstr(buf, "  requests ") && strstr(buf, " 150             25/s\n"), "%s",
+		      buf);
+	ck_assert_msg(strstr(buf, " 11.0 MiB        5.0 MiB/s\n"), "%s", buf);
+	ck_assert_msg(strstr(buf, " 2.0 GiB\n"), "%s", buf);
+	ck_assert_msg(strstr(buf, " 3.00 s         1.50 s/s\n"), "%s", buf);
+	ck_assert_msg(strstr(buf, "  disk_cache_state ") && strstr(buf, " off\n"), "%s", buf);
+	ck_assert_msg(strstr(buf, "  new_counter ") && strstr(buf, " 7\n"), "%s", buf);
+	ck_assert(strstr(buf, "requests ") < strstr(buf, "cache_bytes "));
+	/* no earlier text: values only; a counter that went down (a new mount): "-" */
+	objfs_cli_stats_table(buf, sizeof(buf), cur, NULL, 0);
+	ck_assert_ptr_null(strstr(buf, "/s"));
+	objfs_cli_stats_table(buf, sizeof(buf), prev, cur, 1);
+	ck_assert_msg(strstr(buf, " 100                -\n"), "%s", buf);
+	/* truncated like snprintf */
+	ck_assert_uint_eq(objfs_cli_stats_table(buf, 16, cur, prev, 2.0), n);
+	ck_assert_uint_eq(strlen(buf), 15);
+}
+END_TEST
+
 static Suite *stats_suite(void)
 {
 	Suite *s = suite_create("stats");
@@ -235,6 +428,11 @@ static Suite *stats_suite(void)
 	tcase_add_test(tc, test_format_disk);
 	tcase_add_test(tc, test_metrics_render);
 	tcase_add_test(tc, test_metrics_slow_client);
+	tcase_add_test(tc, test_counter_table);
+	tcase_add_test(tc, test_metrics_help);
+	tcase_add_test(tc, test_man_statistics);
+	tcase_add_test(tc, test_readme_counters);
+	tcase_add_test(tc, test_cli_table);
 	suite_add_tcase(s, tc);
 	return s;
 }
