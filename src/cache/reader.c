@@ -45,9 +45,9 @@ int objfs_reader_new(struct objfs_cache *cache, struct objfs_object *obj,
 	r->obj = objfs_object_get(obj);
 	r->cfg = *cfg;
 	pthread_mutex_init(&r->lock, NULL);
-	/* whole blocks once a run has read one: their rounding then costs at
-	 * most what the run has shown */
-	objfs_prefetch_init(&r->pf, objfs_cache_block_size(cache), cfg->window_max);
+	/* whole blocks once a run has read two: their rounding then costs at
+	 * most half of what the run has shown */
+	objfs_prefetch_init(&r->pf, 2 * objfs_cache_block_size(cache), cfg->window_max);
 	*out = r;
 	return 0;
 }
