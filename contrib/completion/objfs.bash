@@ -18,6 +18,11 @@ strictatime nostrictatime lazytime nolazytime owner group silent loud helper
 nosymfollow dev nodev suid nosuid exec noexec noatime nodiratime sync async
 dirsync"
 
+# COMPREPLY: compgen's words, one a line (names with blanks kept whole).
+_objfs_reply() {
+	mapfile -t COMPREPLY < <(compgen "$@")
+}
+
 # Completes the -o list word $1 (options so far, comma-separated).
 _objfs_o() {
 	local cur=$1 seg head name wb
@@ -27,19 +32,19 @@ _objfs_o() {
 	*=*)
 		name=${seg%%=*}
 		case $name in
-		side | direct_recv) COMPREPLY=($(compgen -W "on off" -- "${seg#*=}")) ;;
-		log_level) COMPREPLY=($(compgen -W "error warn info debug" -- "${seg#*=}")) ;;
-		allow_redirects) COMPREPLY=($(compgen -W "origin any none" -- "${seg#*=}")) ;;
-		http_version) COMPREPLY=($(compgen -W "1.1 2" -- "${seg#*=}")) ;;
-		cache_dir) COMPREPLY=($(compgen -d -- "${seg#*=}")) ;;
+		side | direct_recv) _objfs_reply -W "on off" -- "${seg#*=}" ;;
+		log_level) _objfs_reply -W "error warn info debug" -- "${seg#*=}" ;;
+		allow_redirects) _objfs_reply -W "origin any none" -- "${seg#*=}" ;;
+		http_version) _objfs_reply -W "1.1 2" -- "${seg#*=}" ;;
+		cache_dir) _objfs_reply -d -- "${seg#*=}" ;;
 		ca_file | log_file | credentials_file | config_file)
-			COMPREPLY=($(compgen -f -- "${seg#*=}")) ;;
+			_objfs_reply -f -- "${seg#*=}" ;;
 		*) return ;;
 		esac
 		COMPREPLY=("${COMPREPLY[@]/#/$head$name=}")
 		;;
 	*)
-		COMPREPLY=($(compgen -W "$_objfs_options" -- "$seg"))
+		_objfs_reply -W "$_objfs_options" -- "$seg"
 		COMPREPLY=("${COMPREPLY[@]/#/$head}")
 		[[ ${COMPREPLY[*]} == *= ]] && compopt -o nospace 2>/dev/null
 		;;
@@ -69,18 +74,18 @@ _objfs() {
 		-i | -n) return ;;
 		esac
 		if [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W "-i -n -h" -- "$cur"))
+			_objfs_reply -W "-i -n -h" -- "$cur"
 		else
-			COMPREPLY=($(compgen -d -- "$cur"))
+			_objfs_reply -d -- "$cur"
 		fi
 		return
 		;;
 	warmup)
 		[ "$prev" = -p ] && return
 		if [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W "-p -q -h" -- "$cur"))
+			_objfs_reply -W "-p -q -h" -- "$cur"
 		else
-			COMPREPLY=($(compgen -f -- "$cur"))
+			_objfs_reply -f -- "$cur"
 		fi
 		return
 		;;
@@ -91,13 +96,13 @@ _objfs() {
 		_objfs_o "${cur#-o}"
 		[ -n "${cur##*[=:]*}" ] && COMPREPLY=("${COMPREPLY[@]/#/-o}")
 	elif [[ $cur == -* ]]; then
-		COMPREPLY=($(compgen -W "-f -d -o -h --help -V --version
-			--show-credential-source" -- "$cur"))
+		_objfs_reply -W "-f -d -o -h --help -V --version
+			--show-credential-source" -- "$cur"
 	elif [ "${#w[@]}" -le 2 ] && [ -z "$cmd" ] && [[ $cur != */* ]]; then
-		COMPREPLY=($(compgen -W "stats warmup http:// https:// s3://" -- "$cur"))
+		_objfs_reply -W "stats warmup http:// https:// s3://" -- "$cur"
 		compopt -o nospace 2>/dev/null
 	else
-		COMPREPLY=($(compgen -d -- "$cur"))
+		_objfs_reply -d -- "$cur"
 	fi
 }
 complete -F _objfs objfs

@@ -13,8 +13,8 @@
 #     unmount under it ends it with a message and status 1, and a
 #     directory that is no objfs mount gets a clear message and status 1;
 #   - plain objfs prints a short usage and exits 2; --help lists every
-#     option; --version names the libraries (and the git commit when built
-#     from a git checkout);
+#     option; --version names the libraries, and the git commit the build
+#     wrote into objfs_git.h (none when not built from a git checkout);
 #   - -o stats prints the counters at unmount as a line "stats: ..." on
 #     standard output, not as an error.
 #
@@ -75,7 +75,7 @@ fi
 "$OBJFS" --help >"$WORK/help" 2>&1
 missing=
 for o in fill_threads chunk_size endpoint no_sign side_ring_budget cache_dir; do
-	grep -q "^  $o[= ]" "$WORK/help" || missing="$missing $o"
+	grep -q "^  ${o}[= ]" "$WORK/help" || missing="$missing $o"
 done
 if [ -z "$missing" ] && grep -q '^  stats MOUNT' "$WORK/help" && grep -q '^  warmup PATH' "$WORK/help"; then
 	pass "--help lists the commands and the options (fill_threads among them)"
@@ -87,10 +87,15 @@ missing=
 for w in '^objfs [0-9]' '^libfuse [0-9]' '^libcurl [0-9]' '^OpenSSL [0-9]' '^liburing [0-9]' '^CUDA: o[nf]'; do
 	grep -q "$w" "$WORK/version" || missing="$missing '$w'"
 done
-srcdir_abs=$(cd "${srcdir:-$HERE/../..}" 2>/dev/null && pwd)
-if [ -e "$srcdir_abs/.git" ] && command -v git >/dev/null &&
-	commit=$(git -C "$srcdir_abs" rev-parse --short=12 HEAD 2>/dev/null); then
-	grep -q "^objfs .* (git $commit" "$WORK/version" || missing="$missing 'git $commit'"
+# the commit the build wrote for it (empty when not built from git)
+gith=$(dirname "$OBJFS")/../objfs_git.h
+if [ -f "$gith" ]; then
+	commit=$(sed -n 's/^#define OBJFS_GIT_COMMIT "\(.*\)"$/\1/p' "$gith")
+	if [ -n "$commit" ]; then
+		grep -q "^objfs [0-9.]* (git $commit)\$" "$WORK/version" || missing="$missing 'git $commit'"
+	elif grep -q '(git' "$WORK/version"; then
+		missing="$missing 'no commit'"
+	fi
 fi
 if [ -z "$missing" ]; then
 	pass "--version: $(head -n 1 "$WORK/version"); libraries and CUDA named"
