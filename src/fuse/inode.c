@@ -415,6 +415,7 @@ void objfs_inodes_free(struct objfs_inodes *t)
 			free(p);
 		}
 		free(l->ents);
+		free(l->hidden_names);
 		objfs_listing_clear(&l->pending);
 		free(l);
 	}
@@ -927,6 +928,8 @@ static int list_run(struct objfs_inodes *t, struct objfs_dirlist *l, struct park
 			   "the same name: %s%s", path, l->hidden,
 			   l->hidden_names ? l->hidden_names : "?",
 			   l->hidden > HIDDEN_NAMED ? ", ..." : "");
+	free(l->hidden_names); /* said: no longer needed */
+	l->hidden_names = NULL;
 	free(path);
 	return err;
 }
