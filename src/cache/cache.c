@@ -104,8 +104,8 @@ struct objfs_cache {
 	/*
 	 * A block left LOADING: its waiters sleep on waitq[hash % WAITQ], not
 	 * on one condition of the whole cache. With one, each finished block
-	 * woke every reader waiting for any block: 64 readers spent 34 CPU
-	 * seconds in FUSE workers per 17 GB on the H100 machine, 2.5 at 16.
+	 * woke every reader waiting for any block: 64 readers spent 14x the
+	 * CPU of 16 in the FUSE workers.
 	 */
 	pthread_cond_t waitq[WAITQ];
 	size_t cap, bsize, bytes;
@@ -262,10 +262,8 @@ int objfs_cache_new(size_t cap, size_t block_size, struct objfs_cache **out)
 	 * Every fill takes the lock twice, briefly (a lookup and a reference;
 	 * the reference dropped after the copy), on up to 64 fill workers and
 	 * the engine's threads at once. A plain mutex put a contended taker to
-	 * sleep in the kernel: 16 workers filling a batch (cold and warm
-	 * passes) spent a third of their time in its futex calls (perf, H100
-	 * machine). An adaptive one spins a while first: a warm batch 1.09x
-	 * faster per pair (docs/benchmarks.md).
+	 * sleep in the kernel: 16 workers filling a batch spent a third of
+	 * their time in its futex calls. An adaptive one spins a while first.
 	 */
 	pthread_mutexattr_init(&ma);
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
@@ -446,11 +444,6 @@ static void lru_insert(struct objfs_cache *c, struct objfs_block *b, int tail)
 	c->lru_bytes += b->alloc;
 }
 
-/* Whether evicting what the LRU holds can make room for @need more bytes:
- * blocks held or being fetched and the buffers of fills in flight may fill
- * the cap on their own, and emptying the LRU would then gain nothing (a
- * review found a large fill part wiping the cache so, and going without). */
-
 static void evict_one(struct objfs_cache *c, struct objfs_block *b)
 {
 	lru_remove(c, b);
@@ -474,8 +467,8 @@ static void evict(struct objfs_cache *c, size_t need)
  * Whether @need more bytes fit under the cap, evicting for them only when
  * what the LRU holds can make the room: blocks held or being fetched and
  * the buffers of fills in flight may fill the cap on their own, and
- * emptying the LRU would then gain nothing (a review found a large fill
- * part wiping the cache so, and going without).
+ * emptying the LRU would then gain nothing (a large fill part would wipe
+ * the cache and still go without).
  */
 static int evict_for(struct objfs_cache *c, size_t need)
 {
@@ -913,8 +906,7 @@ size_t objfs_cache_prefetch(struct objfs_cache *c, const struct objfs_cache_obj 
 	first = (uint64_t)off / c->bsize;
 	last = (uint64_t)(off + (int64_t)len - 1) / c->bsize;
 	/* 64 blocks a round, started outside the lock, until the window's end
-	 * or the cap (a review found every block past the first 64 of a
-	 * window left to be fetched on demand) */
+	 * or the cap */
 	for (idx = first; idx <= last && !stop;) {
 		size_t nstart = 0;
 

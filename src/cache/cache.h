@@ -97,7 +97,7 @@ size_t objfs_cache_cap(const struct objfs_cache *c);
  * or the handle closes; objfs_cache_stream_window says its window now.
  * Why: with 16 readers each allowed 64 MiB, windows summed to the whole
  * 1 GiB cache, streams evicted each other's prefetched blocks before they
- * were read, and objfs fetched 1.44x the bytes it served (issue 13).
+ * were read, and objfs fetched 1.44x the bytes it served.
  */
 void objfs_cache_stream_join(struct objfs_cache *c);
 void objfs_cache_stream_leave(struct objfs_cache *c);
