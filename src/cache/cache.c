@@ -358,11 +358,10 @@ void objfs_cache_note_read(struct objfs_cache *c, unsigned kind, size_t len, uin
 {
 	if (kind >= OBJFS_CACHE_READ_KINDS)
 		return;
-	pthread_mutex_lock(&c->lock);
-	c->st.reads[kind]++;
-	c->st.read_bytes[kind] += len;
-	c->st.read_fetched[kind] += fetched;
-	pthread_mutex_unlock(&c->lock);
+	/* atomics, not the lock: every FUSE read passes here */
+	__atomic_add_fetch(&c->st.reads[kind], 1, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&c->st.read_bytes[kind], len, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&c->st.read_fetched[kind], fetched, __ATOMIC_RELAXED);
 }
 
 int objfs_cache_open_obj(struct objfs_cache *c, const char *id, int64_t size)
