@@ -1,65 +1,43 @@
 /*
  * engine_direct: ranged GETs over HTTP/1.1, plain or TLS, received
- * straight into the caller's buffer (figures: docs/benchmarks.md).
+ * straight into the caller's buffer: the kernel's recv() writes the body
+ * into r->dst, and over https OpenSSL's SSL_read, or tls_rx (tls_rx.h) once
+ * a TLS 1.3 connection is idle, decrypts into it. libcurl would copy every
+ * body byte out of its own receive buffer (figures: docs/benchmarks.md).
  *
- * libcurl copies every body byte out of its own receive buffer; here the
- * kernel's recv() writes the body into r->dst itself, and over https
- * OpenSSL's SSL_read, or once a TLS 1.3 connection is idle tls_rx
- * (tls_rx.h), decrypts it into r->dst.
+ * Scope: only the happy path of a ranged GET. Proxies (the path is off for
+ * a scheme when a proxy variable libcurl reads is set), HTTP/2, redirects,
+ * connection errors, failed TLS handshakes, error statuses, chunked or
+ * length-less bodies and servers that ignore Range are handed to libcurl
+ * ("fallback", uncounted) before a body byte is used, so errors and their
+ * messages come from one place (engine.c). The head goes through the same
+ * parser and range check as libcurl's (http_resp.c); body bytes reach dst
+ * only after it, and never past r->len.
  *
- * Scope: only the happy path of a ranged GET over HTTP/1.1. Proxies (the
- * path is off for a scheme when a proxy variable libcurl reads is set),
- * HTTP/2, redirects, connection errors, failed TLS handshakes, error
- * statuses, chunked or length-less bodies and servers that ignore Range
- * stay with libcurl: an attempt that meets one before a body byte is used
- * is handed to libcurl ("fallback"), uncounted. Error handling and
- * messages are thus libcurl's, in one place (engine.c).
+ * Failure budgets (struct direct_budget): an answer that speaks of the
+ * server rather than the moment (a 2xx that is not "206 with
+ * Content-Length", a redirect, a head that is not strict HTTP/1.x, a
+ * certificate refused here that libcurl accepted) turns the path off for
+ * the origin; TLS_RX_FAILS connections with a record tls_rx refused within
+ * TLS_RX_WINDOW_NS turn tls_rx off for it. Each for a rest that doubles up
+ * to REST_MAX_NS, never for good.
  *
- * Failure budgets (struct direct_budget): an answer that says something
- * about the server rather than the moment (a 2xx that is not "206 with
- * Content-Length", a redirect, a head that is not strict HTTP/1.x with CRLF
- * line ends, a certificate this path refused that libcurl accepted) turns
- * the path off for that origin; records tls_rx refused on TLS_RX_FAILS
- * connections within TLS_RX_WINDOW_NS turn tls_rx off for it (a single
- * one fails its connection only: the request is retried on a new one).
- * Either for a rest that doubles up to REST_MAX_NS, never for good.
- *
- * Hand-back: this file calls nothing of engine.c. engine.c starts an
- * attempt (objfs_direct_start: on a connection, or waiting for one) and
- * keeps the in-flight list; after each poll objfs_direct_progress returns
- * the attempts that ended, each with its verdict (err, retry, ttfb) or
- * "again" (a stale kept-alive connection, a hand-over to libcurl), and
- * engine.c concludes or restarts them. No request is started while the
- * connection list is walked (a start may close an idle connection).
- *
- * Addresses: an origin is used only once libcurl has answered for it, at
- * first at the address libcurl used; the resolver thread then resolves the
- * host (e->resolve) into up to DIRECT_ADDRS addresses, taken round robin
- * by new connections. An address that refuses or does not connect within
- * the stall timeout rests for e->addr_rest_ns and its request goes to
- * libcurl. The host is resolved again every e->resolve_every_ns, and when
- * every address rests (at most once a second); lookups never run on an
- * engine thread.
- *
- * The response head goes through the same header parser and range
- * validation as libcurl's (http_resp.c); body bytes are written to dst
- * only after that, and never past r->len.
- *
- * Connections: at most th->per per engine thread, kept alive (idle ones
- * watched for the server closing them). A reused connection the server
- * closed before answering is retried on a new one, uncounted. Requests
- * beyond the cap wait in th->dwait (not in flight: waiting is not a
- * stall).
+ * Hand-back: this file calls nothing of engine.c. engine.c starts attempts
+ * (objfs_direct_start) and keeps the in-flight list; objfs_direct_progress
+ * returns those that ended, each with its verdict or "again" (a stale
+ * kept-alive connection, a hand-over to libcurl). No request is started
+ * while the connection list is walked (a start may close an idle one).
+ * At most th->per connections per engine thread, kept alive (dc_get,
+ * origin_pick); requests beyond wait in th->dwait, not in flight: waiting
+ * is not a stall. A reused connection the server closed before answering
+ * is retried on a new one, uncounted.
  *
  * Joined GETs: a request that gets a connection takes along the requests
  * waiting in th->dwait that continue its range (same URL, headers but
- * SigV4's signing time, and pins), as one GET of at most JOIN_MAX bytes
- * (join_waiting), saving a turnaround per range. The head is checked for
- * the union; each part is handed back once its last byte is in and the
- * next becomes the connection's request (objfs_direct_end.next). Only
- * waiting requests are joined, and the scan stops at another object's, so
- * nothing is delayed or overtaken. An attempt that ends early puts the
- * parts not begun back at the head of th->dwait, in order (unjoin).
+ * SigV4's signing time, pins) as one GET of at most JOIN_MAX bytes; each
+ * part is handed back once its last byte is in. Only waiting requests are
+ * joined, so nothing is delayed or overtaken; an attempt that ends early
+ * puts the parts not begun back, in order (unjoin).
  *
  * Threading: everything runs on the engine thread that owns th, but the
  * origin table, shared with the other threads and the resolver thread

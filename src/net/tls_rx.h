@@ -4,10 +4,10 @@
  *
  * Why: OpenSSL decrypts a record in place in its own read buffer and then
  * copies it into the caller's; for the direct path that copy writes every
- * byte of a body into a cold cache block or ring slot, 22% of the engine's
- * CPU at one HTTPS connection on the H200 machine (docs/benchmarks.md,
- * "Where one connection's CPU goes"), and kernel TLS, which would decrypt
- * into the destination, is missing on the machines we measure. Here a
+ * byte of a body into a cold cache block or ring slot, a large share of
+ * the engine's CPU at one HTTPS connection (docs/benchmarks.md, "Where one
+ * connection's CPU goes"), and kernel TLS, which would decrypt into the
+ * destination, is not available on every host. Here a
  * record whose plaintext fits the caller's buffer is decrypted into it
  * (AES-GCM, the tag checked before the bytes are reported); a smaller read
  * (a response head) goes through a record-sized buffer.

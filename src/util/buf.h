@@ -44,9 +44,9 @@ static inline int objfs_buf_reserve(char **p, size_t *cap, size_t need, size_t f
  * slot, which the GPU's DMA reads from memory): on x86-64, full cache
  * lines are written with streaming stores, which neither read the
  * destination's lines first (a plain store does, "for ownership") nor
- * leave them in the caches. 16 threads copying 64 KiB pieces into a 128
- * MiB buffer on the H200 machine: 52-55 GB/s against memcpy's 43-62
- * (contrib/bench/memcpy_bw.c). An sfence at the end orders the streamed
+ * leave them in the caches, so many threads copying into one ring move
+ * more bytes a second than with memcpy (contrib/bench/memcpy_bw.c
+ * measures both). An sfence at the end orders the streamed
  * bytes before the caller's next store (a completion it publishes).
  * Short copies, and everything elsewhere, are memcpy.
  */

@@ -14,7 +14,7 @@
 /*
  * The largest object size objfs believes (2^53 bytes, 8 PiB; S3's limit is
  * 5 TiB). A larger one is a lying server's, and block arithmetic near 2^63
- * overflows (a review: a Content-Length of 2^63 - 100 made a fill of the
+ * overflows (a Content-Length of 2^63 - 100 would make a fill of the
  * last block walk ~2^47 blocks, hanging the reader). Every size and offset
  * a store reports is checked against it where it is parsed.
  */

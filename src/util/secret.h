@@ -2,8 +2,8 @@
  * secret: memory for credentials, kept out of core dumps and wiped when
  * freed; and the process-wide switch that keeps core dumps from happening.
  *
- * Why: a core dump of objfs held the AWS secret key twice (issue 19,
- * finding 10): in the environment and in heap copies (the credential
+ * Why: a core dump of objfs would hold the AWS secret key twice (see
+ * docs/reliability.md): in the environment and in heap copies (the credential
  * provider's, the per-request copy, the SigV4 signing key). Two layers:
  * objfs_secret_nodump_process() makes the daemon not dumpable
  * (prctl(PR_SET_DUMPABLE, 0): no core file, /proc/PID/mem and environ

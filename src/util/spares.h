@@ -3,8 +3,8 @@
  * range. main.c fixes malloc's mmap threshold at 128 KiB, so every larger
  * buffer is a mapping of its own: malloc'd and freed per listing page or
  * per readdir reply, its pages were faulted in and unmapped each time
- * (TLB shootdowns; a third of the daemon's CPU in `ls -l` of 300,000 keys,
- * issue 14). The engine keeps listing bodies here, the FUSE layer its
+ * (TLB shootdowns, a large share of the daemon's CPU in `ls -l` of a
+ * large directory). The engine keeps listing bodies here, the FUSE layer its
  * readdir reply buffers. At most @max buffers of @lo..@hi bytes stay
  * allocated; the smallest that fits is taken.
  */
