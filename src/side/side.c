@@ -4,97 +4,44 @@
  * side_i.h). Here: the socket and its accept thread, HELLO and FILL, the
  * fill workers, and the ring discipline.
  *
- * Threads: one accept thread, one thread per session, and a pool of fill
- * workers. The session thread reads the socket (HELLO, then FILL, ATTACH,
- * DETACH: side_proto.h, 5 and 6), waits for slot releases and dispatches
- * pieces (struct job, one per slot: a slot holds at most one piece between
- * dispatch and publication); workers fill pieces in parallel, several per
- * session, each piece as runs of its entries (struct run: adjacent or
- * overlapping ranges of one object, sorted, one objfs_cache_fill each).
- * Pieces are published strictly in order all the same, which is what makes
- * err_piece meaningful: the worker that ends a job publishes every
- * consecutive finished piece from ss->pub_piece on (publish_locked), so a
- * piece never becomes visible before the ones below it. A run that fails
- * marks its entries (ent.err) and its piece is published anyway: the
- * request's DONEs list the failed entries and the session goes on (before
- * version 2 a failed fetch poisoned the ring and ended the session, which
- * with one session per process would have failed every file of the
- * mount). Only a session that fails (SIGBUS guard, a vanished client, a
- * job cancelled) poisons the ring, with everything below published and
- * intact. The session thread unmaps the ring only after its last job
- * ended (ss->inflight == 0).
+ * Threads: one accept thread, one per session, a pool of fill workers.
+ * The session thread reads the socket, waits for slot releases and
+ * dispatches pieces (struct job, one per slot); workers fill pieces in
+ * parallel, each as runs of its entries (struct run: adjacent or
+ * overlapping ranges of one object, one objfs_cache_fill each). Pieces are
+ * published strictly in order all the same, which makes err_piece exact:
+ * the worker that ends a job publishes every consecutive finished piece
+ * from ss->pub_piece on (publish_locked). A failed run marks its entries
+ * (ent.err) and the session goes on, since one session serves every file
+ * of a process; only a session that fails (SIGBUS guard, a vanished
+ * client, a job cancelled) poisons the ring, everything below published
+ * and intact. The ring is unmapped only after the last job ended
+ * (ss->inflight == 0). Workers take jobs in turn between uids and each
+ * uid's sessions (job_take), so no user's batches hold every worker.
  *
- * Workers take jobs in turn: each session queues its own (ss->jq), and a
- * worker takes the first job of the first session of the first uid in
- * side->jturn, then puts that session behind the uid's others and the uid
- * behind the other uids. So a uid with many sessions, or a session with
- * many slots, gets a turn like any other (one FIFO for all would let one
- * user's batches hold every worker while another's waited behind them).
+ * Nothing a client does blocks a shared thread. DONEs and ATTACH answers go
+ * out in order with MSG_DONTWAIT under ss->lock, from whoever published the
+ * last piece; those a full socket refuses wait for the session thread
+ * (POLLOUT). A request keeps its queue entry until its last DONE, so a
+ * client that never reads runs out of entries (OBJFS_SESSION_QUEUE) and
+ * its session ends. A hangup (POLLHUP, POLLRDHUP) ends the session before
+ * its unread messages, and the dispatcher looks for one before each piece;
+ * queued jobs are then dropped and counted (fills_cancelled). DETACH only
+ * marks a handle: handles_sweep frees it once every request queued before
+ * has had its DONE by the daemon's own count (ss->done_seq), never by the
+ * client's ids, which a hostile client could make go backwards.
  *
- * A client gone is noticed at once: a hangup (POLLHUP, POLLRDHUP) ends the
- * session before its unread messages are handled, and the dispatcher
- * looks for one before each piece, so the batch of a client that released
- * its slots in advance and exited is not filled for nobody (no other wait
- * would notice). At the end, jobs still queued are dropped, running ones
- * start no more fills, and pieces never filled are counted
- * (fills_cancelled).
+ * Waiting: only for a slot still in use (wrap-around), on a futex on the
+ * rel word with a timeout that doubles as a poll for GPU consumers
+ * (cuStreamWriteValue32 cannot wake a futex) and backs off (release_poll_ns),
+ * so a ring never released costs little CPU; the socket is polled between.
  *
- * Handles: the session thread owns the handle table (ss->hnd); a queued
- * entry borrows its handle's capability record, so DETACH only marks a
- * handle, and handles_sweep frees it once the last request queued before
- * the DETACH has had its DONE (ss->done_seq: the daemon's own count of
- * requests, not the client's ids, which a hostile client could make go
- * backwards and so free a record a queued request still reads). Answers to ATTACH, like
- * DONEs, never block: those a full socket refuses wait in ss->aq.
+ * The ring's end (linger): the ring stays charged to the budget until the
+ * client hangs up (side.h), then its pages are punched out and the budget
+ * given back together; at the unmount nothing waits.
  *
- * Replies never block a shared thread. A request keeps its queue entry
- * (and its entries, ss->qents of them at most OBJFS_SESSION_ENTS) until
- * its last DONE has gone out; DONEs owed are sent in order, under ss->lock,
- * with MSG_DONTWAIT, by whoever published the last piece (a fill worker,
- * an engine or disk thread) and by the session thread. When the client
- * does not read and its socket is full, the rest wait in the queue and the
- * session thread sends them once poll says POLLOUT; since a request holds
- * its entry until then, a client that never reads runs out of entries
- * (OBJFS_SESSION_QUEUE) and its next FILL ends the session. Before this, a
- * blocking send() from an engine thread let one such client hang every
- * FUSE read of the mount (security audit, docs/reliability.md).
- *
- * Waiting: the daemon waits only when a slot is still in use (ring
- * wrap-around). A CPU consumer wakes it with FUTEX_WAKE on the rel word; a
- * GPU consumer writes rel with cuStreamWriteValue32, which cannot wake a
- * futex, so the wait is a futex wait with a short timeout that doubles as
- * a poll: RELEASE_POLL_NS for the first RELEASE_FAST_POLLS waits (a GPU
- * frees a slot within that in a streaming fill), then doubling up to
- * RELEASE_POLL_MAX_NS, so a client that never releases costs ~500 wake-ups
- * a second, not 20,000 (16% of a core). Between waits the session polls
- * its socket, so a client that dies while its ring is full is noticed.
- *
- * Admission: a connection is checked against SO_PEERCRED at accept (closed
- * at once when the mount admits one uid only) and counts as pending, at
- * most OBJFS_SIDE_PENDING_PER_UID per uid, until its HELLO; only a HELLO
- * with a capability of the same uid turns it into a session, within the
- * session and ring-byte bounds of side.h, global and per uid. The daemon
- * makes the ring (a memfd sealed against shrinking and growing: no access
- * inside it can fault; side_guard.c guards it anyway) and hands it over
- * with HELLO_OK; it never takes a descriptor from a client (refuse_rights,
- * recv_msg).
- *
- * The ring's end (linger): however a session ends, its client may still
- * be copying pieces published before (a piece failed, a protocol error of
- * another thread's, the unmount), and it may keep the memfd for good. So
- * the ring stays charged to the budget (and the session counted) until the
- * client hangs up; the daemon shuts its sending side (the client's EOF),
- * discards what the client still sends, and at the hangup punches the
- * whole ring's pages out (whatever the client kept reads zeros) and gives
- * the budget back, together. Otherwise a client could end sessions (an
- * invalid FILL, say), keep each memfd, and pin pages charged to the
- * daemon that no budget counts. libobjfs closes its socket last, once
- * nothing of its maps the ring. At the unmount nothing waits: the budget
- * ends with the server.
- *
- * Locking (side_i.h has side->lock and the capabilities): ss->lock guards
- * a session's request queue, job states and publication cursor, and comes
- * before side->lock; side->jlock guards the workers' job queue and is never
+ * Locking: ss->lock (a session's queue, job states, publication cursor)
+ * comes before side->lock; side->jlock (the workers' job queue) is never
  * held with another lock.
  */
 #include "config.h"
@@ -134,11 +81,11 @@
 /*
  * A session's fills in flight (runs: one GET each when missed). Entries
  * are bounded (OBJFS_SESSION_ENTS), but sparse one-byte entries are one run
- * each: a review measured one session putting 131,072 GETs in the
- * engine's queue at once, ~275 MB of requests under no cap, every other
- * reader of the mount behind them. Past RUNS_MAX a job parks and goes on
- * once its session's runs are below RUNS_RESUME; 1,024 keep the engine's
- * connections busy (a cold batch of 10,000 sparse samples ran no slower).
+ * each, so one session could put 131,072 GETs in the engine's queue at
+ * once, ~275 MB of requests under no cap, every other reader of the mount
+ * behind them. Past RUNS_MAX a job parks and goes on once its session's
+ * runs are below RUNS_RESUME; 1,024 are enough to keep the engine's
+ * connections busy with a cold batch of sparse samples.
  */
 #define RUNS_MAX             1024
 #define RUNS_RESUME          768
@@ -869,7 +816,12 @@ static int pump(struct session *ss, int timeout_ms)
 	return 0;
 }
 
-/* The @i-th wait's poll: short while a consumer is streaming, then backing off. */
+/*
+ * The @i-th wait's poll: RELEASE_POLL_NS for the first RELEASE_FAST_POLLS
+ * waits (a GPU frees a slot within that in a streaming fill), then doubling
+ * up to RELEASE_POLL_MAX_NS, so a client that never releases costs ~500
+ * wake-ups a second, not 20,000.
+ */
 static long release_poll_ns(unsigned i)
 {
 	unsigned k = i <= RELEASE_FAST_POLLS ? 0 : i - RELEASE_FAST_POLLS;
@@ -939,7 +891,7 @@ static void publish_locked(struct session *ss)
 				   (unsigned long long)ss->id, (unsigned long long)p, strerror(j->err));
 			/* The session ends (its requests fail with it). No DONE is
 			 * owed: flushing one would free r's entries while its other
-			 * pieces may still be filling into them (review). */
+			 * pieces may still be filling into them. */
 			objfs_ring_poison(ss->ring, ss->slots, p, j->err);
 			__atomic_store_n(&ss->failed, j->err, __ATOMIC_RELAXED);
 			pthread_mutex_lock(&s->lock);
@@ -1069,7 +1021,7 @@ static void sort_by_off(const struct ent *ents, uint32_t *idx, uint32_t n)
 }
 
 /*
- * Whole blocks for dense samples (issue 17). A batch of many small ranges
+ * Whole blocks for dense samples. A batch of many small ranges would
  * cost one GET each, even when ten of them fall into one 2 MiB shard: the
  * fills of a piece only see the piece's entries, and a 10,000-sample batch
  * over 1,000 shards spreads each shard's samples over many pieces. Here the
@@ -1081,11 +1033,11 @@ static void sort_by_off(const struct ent *ents, uint32_t *idx, uint32_t n)
  * fills then copy from it (objfs_cache_fill waits for a block in flight).
  * One GET instead of several, and a second pass over the same shards is
  * served from memory. Bounded by what the cache's prefetch room takes
- * (objfs_cache_prefetch never passes the cap). On the H200 machine, 10,000
- * samples of 64 KiB over 1,000 shards of 2 MiB (31% of each): a warm
- * second pass 259k samples/s (was 77k, fetched again), the cold one 55k
- * (was 71k: 3x the bytes on a loopback where bytes are cheap and requests
- * are not; on S3 a request costs ~20 ms). Session thread.
+ * (objfs_cache_prefetch never passes the cap). The quarter trades bytes
+ * for requests: up to 4x the bytes is dear on a loopback, where bytes are
+ * cheap, but cheap on S3, where a request costs ~20 ms; and a warm second
+ * pass is served from memory instead of fetched again
+ * (contrib/gpu/bench_batch.sh measures both passes). Session thread.
  */
 static void plan_blocks(struct session *ss, const struct req *r)
 {
@@ -1773,6 +1725,13 @@ static int refuse_rights(int fd)
 /*
  * Accepts one connection: -EMFILE/-ENFILE when out of descriptors (then the
  * caller sheds it), 0 otherwise, whether it was admitted or refused.
+ * Admission: the peer's SO_PEERCRED uid is checked here (the connection is
+ * closed at once when the mount admits one uid only), and the connection
+ * counts as pending, at most OBJFS_SIDE_PENDING_PER_UID per uid, until its
+ * HELLO; only a HELLO with a capability of the same uid makes it a
+ * session, within the session and ring-byte bounds of side.h. The daemon
+ * makes the ring and never takes a descriptor from a client
+ * (refuse_rights, recv_msg).
  */
 static int accept_one(struct objfs_side *s)
 {
@@ -1902,11 +1861,9 @@ static void *accept_main(void *arg)
  * Fill workers by default: one per core, 4 to 64. A warm readv is one
  * copy per byte (cache -> ring) on these workers while the GPU's DMA reads
  * the ring, so it is bound by the machine's memory bandwidth, which more
- * copiers reach further: on the H200 machine (16 cores; memcpy_bw: 5.4
- * GB/s one thread, 19-28 at 8, 33 at 16) 16 workers made 10,000 warm
- * samples of 64 KiB 14-20% faster than 8 (bench_batch.sh, three calls).
- * On the H100 machine memcpy scaled ~11 GB/s (1 thread) to ~50 GB/s (8)
- * and one copier held a 4 GiB fill to ~6 GB/s.
+ * copiers reach further: one thread's memcpy reaches a fraction of it
+ * (contrib/bench/memcpy_bw.c), and a worker per core makes warm batches
+ * faster than half as many (contrib/gpu/bench_batch.sh).
  */
 static unsigned default_workers(void)
 {

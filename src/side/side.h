@@ -16,7 +16,7 @@
  * session thread validates HELLO (token, SO_PEERCRED uid, inode, a ring
  * memfd on tmpfs of the right size and seals, the uid's bounds), maps the
  * ring, then serves the session: one per (process, mount) since protocol
- * version 2 (issue 17), its handles being capabilities added by ATTACH
+ * version 2, its handles being capabilities added by ATTACH
  * (bounded by the uid's capability share) and dropped by DETACH. A FILL
  * request is a batch of (handle, offset, length) entries, placed in ring
  * pieces by the packing side_proto.h defines (small entries share a
@@ -27,20 +27,16 @@
  * copied from it (the same blocks that serve FUSE reads), whole blocks on
  * the disk cache are read into the slot, the rest is fetched from the
  * network straight into the slot; up to one piece per slot is in flight,
- * so the ring is the fill's readahead window. Whoever finishes publishes
- * the sequence words of the finished pieces strictly in piece order. Why:
- * on the H100 machine one session thread copying from the cache held a
- * cold 4 GiB fill to ~6 GB/s, workers copying from the cache to 13 GB/s,
- * while curl moved 21-29 GB/s; straight into the ring, 17-21 GB/s
- * (docs/benchmarks.md).
- * A peer that vanishes (EOF or a hangup on the socket) ends its session:
- * no more of its pieces are started, those queued are dropped; nothing
- * else is affected. The workers take queued pieces in turn between uids
- * and between each uid's sessions, so one user's batches cannot hold
- * them. A session's ring (pages and budget) lasts until its client has
- * hung up, however the session ended: a client may still copy pieces
- * published before the end, and may keep the memfd after; at the hangup
- * its pages are punched out and the budget given back together.
+ * so the ring is the fill's readahead window, and a cold fill received
+ * straight into it comes close to curl (docs/benchmarks.md). Whoever
+ * finishes publishes the sequence words of the finished pieces strictly in
+ * piece order. A peer that vanishes (EOF or a hangup on the socket) ends
+ * its session: no more of its pieces are started, those queued are
+ * dropped; nothing else is affected. A session's ring (pages and budget)
+ * lasts until its client has hung up, however the session ended: a client
+ * may still copy pieces published before the end, and may keep the memfd
+ * after; at the hangup its pages are punched out and the budget given back
+ * together.
  *
  * Ownership: the side server borrows the cache and, through granted
  * records, the store and node paths: objfs_side_free() must run before

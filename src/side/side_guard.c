@@ -5,13 +5,12 @@
  * on tmpfs whose size is sealed (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
  * where no access inside the mapping can raise SIGBUS: a page the client
  * punches out (fallocate PUNCH_HOLE, MADV_REMOVE) comes back as a zero
- * page when touched. When clients made their rings, a hugetlbfs memfd took
- * the same seals and still let the client punch a huge page out and keep
- * the pool empty, so the daemon's next copy into the ring raised SIGBUS and
- * killed the mount (finding 2 of the security audit, docs/reliability.md).
- * Daemon-made rings close that door; this guard is the second line for
- * whatever a future kernel adds: the daemon must never die of a client's
- * memory.
+ * page when touched. A hugetlbfs memfd takes the same seals and still lets
+ * its owner punch a huge page out and keep the pool empty, so a copy into
+ * it raises SIGBUS and would kill the mount (docs/reliability.md): rings
+ * are made by the daemon, never taken from a client, and this guard is the
+ * second line for whatever a future kernel adds: the daemon must never die
+ * of a client's memory.
  *
  * How: each mapped ring is registered here with the session's failure
  * word. On SIGBUS at an address inside a registered ring, the handler maps
