@@ -298,8 +298,8 @@ static void forward(int sig)
 /*
  * The waiting parent passes SIGINT, SIGTERM and SIGHUP on to the child (in
  * a session of its own, it gets none from the terminal or from timeout(1)):
- * an objfs interrupted while it probed the server mounted all the same
- * after its command had failed (a review). The parent then waits for the
+ * otherwise an objfs interrupted while it probes the server would mount
+ * all the same after its command had failed. The parent then waits for the
  * child's end as for any failure.
  */
 static void forward_signals(pid_t child)
@@ -315,8 +315,8 @@ static void forward_signals(pid_t child)
 
 /*
  * Overwrites the user:password of every proxy= URL in @arg with '*', in
- * place (parsed already): /proc/PID/cmdline is readable by every user, and
- * a review found a proxy's password in ps.
+ * place (parsed already): /proc/PID/cmdline is readable by every user, so
+ * ps would show a proxy's password.
  */
 static void hide_proxy_password(char *arg)
 {
@@ -343,11 +343,11 @@ int main(int argc, char **argv)
 	 * glibc raises its mmap threshold to the size of the first large block
 	 * freed (cache blocks, curl's 512 KiB receive buffers), and from then
 	 * on serves such sizes from per-thread arenas that keep what is freed.
-	 * tests/integration/load.sh (64 readers past the page cache,
-	 * cache_size=32M) peaked at 89-141 MiB RSS; with the threshold fixed at
-	 * 128 KiB (every large buffer a mapping of its own) at 52 MiB. Cost:
-	 * fresh pages to fault in, 10-19% more CPU on a cold 512 MiB loopback
-	 * read (2-core VM).
+	 * With the threshold fixed at 128 KiB every large buffer is a mapping
+	 * of its own, given back when freed: tests/integration/load.sh (64
+	 * readers past the page cache, cache_size=32M) peaks at about 52 MiB
+	 * RSS instead of 89-141. The cost is fresh pages to fault in, some more
+	 * CPU on a cold read.
 	 */
 	mallopt(M_MMAP_THRESHOLD, 128 << 10);
 	/* commands first: SOURCE is a URL, so no mount's first operand is one */
@@ -412,7 +412,7 @@ int main(int argc, char **argv)
 		return ret;
 	}
 	/* close-on-exec: a credential_process's own children must not hold
-	 * the parent's wait open after the daemon gave up (review) */
+	 * the parent's wait open after the daemon gave up */
 	if (pipe2(pipefd, O_CLOEXEC)) {
 		perror("objfs: pipe");
 		return 1;

@@ -365,7 +365,7 @@ static int split_spec(const char *spec, char *host, size_t hcap, char *port, siz
 	}
 	if (!colon[1] || strlen(colon + 1) >= pcap || strlen(colon + 1) > 5 ||
 	    strspn(colon + 1, "0123456789") != strlen(colon + 1) || atoi(colon + 1) > 65535 ||
-	    atoi(colon + 1) < 1) /* 1-65535: 4294967297 was port 1, 0 a random one (review) */
+	    atoi(colon + 1) < 1) /* 1-65535: else 4294967297 would be port 1, 0 a random one */
 		return -EINVAL;
 	snprintf(port, pcap, "%s", colon + 1);
 	return 0;

@@ -272,8 +272,8 @@ void objfs_opts_help(FILE *f)
 
 /*
  * "=@v" for the log, a URL's user:password (a proxy's) left out: options
- * hold no secret of objfs's own, but a proxy URL may carry one (a review
- * found it in the log line of every mount).
+ * hold no secret of objfs's own, but a proxy URL may carry one, and every
+ * mount logs its options.
  */
 static void str_described(char *out, size_t cap, const char *v)
 {
@@ -305,9 +305,9 @@ void objfs_opts_init(struct objfs_opts *o)
 	o->direct_recv = 1;
 	/* 128 MiB pinned in 2 MiB slots: 64 GETs in flight per fill, so slow
 	 * connections (TLS, a distant store) do not idle behind the one piece
-	 * the GPU waits for; 16 x 8M held GPU fills over HTTPS at 16
-	 * connections to 3.4-3.6 GB/s where this gave 5.2-7.7 (H200 machine,
-	 * docs/benchmarks.md), and plain HTTP moved no less */
+	 * the GPU waits for; 16 slots of 8M hold GPU fills over HTTPS at 16
+	 * connections to about half the speed (docs/benchmarks.md), and plain
+	 * HTTP gains nothing from them */
 	o->ring_slots = 64;
 	o->ring_slot_size = 2u << 20;
 	o->cache_dir_size = 10ull << 30;
@@ -390,7 +390,7 @@ static int parse_one(struct objfs_opts *o, const struct opt_def *d, const char *
 	unsigned long long uv;
 
 	/* mount(8)'s; "user=alice" is what util-linux <= 2.38 hands a helper
-	 * for a "user" fstab line (a review found such mounts refused) */
+	 * for a "user" fstab line, which must not be refused */
 	if (d->kind == K_MOUNT &&
 	    (!val || !strcmp(d->doc.name, "user") || !strcmp(d->doc.name, "helper")))
 		return 0;

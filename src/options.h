@@ -67,7 +67,7 @@ struct objfs_opts {
 	char *fuse_opts;          /* owned; generic mount options passed to libfuse */
 	int saw_rw;               /* "rw" was given (mount(8) adds it): noted, mount stays ro */
 	int nonempty;             /* mount over a directory with entries, or a mount point */
-	/* Hardening (issue 19) */
+	/* Hardening against hostile servers and local users */
 	int debug_dumpable;       /* keep core dumps possible (default: not dumpable) */
 	int allow_redirects;      /* 0 origin (default), 1 any, 2 none: enum objfs_redirects */
 	int http_version;         /* 0: HTTP/1.1 (default), 1: HTTP/2 offered over TLS */
@@ -140,19 +140,17 @@ void objfs_machine_probe(struct objfs_machine *m);
  *                    for the block its request needs, so the kernel's
  *                    requests of 64 readers (4 readahead requests each)
  *                    wait for a free worker behind ones that wait for the
- *                    network (issue 13, 16-core H200 host, medians of 2:
- *                    64 readers 6.6 GB/s with 32 workers, 9.3 with 64,
- *                    11.3 with 128 or 256; 16 readers 10.5-11.9 with any);
- *   engine_threads   1 per core (2 to 64): on a 64-core, 4-GPU host 4
- *                    processes filling their GPUs reached 30.8 GB/s with
- *                    16 engine threads, 42.3 with 32, 44.9 with 64;
+ *                    network: 64 readers reach full speed only with 128
+ *                    workers or more (16 readers with any count);
+ *   engine_threads   1 per core (2 to 64): several processes filling their
+ *                    GPUs at once keep gaining up to one thread per core;
  *   max_connections  per host, 4 per core (16 to 256): 16 workers reading
  *                    100 KiB files, each file's GET waiting for a free
- *                    connection and engine thread, ran 1.31 GB/s with 8
- *                    threads and 32 connections, 2.01 with 16 and 64 (H200);
+ *                    connection and engine thread, run about 1.5x faster
+ *                    with 16 threads and 64 connections than with 8 and 32;
  *   cache_size       a sixteenth of memory (1 GiB to 16 GiB): the prefetch
- *                    windows of 64 readers starve in 1 GiB (6.1 vs 7.7 GB/s
- *                    with 8 GiB on the same host);
+ *                    windows of 64 readers starve in 1 GiB (about a fifth
+ *                    slower than with 8 GiB);
  *   max_dir_bytes    an eighth of memory (64 MiB to 4 GiB): a hostile or
  *                    endless listing fails before it takes the machine;
  *                    ~300 bytes an entry, so 4 GiB holds ~14M entries.

@@ -53,9 +53,9 @@
 /*
  * The counters while mounted: `cat MOUNT/.objfs-stats` (as JuiceFS's
  * `.stats`). The file is not listed by readdir, so find, cp -r and ls -a
- * never see it; an object of that name at the root is shadowed. An xattr
- * was measured first and dropped: implementing getxattr makes the kernel
- * send two GETXATTR requests per file to every `ls -l`.
+ * never see it; an object of that name at the root is shadowed. Not an
+ * xattr: implementing getxattr makes the kernel send two GETXATTR requests
+ * per file to every `ls -l`.
  */
 #define STATS_NAME ".objfs-stats"
 #define STATS_INO ((fuse_ino_t)1 << 62) /* inode.c numbers never get here */
@@ -543,9 +543,9 @@ static void readdir_fill(void *arg);
 /*
  * Readdir reply buffers. The kernel asks for up to max_pages (1 MiB, from
  * max_write) per READDIRPLUS, and main.c fixes malloc's mmap threshold at
- * 128 KiB, so a buffer malloc'd per reply was a fresh mapping, its pages
- * faulted in as entries were added and unmapped after the reply: a tenth
- * of the daemon's CPU in `ls -l` of 300,000 keys (perf, issue 14). Buffers
+ * 128 KiB, so a buffer malloc'd per reply would be a fresh mapping, its
+ * pages faulted in as entries are added and unmapped after the reply: a
+ * tenth of the daemon's CPU in `ls -l` of a large directory. Buffers
  * of 128 KiB or more go back to two spares (2 MiB at most) and the
  * next reply that fits takes one; one `ls` reads one directory at a time.
  */
@@ -592,8 +592,8 @@ static int dirbuf_add(void *arg, const char *name, const struct objfs_attr *a)
 			/* Size unknown (an HTML index after attr_ttl): no attributes
 			 * at all, as for "." (no lookup counted either, dirsnap_read),
 			 * so the kernel keeps the size it has and looks up when it
-			 * needs one. A size of 0 sent here truncated the kernel's
-			 * pages of an open file (SIGBUS through a mapping: review). */
+			 * needs one. A size of 0 sent here would truncate the
+			 * kernel's pages of an open file (SIGBUS through a mapping). */
 			memset(&e, 0, sizeof(e));
 			e.attr.st_ino = a->ino;
 			e.attr.st_mode = S_IFREG;
@@ -768,8 +768,8 @@ static void op_erofs_create(fuse_req_t req, fuse_ino_t parent, const char *name,
 }
 
 /*
- * The kernel's side of the read path (issue 13). Its defaults held 16
- * readers to a third of the network: at most 12 background requests
+ * The kernel's side of the read path. Its defaults hold 16 readers to
+ * a third of the network: at most 12 background requests
  * (readahead is background) for the whole mount, and 128 KiB per request.
  *   max_write  libfuse derives max_pages from it (FUSE_MAX_PAGES): read
  *              and readahead requests of up to MAX_READ (1 MiB) instead of
@@ -808,12 +808,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
  * changed.
  *
  * FUSE_PARALLEL_DIROPS: libfuse before 3.17.1 turns the capability on in
- * conn->want by default but never puts it in its INIT reply (fixed there
- * by commit c9905341, "Pass FUSE_PARALLEL_DIROPS to kernel"), so the
- * kernel serialised every LOOKUP and READDIR of one directory on that
- * directory's inode mutex: on the H200 machine, 16 workers each opening
- * files of one directory (issue 13's small files) were found in
- * fuse_lock_inode under fuse_lookup in ~40% of their stack samples. The
+ * conn->want by default but never puts it in its INIT reply ("Pass
+ * FUSE_PARALLEL_DIROPS to kernel" in libfuse), so the kernel serialises
+ * every LOOKUP and READDIR of one directory on that directory's inode
+ * mutex: 16 workers each opening small files of one directory spend a
+ * large part of their time in fuse_lock_inode under fuse_lookup. The
  * inode layer already serves lookups and listings of one directory
  * concurrently (one lock; lookups parked on a listing under way), as it
  * does for different directories.
@@ -821,9 +820,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
  * FUSE_DIRECT_IO_ALLOW_MMAP (Linux 6.6, protocol 7.39; libfuse asks for it
  * from 3.17.1, and objfs then does through conn->want): without it the
  * kernel refuses a shared mmap of a file opened with direct_io (ENODEV),
- * so -o direct_io, 1.5x the page cache's speed for 16 to 64 streaming
- * readers on the H200 machine (docs/benchmarks.md), broke numpy's and
- * safetensors' read-only mappings. With it such a mapping reads through
+ * so -o direct_io, faster than the page cache for many streaming readers
+ * (docs/benchmarks.md), would break numpy's and safetensors' read-only
+ * mappings. With it such a mapping reads through
  * the page cache as any other file's does.
  */
 #define INIT_DIROPS 1u
@@ -1079,8 +1078,8 @@ static void set_readahead(unsigned maj, unsigned min, unsigned kb)
  * a request off the queue just as the kernel tears the connection down
  * (the last file of a lazily unmounted mount closed) reads ECONNABORTED,
  * not ENODEV (fs/fuse/dev.c checks its queue before copying the request
- * out), and libfuse ends the loop with that error: seen once in load.sh
- * under CI, 64 readers closing as the mount went. When our mount (device
+ * out), and libfuse ends the loop with that error (many readers closing
+ * as the mount goes, as in load.sh, can meet it). When our mount (device
  * @maj:@min, 0:0 when it was never found) is gone, that is the normal end;
  * while it is still mounted the connection was aborted (through
  * /sys/fs/fuse/connections), and that stays an error, as any other.

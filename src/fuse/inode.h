@@ -6,17 +6,16 @@
  * reused; a node is freed once the kernel has forgotten it (FORGET down to
  * nlookup 0) and nothing inside holds it (a child holds its parent, a
  * listing its entries, a thread its node while the lock is dropped), so a
- * re-lookup after that may get a new number (issue 14: memory stays bounded
- * by what the kernel keeps, not by what was ever seen).
+ * re-lookup after that may get a new number (memory stays bounded by what
+ * the kernel keeps, not by what was ever seen).
  *
  * File attributes come from the listing when it has them and from the
  * store's stat (HEAD) otherwise, and are revalidated after attr_ttl
  * seconds. A lookup in a directory not freshly listed asks the store for
  * that name alone when the backend can (S3: a HEAD and a one-key listing at
  * once), so opening a file of a million-key prefix costs two requests, not
- * a thousand pages; the directory is listed only for readdir. HTTP indexes
- * have no such lookup: their directories are listed, once at a time, and
- * lookups wait for the listing.
+ * a thousand pages; the directory is listed only for readdir. HTTP index
+ * directories are listed, once at a time, and lookups wait for the listing.
  *
  * Listings stream: a listing is an append-only array of held nodes that
  * grows page by page while it is fetched; a directory handle (dirsnap)
@@ -27,22 +26,20 @@
  * is under way reads the same listing: a directory is never listed twice
  * at once. A name that is both an object and a directory shows once, as
  * the directory, even when the two come in different pages (see inode.c).
- * A listing is kept, after its last handle is closed, for list_ttl to
+ * A listing is kept after its last handle is closed for list_ttl, to
  * answer lookups and the next opendir, unless it is larger than
- * OBJFS_LIST_KEEP_MAX entries and the store can look names up itself (a
- * million-key listing would otherwise hold a million nodes for list_ttl),
- * or the kernel has forgotten its directory, or list_ttl has passed and the
- * kernel forgets one of its entries. A listing nobody reads any
- * more is stopped at its next page when the store can look names up.
+ * OBJFS_LIST_KEEP_MAX entries and the store can look names up itself, or
+ * the kernel has forgotten its directory, or list_ttl has passed and the
+ * kernel forgets one of its entries. A listing nobody reads any more is
+ * stopped at its next page when the store can look names up.
  *
  * Locking: one mutex guards the table, every node, every listing and every
  * handle's listing state; network calls are made without it. The _async
  * calls wait without a thread: a lookup, opendir or readdir that must wait
  * for a listing is parked on it and completed, through its callback, by
  * the thread that lists, once the page it needs has come or the listing
- * ended. So one slow listing holds one FUSE worker, not all of them (issue
- * 19: a listing trickling at 1 byte/s held all 16 and reads of cached files
- * hung).
+ * ended. So one slow listing (trickling at 1 byte/s) holds one FUSE
+ * worker, not all of them, and reads of cached files go on.
  */
 #ifndef OBJFS_INODE_H
 #define OBJFS_INODE_H
@@ -110,8 +107,8 @@ int objfs_inode_getattr(struct objfs_inodes *t, uint64_t ino, struct objfs_attr 
  * one page cache and one size per inode, so a node is one version of an
  * object while handles have it open: a handle pinned to version B
  * reading or mapping the pages of a handle still open on version A would
- * mix them (a review read B's bytes through A's handle, then through a
- * mapping of B's), and A's handles reading with B's size would end early.
+ * mix them (B's bytes read through A's handle, then through a mapping of
+ * B's), and A's handles reading with B's size would end early.
  * Wherever another version of an open node's object is noticed (a
  * lookup, listing or open after attr_timeout; a getattr leaves the open
  * inode as it is) the name gets a new node (a new inode number) with the
@@ -168,7 +165,8 @@ struct objfs_dirsnap {
 };
 
 /* Listings larger than this are not kept once unread when the store can
- * look names up on its own (see above). */
+ * look names up on its own (see above): a million-key listing would
+ * otherwise hold a million nodes for list_ttl. */
 #define OBJFS_LIST_KEEP_MAX 65536
 
 /*
