@@ -20,8 +20,8 @@
  * Sessions: the handles of one mount in one process share one session
  * (one connection, one ring of ring_slots x ring_slot_size bytes pinned
  * once, one watchdog thread): the first objfs_gpu_open of a mount makes it,
- * later ones attach to it (no memory, and no wait for the daemon: ~23 us
- * each on an H100 machine, the FUSE ioctl included), the last
+ * later ones attach to it (no memory, and no wait for the daemon: tens
+ * of microseconds each, the FUSE ioctl included), the last
  * objfs_gpu_close ends it. Opening thousands of shard files costs
  * thousands of handles, not thousands of rings. The daemon bounds the
  * handles of one user (its capability share, -ENOSPC beyond). Handles are

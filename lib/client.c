@@ -10,15 +10,13 @@
  * socket name (side_proto.h, 5): the first objfs_gpu_open of a mount makes
  * the session (socket, a sealed memfd ring the daemon makes and hands over
  * with HELLO_OK, mapped here and in the daemon, registered with
- * cudaHostRegister by client_cuda.c when a GPU is usable,
- * a watchdog thread) with HELLO; later opens ATTACH their capability to
- * it: no memory to pin, and no round trip either: objfs_gpu_open returns
- * once the ATTACH is sent, the watchdog records the answer (handle id or
- * refusal; the daemon answers in order), and the first read naming the
- * handle waits for it. Measured on the H100 with a wait for each answer:
- * 60 us per open (ioctl included), over the issue's 50. Handles hold a
- * reference; the last close ends the session. Before version 2 every open
- * made its own 128 MiB ring (1,000 shards pinned 128 GB).
+ * cudaHostRegister by client_cuda.c when a GPU is usable, a watchdog
+ * thread) with HELLO; later opens ATTACH their capability to it: no memory
+ * to pin (a ring per open would pin 128 GB for 1,000 shards), and no round
+ * trip either: objfs_gpu_open returns once the ATTACH is sent, the
+ * watchdog records the answer (handle id or refusal; the daemon answers in
+ * order), and the first read naming the handle waits for it. Handles hold
+ * a reference; the last close ends the session.
  *
  * Reads. Every read is a batch (struct batch, client_i.h): objfs_gpu_read
  * is a batch of one. Entries are checked, clamped to their file, their
@@ -43,10 +41,9 @@
  * every GPU stream wait and every CPU waiter at once) and marks the
  * session dead: every entry of a request without its last DONE gets -EIO
  * (or the daemon's errno), later calls on its handles fail, and the next
- * objfs_gpu_open of the mount makes a new session. Bounded time: EOF
- * arrives as soon as the daemon process dies. The watchdog is portable (a
- * socket and the shared ring) and so lives here, not with the CUDA code
- * it also protects.
+ * objfs_gpu_open of the mount makes a new session. EOF arrives as soon as
+ * the daemon process dies. The watchdog is portable (a socket and the
+ * shared ring), so it lives here, not with the CUDA code it also protects.
  */
 #include "config.h"
 
@@ -412,8 +409,8 @@ int objfs_client_cpu_accessible(void *buf, size_t len)
 		return 1;
 	/*
 	 * Probes the two ends: each byte read, then written back as it was
-	 * (a review: a read-only mapping passed the read alone, and the copy
-	 * into it raised SIGSEGV in the caller instead of -EFAULT). The
+	 * (a read-only mapping passes the read alone, and the copy into it
+	 * would raise SIGSEGV in the caller instead of -EFAULT). The
 	 * buffer is the fill's destination: its bytes are about to change.
 	 */
 	for (int i = 0; i < 2; i++) {
@@ -1111,9 +1108,9 @@ void objfs_gpu_close(struct objfs_gpu *h)
 	s = h->s;
 	/*
 	 * Every close waits for its ATTACH's answer and detaches, the last
-	 * one too: deciding "last" here raced an open of the same mount (a
-	 * review: the handle freed while still on the attaching list, where
-	 * the watchdog then wrote its answer, and its capability kept by the
+	 * one too: deciding "last" here would race an open of the same mount
+	 * (the handle freed while still on the attaching list, where the
+	 * watchdog then writes its answer, and its capability kept by the
 	 * daemon). DETACH just before the session ends costs one message.
 	 */
 	pthread_mutex_lock(&s->lock);

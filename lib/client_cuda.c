@@ -5,62 +5,42 @@
  * NULL, so client.c serves host memory only and never calls the others,
  * which return -EOPNOTSUPP all the same (libfuse's fuse_uring_i.h pattern).
  *
- * Registration. When a session is made its ring is registered once with cudaHostRegister
- * (portable, mapped) when a GPU is usable: copies from it run at pinned
- * speed (measured on the H100: memfd + cudaHostRegister, 4 MiB copies,
- * 53 GB/s H2D, as pinned memory; pageable memory ~7 GB/s). A
- * failure to register is not an error: the handle serves host memory.
- *
- * Placement. On a machine of several NUMA nodes the ring goes to the node
- * of the GPU current at the session's first open (the one its copies
- * read it from): objfs_cuda_place sets a preferred-node policy on the
- * still untouched mapping (mbind on a shared memfd is the file's own
- * policy, so the daemon's faults follow it too) and the registration
- * faults the pages in there. The daemon logs the node it found (side.c).
- * One session serves every GPU of a process; a process per GPU, the usual
+ * Registration: a session's ring is registered once with cudaHostRegister
+ * (portable, mapped) when a GPU is usable, so copies from it run at pinned
+ * speed, several times pageable memory's. A failure to register is not an
+ * error: the handle serves host memory. On a machine of several NUMA nodes
+ * the ring goes to the node of the GPU current at the session's first open
+ * (objfs_cuda_place: a preferred-node policy on the untouched mapping,
+ * which the daemon's faults follow too); a process per GPU, the usual
  * layout, gets each ring beside its GPU.
  *
  * Consumers of a batch, per piece p in slot s = p % k, use g = p / k + 1,
- * all enqueued on the caller's stream under s->lock (client.c says why),
- * through client.c's walk of the batch's packing:
+ * all enqueued on the caller's stream under s->lock (client.c says why):
  *   - stream memory operations (cuStreamWaitValue32 GEQ on seq through the
  *     ring's device pointer, cudaMemcpyAsync slot -> buf for each entry's
  *     part, cuStreamWriteValue32 rel = g), then one cudaLaunchHostFunc per
- *     batch that waits for its last DONE (sent right after its last piece
- *     was published, so at most a socket hop away) and writes every nread.
- *     No host synchronisation otherwise.
- *   - without stream memory operations (or OBJFS_GPU_NO_MEMOPS=1): a host
- *     function that waits for seq (client.c's CPU wait), the copies, a host
- *     function that stores rel. CUDA runs host functions on its own
- *     thread: that is the helper thread of the design.
- * Host memory in a batch on a stream is copied by cudaMemcpyAsync too
- * (cudaMemcpyDefault), so it is ordered like the rest. Copies of entries
- * that are neighbours both in the slot and in memory (a batch read into
- * one tensor, row after row) are merged into one copy: a batch of 256
- * samples into one [256, n] tensor is then one copy per slot.
- * The copies of a piece into device memory go to the driver as one
- * cudaMemcpyBatchAsync (CUDA >= 12.8, a stream other than the legacy
- * default one, not OBJFS_GPU_NO_BATCHCOPY=1), ENQ_MAX at a time: one
- * cudaMemcpyAsync per 64 KiB sample holds a warm readv to ~270,000
- * samples/s on an H200, a batch moves them at the bus's 54 GB/s
- * (contrib/gpu/bench_copies.c). The copies of one batch run in no set
- * order, so destinations that overlap within a readv get their bytes in
- * no set order either (as for overlapping cudaMemcpyAsync on two streams).
+ *     batch that waits for its last DONE (at most a socket hop after the
+ *     last piece) and writes every nread. No other host synchronisation.
+ *   - without them (or OBJFS_GPU_NO_MEMOPS=1): host functions that wait
+ *     for seq (client.c's CPU wait) and store rel around the copies.
+ * Host memory is copied by cudaMemcpyAsync too, ordered like the rest.
+ * Copies of entries that are neighbours in the slot and in memory (rows of
+ * one tensor) are merged, and a piece's copies into device memory go to
+ * the driver as one cudaMemcpyBatchAsync (CUDA >= 12.8, not the legacy
+ * default stream, not OBJFS_GPU_NO_BATCHCOPY=1), ENQ_MAX at a time: a copy
+ * call per 64 KiB sample would bound a warm readv well below the bus
+ * (contrib/gpu/bench_copies.c). Copies of one batch run in no set order,
+ * so overlapping destinations get their bytes in no set order either.
  * Every host function counts in s->pending until it ran; the last
  * objfs_gpu_close waits for zero before it unmaps the ring. A consumer that
- * cannot be enqueued leaves pieces promised to the daemon that nothing
- * will release: the session is then dead and the ring poisoned.
+ * cannot be enqueued leaves pieces promised that nothing will release: the
+ * session is then dead and the ring poisoned.
  *
- * Classification. Each entry's buffer is device or host memory; CUDA says
- * which (cudaPointerGetAttributes), and for device memory the driver also
- * gives the allocation around it (cuMemGetAddressRange): batch_prep reuses
- * that answer while entries stay inside it, so a batch of 10,000 samples
- * into one tensor asks once, not 10,000 times (on an H200 the batch's
- * preparation took 1.5-3.3 ms of a 23-34 ms warm readv, now 0.3-0.5).
- *
- * The driver entry points for stream memory operations are looked up once
- * per process (cudaGetDriverEntryPointByVersion, CUDA 12 ABI), so the
- * library links only libcudart.
+ * Classification: cudaPointerGetAttributes says device or host, and
+ * cuMemGetAddressRange the allocation around device memory, which
+ * batch_prep reuses while entries stay inside it (a batch of 10,000
+ * samples into one tensor asks once). Driver entry points are looked up
+ * once (cudaGetDriverEntryPointByVersion), so only libcudart is linked.
  */
 #include "config.h"
 

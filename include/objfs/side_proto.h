@@ -6,7 +6,7 @@
  * the few operations on the ring and the messages that both sides perform
  * (geometry check, poisoning, futex waits and wakes, socket address,
  * message check) as static inline functions, so that the two halves cannot
- * drift apart: they did, once, when each had its own futex helper.
+ * drift apart.
  *
  * 1. Capability. The client opens a file through the mount and issues
  *    OBJFS_IOC_GPU_CAP on the fd: a restricted _IOR ioctl (fixed size, far
@@ -24,10 +24,10 @@
  *    (EACCES, EINVAL, EBUSY, ENOMEM, EDQUOT). No message to the daemon
  *    carries a descriptor: the daemon's socket refuses them (SO_PASSRIGHTS
  *    0, Linux >= 6.16: the client's sendmsg fails with EPERM), and on
- *    older kernels a message that carries one is refused (EPROTO; version
- *    3: before, HELLO carried a memfd the client made, and a file of the
- *    client's own FUSE mount sent in its place had the daemon's close()
- *    wait for that mount's server, unkillably, its exit with it). The
+ *    older kernels a message that carries one is refused (EPROTO; since
+ *    version 3: a file of the client's own FUSE mount sent in a ring's
+ *    place would have the daemon's close() wait for that mount's server,
+ *    unkillably, its exit with it). The
  *    client places the ring (NUMA) before it touches a slot. However a
  *    session ends (ERR, then EOF), its ring stays whole and counted in the
  *    uid's budget until the client closes its socket; then the daemon
