@@ -1,5 +1,5 @@
 /*
- * Unit tests of src/cache.c with a fake fetcher (no network): contents,
+ * Unit tests of src/cache/cache.c with a fake fetcher (no network): contents,
  * single flight, refcounts under eviction, the memory cap, prefetch limits,
  * failed fetches that are retried, and object identity (a new ETag never
  * serves old bytes). The fetcher is tests/fake_store.c: it completes on its
@@ -39,10 +39,10 @@ static void check_bytes(const struct fake_store *f, const char *buf, int64_t off
 }
 
 /*
- * An object whose size is near 2^63 (a review: its last block's end
- * overflowed in block_end, and a fill of it walked ~2^47 blocks, never
- * calling done). The stores refuse such sizes now (OBJFS_OBJECT_SIZE_MAX);
- * the cache's arithmetic holds anyway.
+ * An object whose size is near 2^63 (its last block's end must not
+ * overflow in block_end, or a fill of it walks ~2^47 blocks, never calling
+ * done). The stores refuse such sizes (OBJFS_OBJECT_SIZE_MAX); the cache's
+ * arithmetic holds anyway.
  */
 START_TEST(test_fill_near_int64_max)
 {
@@ -342,8 +342,8 @@ START_TEST(test_prefetch_respects_cap)
 }
 END_TEST
 
-/* A window of more than 64 blocks is started whole (a review found all
- * but the first 64 left to be fetched on demand), and reaches its end. */
+/* A window of more than 64 blocks is started whole (not the first 64
+ * alone, the rest left to be fetched on demand), and reaches its end. */
 START_TEST(test_prefetch_whole_window)
 {
 	struct objfs_cache *c;
@@ -479,8 +479,8 @@ END_TEST
 /*
  * A fetch whose end scribbles on the fill's destination first: a GPU client
  * writing its ring slot while a fill into it is in flight. What the client
- * wrote must not become the cache's bytes for the next reader (review: the
- * kept ranges were copied from the destination).
+ * wrote must not become the cache's bytes for the next reader (as it
+ * would if kept ranges were copied from the destination).
  */
 static char *scribble_on;
 static size_t scribble_len;
@@ -534,9 +534,9 @@ START_TEST(test_fill_keeps_only_its_bytes)
 END_TEST
 
 /*
- * Fill parts' own buffers count under the cap while in flight (review: 256
- * small fills held 4 MiB of heap past a 512 KiB cap while the counters
- * said 0). 256 fills of 16 KiB into distinct blocks with the fetches held:
+ * Fill parts' own buffers count under the cap while in flight (uncounted,
+ * 256 small fills would hold 4 MiB of heap past a 512 KiB cap while the
+ * counters said 0). 256 fills of 16 KiB into distinct blocks with the fetches held:
  * the counters stay within the cap and the heap grows by no more than it
  * (and some slack for the fake store's own bookkeeping); every fill still
  * gets its bytes (those past the cap straight into their destination,

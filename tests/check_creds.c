@@ -9,7 +9,7 @@
  * profile is read (argument, AWS_PROFILE, "default"), table-driven.
  * Every test runs with its own HOME and AWS_* environment. Secrets live in
  * buffers left out of core dumps (VmFlags "dd" in /proc/self/smaps), and
- * the daemon switch makes the process not dumpable (issue 19, finding 10).
+ * the daemon switch makes the process not dumpable (docs/reliability.md).
  */
 #include "config.h"
 
@@ -458,7 +458,7 @@ START_TEST(test_imds)
 	ck_assert_str_eq(c.access_key, "ASIAIMDSSTUB2"); /* fetched again already */
 	objfs_creds_clear(&c);
 	/* Those fresh ones expire within the window too: not fetched again on
-	 * every request (a review found each signer re-running the source),
+	 * every request (each signer re-running the source),
 	 * only after RETRY_AFTER_S. */
 	ck_assert_int_eq(objfs_creds_get(p, &c), 0);
 	ck_assert_str_eq(c.access_key, "ASIAIMDSSTUB2");
@@ -602,7 +602,7 @@ static const struct json_case {
 	{ "{\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\"} trailing", 0, -EPROTO },
 	{ "", 0, -EPROTO },
 	{ "{\"Code\":\"Denied\",\"Message\":\"no role\"}", 0, -EPROTO },
-	/* an Expiration that is not a date must not mean "never" (review) */
+	/* an Expiration that is not a date must not mean "never" */
 	{ "{\"Version\":1,\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\","
 	  "\"Expiration\":1735689600}", 1, -EPROTO },
 	{ "{\"Version\":1,\"AccessKeyId\":\"AK\",\"SecretAccessKey\":\"SK\","
@@ -761,7 +761,7 @@ START_TEST(test_process)
 			 -EACCES);
 	ck_assert_msg(strstr(err, "exit status 127") != NULL, "%s", err);
 	/* Its output complete and closed, the program runs on: killed at the
-	 * deadline, not waited for (review: waitpid held the lock as long). */
+	 * deadline, not waited for (waitpid would hold the lock as long). */
 	write_script("linger.sh", "#!/bin/sh\nprintf '{\"Version\": 1, \"AccessKeyId\": \"A\", "
 		     "\"SecretAccessKey\": \"S\"}'\nexec >&- 2>&-\nsleep 30\n");
 	snprintf(cmd, sizeof(cmd), "%s/.aws/linger.sh", home);
@@ -1239,8 +1239,8 @@ END_TEST
 /*
  * A refresh runs outside the provider's lock: while credential_process
  * refreshes ones that expire within the window, another signer gets the
- * current ones at once (a review found every signer waiting the whole
- * refresh behind the lock). The program's second run blocks on a FIFO the
+ * current ones at once, not after the whole refresh behind the lock.
+ * The program's second run blocks on a FIFO the
  * test opens only after that other get() returned: no timing involved.
  */
 static void *get_in_thread(void *arg)

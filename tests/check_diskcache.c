@@ -1,5 +1,5 @@
 /*
- * Unit tests of src/diskcache.c on a temporary directory, with a fake
+ * Unit tests of src/cache/diskcache.c on a temporary directory, with a fake
  * network fetch that fills a byte pattern and counts its calls: misses go to
  * the network and are written behind, hits are served from disk with the
  * right bytes, LRU eviction order and the byte cap, checksum and identity
@@ -674,9 +674,9 @@ START_TEST(test_fill_from_disk)
 	objfs_cache_get_stats(c, &cs);
 	ck_assert_uint_eq(cs.bytes, 0);
 	ck_assert_int_eq(atomic_load(&net_calls), 0);
-	/* an odd start: part of block 0 straight from disk (issue 12: parts of
-	 * blocks are read from disk too, no longer pinned whole through the
-	 * memory cache), whole blocks 1..7 straight from disk, blocks 8..10 (not
+	/* an odd start: part of block 0 straight from disk (parts of blocks
+	 * are read from disk too, not pinned whole through the memory
+	 * cache), whole blocks 1..7 straight from disk, blocks 8..10 (not
 	 * on disk) from the network in one run, straight into buf */
 	fill_check(c, &o, 100, 10 * BS + 1000 - 100, buf);
 	objfs_diskcache_get_stats(dc, &ds);
@@ -712,7 +712,7 @@ END_TEST
 /*
  * A fill part whose own buffer cannot get room however much is evicted
  * (blocks held fill most of the cap) goes without one and leaves the LRU
- * alone: a review found a large part (with a disk cache, any part has one)
+ * alone, rather than a large part (with a disk cache, any part has one)
  * emptying the memory cache first, for nothing. Cap 8 blocks: 6 pinned,
  * 2 cached on the LRU, then a fill of 3 blocks not in memory.
  */
@@ -758,7 +758,7 @@ static void scribble_fetch(void *ctx, int64_t off, size_t len, char *dst,
 }
 
 /* What a fill writes behind to disk is its own bytes, never what its
- * destination holds (review: written behind from the destination). */
+ * destination holds (a client may write its ring slot meanwhile). */
 START_TEST(test_fill_writes_behind_only_its_bytes)
 {
 	struct objfs_diskcache *dc = open_dc(64 * (BS + HDR));
@@ -1108,10 +1108,10 @@ END_TEST
 /*
  * A whole chunk cut short (a crash: chunks are never fsync'd) is indexed
  * at the next open with a block length from its size. A range read to
- * that length went into the caller's buffer without a bounce buffer, and
- * the check then MACed whole pages of the block length its header names:
- * up to 4 KiB past the buffer (found in review; the MAC failed, so no
- * wrong bytes, but a GPU ring slot at the end of its mapping made it a
+ * that length goes into the caller's buffer without a bounce buffer, and
+ * a check that MACed whole pages of the block length its header names
+ * would read up to 4 KiB past the buffer (the MAC fails, so no wrong
+ * bytes, but a GPU ring slot at the end of its mapping makes it a
  * crash). The header's block length must match the index's: the read is
  * refused before the check. The buffer here ends at a PROT_NONE page.
  */
@@ -1194,7 +1194,7 @@ START_TEST(test_range_hostile)
 }
 END_TEST
 
-/* ------------------------------------------------------------ security (issue 19) */
+/* ------------------------------------------------------------ security */
 
 /*
  * A forger of chunk files, written from the format's description

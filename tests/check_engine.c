@@ -1,5 +1,5 @@
 /*
- * Unit tests of src/engine.c's stall watchdog, against a small HTTP server
+ * Unit tests of src/net/engine.c's stall watchdog, against a small HTTP server
  * on 127.0.0.1 run by the test itself (one thread per connection). What it
  * answers depends on the path:
  *
@@ -471,7 +471,7 @@ static int fetch(const char *const *paths, size_t n, struct run *run, struct obj
 }
 
 /*
- * max_connections=256 (issue 20): 256 ranged GETs at once on an engine of
+ * max_connections=256: 256 ranged GETs at once on an engine of
  * 4 threads open 256 connections to one origin, all in use at the same
  * moment, and every body lands right. The gate server holds its answers
  * until the 256th request has arrived (or 10 s passed), so the count it
@@ -776,9 +776,9 @@ END_TEST
  * A server that drips, never silent for the timeout: the direct path has
  * no libcurl behind it to give up, so the watchdog does (engine.c): a head
  * not complete within twice the timeout, or a body under a byte a second
- * over that window, ends the attempt (-ETIMEDOUT, retried once). Found in
- * review: each attempt was held for as long as the server dripped (days
- * at the default timeout).
+ * over that window, ends the attempt (-ETIMEDOUT, retried once), rather
+ * than holding it for as long as the server drips (days at the default
+ * timeout).
  */
 START_TEST(test_direct_drip)
 {
@@ -1038,7 +1038,7 @@ END_TEST
 /*
  * With no ETag, a pinned Last-Modified (an HTTP index's mtime) is the
  * version: an answer with another is stale, one with the same or none
- * is not (issue 13: opens without a HEAD).
+ * is not (opens without a HEAD).
  */
 START_TEST(test_check_range_mtime)
 {
@@ -1140,7 +1140,7 @@ START_TEST(test_response_errno)
 END_TEST
 
 /*
- * A 200 KB response head (issue 19, finding 11): many lines (the judge's
+ * A 200 KB response head (docs/reliability.md): many lines (the judge's
  * cap) or one line (libcurl's own 100 KiB cap, which it reports as "out of
  * memory") is a wrong answer: -EIO, not -ENOMEM, and not retried; no byte
  * reaches dst.
@@ -1370,7 +1370,7 @@ END_TEST
 
 #ifndef OBJFS_BEFORE_FIX
 /*
- * Addresses of an origin (issue 20): the engine resolves the host of
+ * Addresses of an origin: the engine resolves the host of
  * http://localhost:PORT through a fake resolver that answers with a list
  * of loopback addresses the test sets (127.0.0.0/8 is all loopback on
  * Linux, so servers on 127.0.0.1, .2 and .3 with one port are three
@@ -1655,7 +1655,7 @@ END_TEST
 
 #ifndef OBJFS_BEFORE_FIX
 /*
- * HTTPS on the direct path (issue 20): a TLS front in the test (one thread
+ * HTTPS on the direct path: a TLS front in the test (one thread
  * a connection, OpenSSL in blocking mode) terminates TLS and passes the
  * bytes to and from the plain test server above, so every path of it is
  * there over TLS too. Its certificates are made here: a test CA, a leaf

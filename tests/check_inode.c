@@ -1,10 +1,9 @@
 /*
- * Unit tests of src/inode.c with a fake store (no network): concurrent
- * lookups of one directory share one listing, its success and its failure.
- * A failed listing used to be repeated by every thread that had waited for
- * it, one timeout each, so N lookups of a stalled directory took N
- * timeouts (found with tests/integration/faultproxy.py). Lookups in a
- * backend with its own lookup (S3) never list the directory (issue 14).
+ * Unit tests of src/fuse/inode.c with a fake store (no network): concurrent
+ * lookups of one directory share one listing, its success and its failure
+ * (a failed listing repeated by every thread that waited for it would cost
+ * N lookups of a stalled directory N timeouts). Lookups in a backend with
+ * its own lookup (S3) never list the directory.
  */
 #include "config.h"
 
@@ -343,8 +342,8 @@ static const struct objfs_store_ops hx_ops = { .name = "hx", .list = hx_list, .s
 /*
  * The size an open compares with is the one the kernel was given, not the
  * node's: a listing with no sizes marks a file's size unknown after
- * attr_ttl, and the kernel's (from a lookup) was not compared at all (a
- * review: cat printed 10 of 60 bytes).
+ * attr_ttl, and the kernel's (from a lookup) must still be compared (else
+ * cat prints 10 of 60 bytes).
  */
 START_TEST(test_open_told_size)
 {
@@ -390,8 +389,8 @@ static uint64_t listed_ino(struct objfs_inodes *t, const char *name)
 }
 
 /*
- * An inode is one version while a handle has it open (a review read
- * version B through a handle of version A, and through a mapping of B): an
+ * An inode is one version while a handle has it open (else version B
+ * could be read through a handle of version A, and through a mapping of B): an
  * open finding another version gives the name a new node and answers
  * -ESTALE; the lookup the kernel then makes finds the new node, in the
  * directory's listing too, and the old one keeps version A's attributes
@@ -473,12 +472,13 @@ START_TEST(test_open_versions)
 END_TEST
 
 /*
- * A review of the node per version: a getattr or an open whose stat was
- * under way (the lock dropped) while another open split the node wrote
- * version B into the old node, which then told the kernel B's size for A's
- * inode for good; two such opens split twice and left the name's second
- * new node unlisted (lookups ENOENT). The racing call now leaves a split
- * node alone, and the name's next lookup finds the one new node.
+ * The node per version under races: a getattr or an open whose stat is
+ * under way (the lock dropped) while another open splits the node must
+ * not write version B into the old node, which would then tell the kernel
+ * B's size for A's inode for good; nor may two such opens split twice and
+ * leave the name's second new node unlisted (lookups ENOENT). The racing
+ * call leaves a split node alone, and the name's next lookup finds the
+ * one new node.
  */
 static sem_t race_in, race_go;
 static atomic_int race_block; /* the next stat waits for race_go */
@@ -584,11 +584,11 @@ END_TEST
 
 /*
  * A server giving neither an ETag nor a Last-Modified: nothing tells
- * versions apart, so opens while the file is open stay on its node (a
- * review: each split it, and the kernel's one retry of an open found the
- * next split: open(2) failed with ESTALE). An open the kernel never got
- * leaves the version pinned while other handles hold it (the review: the
- * next open of the unchanged object split the node).
+ * versions apart, so opens while the file is open stay on its node (if
+ * each split it, the kernel's one retry of an open would find the next
+ * split: open(2) would fail with ESTALE). An open the kernel never got
+ * leaves the version pinned while other handles hold it (else the next
+ * open of the unchanged object would split the node).
  */
 START_TEST(test_open_no_version)
 {
@@ -643,8 +643,8 @@ END_TEST
  * A listing that finds a new version of an open file (an HTTP index: size
  * and mtime, no ETag) gives the name a new node there and then: the open
  * node keeps its version, so getattr of it (fstat of the old handle) and
- * the kernel's size for its pages stay the old ones (a review: the listing
- * overwrote them, and reads of the old handle ended at the new size).
+ * the kernel's size for its pages stay the old ones (a listing that
+ * overwrote them would end reads of the old handle at the new size).
  */
 static int64_t vl_size = 10, vl_mtime = 5;
 
@@ -693,10 +693,10 @@ START_TEST(test_listing_new_version_while_open)
 END_TEST
 
 /*
- * A second review of the node per version. An HTML listing (no sizes)
- * after attr_timeout marked an open node's size unknown, and the split a
- * later HEAD made left the old inode at -1: the kernel was told 0 and
- * truncated the open file's pages.
+ * The node per version with an HTML listing (no sizes): after
+ * attr_timeout it marks an open node's size unknown, and the split a later
+ * HEAD makes must not leave the old inode at -1, or the kernel is told 0
+ * and truncates the open file's pages.
  */
 static const struct objfs_store_ops hv_ops = { .name = "hv", .list = hx_list, .stat = pv_stat };
 
@@ -772,8 +772,8 @@ END_TEST
 
 /*
  * A getattr finding a new version of an open file leaves its inode as it
- * is and makes no node that nothing would hold (a review counted one left
- * over after the file was closed and forgotten).
+ * is and makes no node that nothing would hold (one would be left over
+ * after the file was closed and forgotten).
  */
 START_TEST(test_getattr_new_version_no_orphan)
 {
@@ -889,10 +889,11 @@ START_TEST(test_lookup_across_relisting)
 END_TEST
 
 /*
- * A deep tree (security audit, finding 9): every directory holds "d" and,
- * at the bottom, "f.bin". Each node used to keep its full path, so a walk
- * to depth N cost O(N^2) bytes (825 MiB at 20,000); with names and parent
- * pointers it is linear. The store sees the right path at every depth.
+ * A deep tree (docs/reliability.md): every directory holds "d" and, at the
+ * bottom, "f.bin". A node keeps its name and parent pointer, not its full
+ * path, which would make a walk to depth N cost O(N^2) bytes (825 MiB at
+ * 20,000); so memory is linear. The store sees the right path at every
+ * depth.
  */
 static atomic_int deep_bad;
 

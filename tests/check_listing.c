@@ -1,5 +1,5 @@
 /*
- * check_listing: unit tests for src/listing.c.
+ * check_listing: unit tests for src/store/listing.c.
  *
  * Table-driven: each vector is a body as a server sends it and the exact
  * listing expected back (names, kinds, sizes, times, in order). The nginx
@@ -711,8 +711,8 @@ static long peak_mib(void)
 
 /*
  * A 16 MiB page of links that list nothing is parsed without a document
- * tree: libxml2's tree of it took ~460 MiB (a review; ~7 GiB at the 256
- * MiB body cap), the start-tag walk ~20 MiB over the page.
+ * tree: libxml2's tree of it takes ~460 MiB (~7 GiB at the 256 MiB body
+ * cap), the start-tag walk ~20 MiB over the page.
  */
 START_TEST(test_html_no_tree)
 {

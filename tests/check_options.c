@@ -27,12 +27,12 @@ static const char *const bad[] = {
 	"side", "side=yes", "side=", "ring_slots=1", "ring_slots=65", "ring_slot_size=4K",
 	"ring_slot_size=65M", "fill_threads=0", "fill_threads=257",
 	"cache_dir", "cache_dir=", "cache_dir_size=", "cache_dir_size=512K", "cache_dir_size=x",
-	/* found by tests/fuzz/fuzz_options: strtoull() skips blanks and takes a sign */
+	/* strtoull() skips blanks and takes a sign: refused */
 	"chunk_size= 8M", "chunk_size=\t8M", "threads= 4", "uid= -1", "gid=+5", "umask= 022",
 	"cache_size= -1",
 	/* generic mount options take no value; log_file and metrics need one */
 	"nodev=1", "rw=0", "_netdev=yes", "log_file=", "metrics=",
-	/* issue 19 */
+	/* hardening options */
 	"allow_redirects", "allow_redirects=", "allow_redirects=all", "max_dir_entries=0",
 	"max_dir_entries=x", "max_list_pages=0", "list_timeout=0", "list_timeout=-1",
 	"debug_dumpable=1",
@@ -115,7 +115,7 @@ START_TEST(test_sizes)
 }
 END_TEST
 
-/* Hardening options (issue 19): defaults and values. */
+/* Hardening options: defaults and values. */
 START_TEST(test_hardening)
 {
 	struct objfs_opts o;
@@ -176,7 +176,7 @@ START_TEST(test_cache_dir)
 }
 END_TEST
 
-/* What mount(8), mount.fuse3 and fstab pass (issue 16). */
+/* What mount(8), mount.fuse3 and fstab pass. */
 START_TEST(test_mount_options)
 {
 	const struct objfs_machine m16 = { 16, 128ull << 30 };
@@ -191,7 +191,7 @@ START_TEST(test_mount_options)
 	ck_assert_int_eq(o.saw_rw, 1);
 	ck_assert_str_eq(o.fuse_opts, "nodev,nosuid,noexec,noatime,dev,sync");
 	/* util-linux <= 2.38 hands a helper "user=NAME" for a "user" line; the
-	 * other generic options mount(8) may pass on (a review: refused) */
+	 * other generic options mount(8) may pass on: accepted */
 	ck_assert_int_eq(objfs_opts_parse(&o, "user=alice,owner,group,nosymfollow,lazytime,"
 					  "strictatime,norelatime,silent,loud,helper=objfs",
 					  err, sizeof(err)), 0);
@@ -222,7 +222,7 @@ START_TEST(test_mount_options)
 	ck_assert_int_eq(objfs_opts_parse(&o, "threads=8", err, sizeof(err)), 0);
 	objfs_opts_describe(&o, &m16, desc, sizeof(desc));
 	ck_assert_str_eq(desc, "threads=8");
-	/* a proxy's password stays out of the log's summary (review) */
+	/* a proxy's password stays out of the log's summary */
 	ck_assert_int_eq(objfs_opts_parse(&o, "proxy=http://alice:S3cret@proxy.corp:3128/x",
 					  err, sizeof(err)), 0);
 	objfs_opts_describe(&o, &m16, desc, sizeof(desc));
@@ -232,7 +232,7 @@ START_TEST(test_mount_options)
 }
 END_TEST
 
-/* Thread, connection counts and the cache from the machine unless given (issue 13). */
+/* Thread, connection counts and the cache from the machine unless given. */
 START_TEST(test_machine_defaults)
 {
 	const struct objfs_machine vm = { 2, 24ull << 30 }, gpu = { 16, 128ull << 30 },

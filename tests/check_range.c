@@ -1,4 +1,4 @@
-/* Unit tests of src/range.c: Content-Range parsing and range arithmetic. */
+/* Unit tests of src/util/range.c: Content-Range parsing and range arithmetic. */
 #include "config.h"
 
 #include <check.h>

@@ -113,7 +113,7 @@ static long long rd(struct env *e, int64_t off, size_t len, size_t want)
 /*
  * An object version with no ETag is named by its pinned mtime: two mtimes
  * never share cache blocks, and every GET must answer with that mtime; with
- * an ETag the mtime plays no part (issue 13: opens without a HEAD).
+ * an ETag the mtime plays no part (opens without a HEAD).
  */
 START_TEST(test_object_versions)
 {
@@ -514,11 +514,10 @@ static struct objfs_diskcache *disk_open(const char *dir)
  * partial one.
  */
 /*
- * Many sequential streams over a small cache (issue 13): their prefetch
- * windows share half the cache, so prefetched blocks are not evicted before
- * they are read and nothing is fetched twice: 16 readers, cache_size=256M,
- * the default prefetch_max (64 MiB) and fs.c's drop lag (8 MiB), the
- * issue's example.
+ * Many sequential streams over a small cache: their prefetch windows
+ * share half the cache, so prefetched blocks are not evicted before they
+ * are read and nothing is fetched twice: 16 readers, cache_size=256M, the
+ * default prefetch_max (64 MiB) and fs.c's drop lag (8 MiB).
  */
 struct stream_arg {
 	struct objfs_cache *c;

@@ -371,8 +371,8 @@ END_TEST
 
 /*
  * A page says whether its keys are url-encoded: some S3 servers ignore
- * encoding-type=url and send keys as they are, with no EncodingType (a
- * review found "a+b" listed as "a b" and "x%41" as "xA", fetched as
+ * encoding-type=url and send keys as they are, with no EncodingType (decoded
+ * anyway, "a+b" would list as "a b" and "x%41" as "xA", fetched as
  * another key). Both parsers, with EncodingType absent, other, before or
  * after the entries; and values with XML white space around them
  * (IsTruncated "1", a Size "\n12\n"), a Size past 2^53 skipped.

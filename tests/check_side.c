@@ -1300,7 +1300,7 @@ START_TEST(test_uid_shares)
 }
 END_TEST
 
-/* Ring memory (finding 5): -EDQUOT past a uid's share, -ENOMEM past the total. */
+/* Ring memory (docs/reliability.md): -EDQUOT past a uid's share, -ENOMEM past the total. */
 START_TEST(test_ring_budget)
 {
 	uint64_t rb = objfs_ring_bytes(SLOTS, SLOT_SIZE);
@@ -1360,10 +1360,10 @@ START_TEST(test_only_uid)
 END_TEST
 
 /*
- * A client that never reads its DONEs (finding 1): replies must never
- * block a shared thread. Before, ~300 unread DONEs filled the socket and
- * the threads that send them blocked, so every other fill (and FUSE read)
- * hung. Now the DONEs wait in the session's queue; the client runs out of
+ * A client that never reads its DONEs (docs/reliability.md): replies must
+ * never block a shared thread, or ~300 unread DONEs fill the socket, the
+ * threads that send them block, and every other fill (and FUSE read)
+ * hangs. The DONEs wait in the session's queue; the client runs out of
  * queue entries and its session ends, while another session still reads.
  */
 START_TEST(test_unread_dones)
@@ -1467,7 +1467,7 @@ START_TEST(test_late_reader)
 END_TEST
 
 /*
- * Out of descriptors (finding 11): accept() fails with EMFILE while the
+ * Out of descriptors (docs/reliability.md): accept() fails with EMFILE while the
  * connection stays pending, so poll wakes the accept thread at once,
  * forever. The connection is shed instead: its client sees EOF.
  */
@@ -2139,8 +2139,8 @@ END_TEST
 /*
  * Sparse entries are a fill each, but a session keeps at most RUNS_MAX
  * (side.c: 1,024) in flight: the rest wait for room and every entry
- * still arrives. A review measured one session putting 131,072 GETs in
- * the engine's queue at once. Fetches are held until the test lets them
+ * still arrives (uncapped, one session could put 131,072 GETs in the
+ * engine's queue at once). Fetches are held until the test lets them
  * go, so what is in flight at once is counted exactly.
  */
 struct batch {
@@ -2423,8 +2423,8 @@ END_TEST
 /*
  * 10,000 handles in one process: one session, the ring's bytes pinned
  * once, every handle readable in one batch. Times are printed, not
- * asserted (the target, <= 50 us per open after the first, is measured on
- * the device machine through the mount).
+ * asserted (the target, <= 50 us per open after the first, is checked
+ * through a mount by tests/gpu/gpu_batch.cu).
  */
 START_TEST(test_many_handles)
 {

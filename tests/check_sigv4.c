@@ -1,5 +1,5 @@
 /*
- * Unit tests of src/sigv4.c against published vectors.
+ * Unit tests of src/store/sigv4.c against published vectors.
  *
  * Generic-service cases are from the AWS SigV4 test suite
  * (aws-sig-v4-test-suite: AKIDEXAMPLE, 20150830T123600Z, us-east-1,

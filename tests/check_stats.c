@@ -1,5 +1,5 @@
 /*
- * Unit tests of src/stats.c: request counters, the time-to-first-byte
+ * Unit tests of src/util/stats.c: request counters, the time-to-first-byte
  * histogram and its percentiles, and the text format (truncation behaves
  * like snprintf; disk cache lines only when a disk cache is given); the
  * counter table (src/counters.c) against the text, the metrics, objfs(1)
@@ -182,9 +182,9 @@ static size_t no_text(void *arg, char *buf, size_t cap)
 
 /*
  * The metrics endpoint gives a request IO_TIMEOUT (2 s) in all: a client
- * sending a byte now and then held its thread, and the unmount joining it,
- * for as long as it went on (a review: 11 s for 12 bytes, hours possible).
- * Ports are 1-65535 (4294967297 was port 1, 0 a random one).
+ * sending a byte now and then must not hold its thread, and the unmount
+ * joining it, for as long as it goes on (11 s for 12 bytes, hours possible).
+ * Ports are 1-65535 (not 4294967297 read as port 1, nor 0 a random one).
  */
 START_TEST(test_metrics_slow_client)
 {

@@ -1,4 +1,4 @@
-/* Unit tests of src/url.c: SOURCE URL parsing and percent-encoding. */
+/* Unit tests of src/util/url.c: SOURCE URL parsing and percent-encoding. */
 #include "config.h"
 
 #include <check.h>

@@ -1,6 +1,6 @@
 /*
  * fake_store: the store that unit tests fetch from, shared by the cache
- * and reader tests (it replaces a fake_fetch each test file used to copy).
+ * and reader tests, so that no test file has a fake fetch of its own.
  *
  * An object's bytes are a pure function of (salt, offset): no memory is
  * needed for objects of any size, and a wrong byte anywhere -- from another

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """s3_synth: a synthetic S3 server of N generated keys, for tests and
-benchmarks of metadata at scale (issue 14). Python standard library only.
+benchmarks of metadata at scale. Python standard library only.
 
     s3_synth.py [--keys N] [--layout flat|nested] [--per-dir M]
                 [--latency-ms L] [--bucket B] [--size-max S] [--refuse-keys F]

@@ -3,7 +3,7 @@
 # side_by_side.sh: sourced by tests/valgrind.sh and tests/fuzz/run.sh, whose
 # items (unit tests under valgrind, fuzz targets) are independent processes
 # that each keep one core busy: run side by side, one per core, they take
-# half the wall time on the 2-core CI machine for the same work.
+# half the wall time on a 2-core machine for the same work.
 #
 # side_by_side JOBS FUNC ITEM...: runs `FUNC ITEM` in the background for each
 # ITEM, at most JOBS at a time (empty or not a number: one per core), and

@@ -37,7 +37,7 @@
  *                                       prints "accepted" or "refused ERRNO"
  *
  * Hostile clients (tests/integration/side_hostile.sh runs them as another
- * user, findings of the security audit in docs/reliability.md); each prints
+ * user, the local attacks of docs/reliability.md); each prints
  * one line of what it got and exits 0 unless it could not even try:
  *   side_client nodone CAPFILE SECS     FILLs for SECS s, DONEs never read
  *   side_client pending CAPFILE N SECS  N connections that never say HELLO

@@ -1,5 +1,5 @@
 /*
- * fuzz_creds: the AWS shared credentials / config file reader (src/creds.c)
+ * fuzz_creds: the AWS shared credentials / config file reader (src/store/creds.c)
  * on arbitrary files.
  *
  * The input is the credentials file, optionally followed by a line

@@ -1,7 +1,7 @@
 /*
  * fuzz_direct_request: the request text of the direct receive path
- * (objfs_direct_request_text) from arbitrary URLs and headers, now that
- * https URLs take it too (issue 20).
+ * (objfs_direct_request_text) from arbitrary URLs and headers, http and
+ * https alike.
  *
  * Input: the first line is the URL, after "http://" or "https://" (the
  * first byte's low bit picks which); each further line is an extra header

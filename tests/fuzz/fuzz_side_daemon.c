@@ -1,5 +1,5 @@
 /*
- * fuzz_side_daemon: the GPU side API daemon (src/side.c) against a hostile
+ * fuzz_side_daemon: the GPU side API daemon (src/side/side.c) against a hostile
  * client, through its real socket.
  *
  * A real side server runs on a real block cache whose fetcher is fake (each

@@ -1,5 +1,5 @@
 /*
- * fuzz_sigv4: SigV4 canonicalisation and signing (src/sigv4.c) on arbitrary
+ * fuzz_sigv4: SigV4 canonicalisation and signing (src/store/sigv4.c) on arbitrary
  * requests.
  *
  * The input is newline-separated: flags (a '1' anywhere selects S3 path

@@ -1,5 +1,5 @@
 /*
- * gpu_batch: GPU tests and benchmarks of libobjfs's batches (issue 17),
+ * gpu_batch: GPU tests and benchmarks of libobjfs's batches,
  * against a real objfs mount (driven by tests/gpu/side_gpu_batch.sh and
  * contrib/gpu/bench_batch.sh). Checks compare on the GPU: one kernel
  * computes every entry's position-weighted checksum (the weight of a byte

@@ -1,7 +1,7 @@
 #!/bin/bash
 # shellcheck source-path=SCRIPTDIR
 #
-# side_gpu_batch.sh: batches of the GPU side API (issue 17) into device
+# side_gpu_batch.sh: batches of the GPU side API into device
 # memory, end to end: nginx, a real mount, libobjfs, CUDA
 # (tests/gpu/gpu_batch does the GPU work and compares checksums on the
 # GPU). Exits 77 without a usable GPU or FUSE.

@@ -12,8 +12,8 @@
 #   b. cache_dir mode 0777: refused, the message says it is writable by
 #      others
 #   c. DIR/lock a symlink to a root-owned file elsewhere (in a root-owned
-#      cache_dir): the file keeps its bytes (objfs used to truncate it and
-#      write its pid there); the mount is refused, or at least nothing is
+#      cache_dir): the file keeps its bytes (not truncated, no pid written
+#      there); the mount is refused, or at least nothing is
 #      written through the link
 #   d. chunk files forged -- a page's bytes replaced and every sum
 #      recomputed as the old format did (XXH3-64, no key), and again as

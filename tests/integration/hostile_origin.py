@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A hostile object store for tests/integration/hostile_listing.sh (issue 19).
+"""A hostile object store for tests/integration/hostile_listing.sh.
 
 Python 3 standard library only. Prints its port on the first line of stdout.
 One server, two faces:

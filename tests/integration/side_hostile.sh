@@ -2,8 +2,8 @@
 # shellcheck source-path=SCRIPTDIR
 #
 # side_hostile.sh: a hostile client of the GPU side API against an
-# allow_other mount (docs/reliability.md, "Against a local user" and
-# "Security audit"). The attacker is a second, unprivileged user running
+# allow_other mount (docs/reliability.md, "Against a local user"). The
+# attacker is a second, unprivileged user running
 # tests/side_client's raw-protocol modes; root is the victim, whose FUSE
 # reads (md5sum of files nobody read yet) and side reads must finish in
 # time and byte-exact while each attack runs:
@@ -70,7 +70,7 @@ if ! timeout 30 "${AS_USER[@]}" "$CLIENT" cap "$MNT/bait.bin" "$PUB/user.cap"; t
 	exit 1
 fi
 # bait.bin is not read first: the attacker's fills go to the network, so
-# the engine threads finish them (and, before the fix, sent their DONEs).
+# the engine threads finish them (and must not block sending their DONEs).
 
 # victim LABEL N: root reads vN.bin (never read before) through FUSE and a
 # part of bait.bin through its own side session, both byte-exact, in time.

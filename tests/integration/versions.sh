@@ -2,9 +2,7 @@
 # shellcheck source-path=SCRIPTDIR
 #
 # versions.sh: an object replaced on the server while the mount has it open
-# or cached gives each reader one version, whole, never a mix or a cut
-# (a review of the FUSE layer, 2026-11-27, reproduced all three on real
-# mounts before the fix).
+# or cached gives each reader one version, whole, never a mix or a cut.
 #
 #   OBJFS=/path/to/objfs tests/integration/versions.sh
 #
@@ -14,30 +12,30 @@
 #      (MAP_PRIVATE) and read at 0 and 12 MiB; then handle 1 reads at 12
 #      MiB. Handle 2 and its mapping must read B, handle 1 A or EIO, never
 #      B: the kernel's page cache is one per inode, and B's handle filling
-#      it served B through A's handle (with B read by direct I/O, the
-#      mapping still did; each version has its own inode now).
+#      it would serve B through A's handle (with B read by direct I/O, the
+#      mapping still would), so each version has its own inode.
 #   2. A size the kernel was renewed by a listing: `ls -l` twice (the second
 #      within list_ttl renews the kernel's attributes), the file grows on
 #      the server, and after attr_timeout `cat` must print the whole new
-#      content (the open pinned the new size while the kernel kept the old
-#      one and cut the read at it).
+#      content, not cut at the old size the kernel kept while the open
+#      pinned the new one.
 #   4. (run before 3) A listing of a shorter new version while the old is
 #      open: handle 1 opens a 16 MiB file and reads its start, the server
 #      replaces it with 4 MiB, `ls -l` after attr_timeout; handle 1 must
-#      keep its size (fstat) and read at 8 MiB A or EIO, not end there (the
-#      listing gave the open inode the new size), and a new open reads B.
+#      keep its size (fstat) and read at 8 MiB A or EIO, not end there (as
+#      if the listing gave the open inode the new size); a new open reads B.
 #   5. (run before 3) An unchanged file held open past attr_timeout: fstat
 #      (a HEAD, with an ETag, against the listing's mtime) must keep its
 #      inode, and a reopen through /proc/self/fd must work (the two sources
-#      were taken for two versions: a new inode, the reopen ESTALE).
+#      taken for two versions would mean a new inode, the reopen ESTALE).
 #   6. (run before 3) An HTML index: a file opened and read, the directory
 #      listed after attr_timeout (no sizes), the file replaced by a shorter
-#      one: fstat of the handle must keep 16 MiB (the split left the old
-#      inode with the listing's unknown size: 0 to the kernel).
+#      one: fstat of the handle must keep 16 MiB, not the listing's unknown
+#      size (0 to the kernel) left on the old inode by the split.
 #   3. An HTML index (no sizes): a file mapped and read, then the directory
 #      listed again after attr_timeout; the mapping must still read its
-#      bytes (READDIRPLUS sent the unknown size as 0: the kernel truncated
-#      the pages, SIGBUS).
+#      bytes (an unknown size sent by READDIRPLUS as 0 would make the
+#      kernel truncate the pages: SIGBUS).
 #
 # Needs /dev/fuse, nginx, python3.
 # Exit status: 0 all passed, 1 something failed, 77 skipped, 99 hard error.
@@ -240,7 +238,7 @@ with open(os.path.join(mnt, "map.bin"), "rb") as f:
     assert m[:16] == want[:16]
     time.sleep(1.5)  # past attr_timeout: the listing knows the name, not the size
     os.listdir(mnt)
-    got = m[len(want) // 2:len(want) // 2 + 4096]  # SIGBUS here before the fix
+    got = m[len(want) // 2:len(want) // 2 + 4096]  # SIGBUS here if the kernel truncated the pages
     print("mapping read %d bytes" % len(got))
     sys.exit(0 if got == want[len(want) // 2:len(want) // 2 + 4096] else 1)
 EOF
