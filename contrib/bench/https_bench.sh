@@ -10,8 +10,8 @@
 # (anywhere else: OBJFS=build/src/objfs contrib/bench/https_bench.sh).
 #
 # Why the server: nginx sending through OpenSSL in user space, without
-# sendfile, capped loopback HTTPS at ~3.3 GB/s on a 16-core H100 host at 16
-# streams, so objfs's own ceiling went unmeasured. Here nginx uses kernel
+# sendfile, caps loopback HTTPS at 16 streams below what objfs takes, so the
+# figure would be nginx's, not objfs's. Here nginx uses kernel
 # TLS where the kernel has the tls module (loaded with modprobe when it
 # can be): "ssl_conf_command Options KTLS" with "sendfile on" makes nginx
 # hand the file to the kernel (SSL_sendfile), which encrypts from the page
@@ -48,7 +48,7 @@
 # seconds per GB: objfs's daemon (utime + stime from /proc/PID/stat, from
 # the mount to the end of the reads) and curl's. A repetition that would
 # start past HB_BUDGET seconds (default 420) is not started, so one call
-# stays under the device's limit; the report says how many ran.
+# stays within a time limit; the report says how many ran.
 #
 # Environment: OBJFS, NGINX, GPU_FILL (optional), HB_PIN (below), OUT (results; default
 # ./device-out), HB_SIZE, HB_STREAMS, HB_REPS, HB_BUDGET, HB_OPTS (more mount
@@ -56,9 +56,9 @@
 # (default "curl-https fuse-https gpu-https curl-http
 # fuse-http"), HB_DATA (keep the object here between calls), HB_TLS_DIR,
 # HB_LISTEN (more parameters of the HTTPS listen; default reuseport: each
-# worker its own socket, the kernel spreading connections over them; with
-# one shared socket 16 curl streams got 2.2-5.7 GB/s on a 16-core H200 host,
-# with reuseport 4.7-9.5; "none" for the shared socket).
+# worker its own socket, the kernel spreading connections over them: one
+# shared socket holds 16 curl streams to about half as much; "none" for
+# the shared socket).
 #
 # A/B of builds: a mode written MODE@NAME (e.g. "gpu-https@old") runs the
 # objfs binary named by $HB_BIN_NAME ($HB_OLD for @old) in the same turns

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """wanproxy: a TCP proxy that makes a loopback server look like S3 over a WAN.
 
-The kernel on our machines has no netem qdisc, so the conditions S3 clients
-see are emulated in user space, per connection:
+netem needs a kernel with the sch_netem qdisc, which many hosts and
+containers lack, so the conditions S3 clients see are emulated in user
+space, per connection:
 
   * first-byte latency: every chunk of request bytes from the client waits
     --delay-ms before it is forwarded, so every response (also the second,
@@ -13,8 +14,8 @@ see are emulated in user space, per connection:
 One thread per direction per connection; the GIL is released in recv/send,
 so a few hundred MB/s in total pass through on loopback. The proxy's own
 ceiling is measured in the same benchmark run (curl through the proxy with
-no delay and no cap is never the figure we compare against: curl is always
-measured through the same proxy as the file systems).
+no delay and no cap is never the reference: curl is always measured
+through the same proxy as the file systems).
 
   wanproxy.py --listen 127.0.0.1:0 --to 127.0.0.1:8080 --delay-ms 20 --rate 50M
 Prints "PORT <n>" on stdout once listening.

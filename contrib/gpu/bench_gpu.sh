@@ -149,8 +149,8 @@ declare -A MED
 json="{\"label\":\"$LABEL\",\"size\":$SIZE,\"reps\":$REPS,\"cores\":$NCPU,\"opts\":\"${BENCH_OPTS:-}\",\"engine_threads\":\"${BENCH_ENGINE_THREADS:-N}\",\"runs\":["
 sep=
 # The modes take turns within each repetition (gpu, curl, gpu, curl, ...),
-# so each gpu run has a curl run next to it under the same conditions: on
-# a 16-core GPU host curl alone varies 17-29 GB/s over minutes. "c/d pairs"
+# so each gpu run has a curl run next to it under the same conditions:
+# curl alone can vary by half over minutes. "c/d pairs"
 # is the median of those per-repetition ratios.
 declare -A VALS
 for n in $CONNS; do
