@@ -1236,8 +1236,14 @@ static void range_end(struct objfs_cache *c, struct fill_part *p, int err)
 		r = &b->ranges[i];
 		w = r->waiters;
 		r->waiters = NULL;
-		if (!err)
-			r->loading = 0;
+		r->loading = 0;
+		if (err) { /* dropped now, so no fill joins it after its waiters left */
+			b->alloc -= r->alloc;
+			c->bytes -= r->alloc;
+			buf_free(c, r->data, r->alloc);
+			memmove(r, r + 1, (b->nranges - (unsigned)i - 1) * sizeof(*r));
+			b->nranges--;
+		}
 	}
 	pthread_mutex_unlock(&c->lock);
 	for (struct blk_waiter *x = w; x && !err; x = x->next)
@@ -1251,14 +1257,6 @@ static void range_end(struct objfs_cache *c, struct fill_part *p, int err)
 		w = next;
 	}
 	pthread_mutex_lock(&c->lock);
-	if (err && (i = range_at(b, p->koff)) >= 0) { /* dropped: the next reader fetches it */
-		r = &b->ranges[i];
-		b->alloc -= r->alloc;
-		c->bytes -= r->alloc;
-		buf_free(c, r->data, r->alloc);
-		memmove(r, r + 1, (b->nranges - (unsigned)i - 1) * sizeof(*r));
-		b->nranges--;
-	}
 	unref(c, b);
 	evict(c, 0);
 	pthread_mutex_unlock(&c->lock);
