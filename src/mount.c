@@ -77,7 +77,7 @@ static size_t stats_text(void *arg, char *buf, size_t cap)
 	if (m->side)
 		objfs_side_get_stats(m->side, &gs);
 	n = objfs_stats_format(buf, cap, &s, &cs, m->disk ? &ds : NULL, m->side ? &gs : NULL);
-	/* nodes alive: what the kernel holds and listings keep (issue 14) */
+	/* nodes alive: what the kernel holds and listings keep */
 	if (n < cap)
 		n += (size_t)snprintf(buf + n, cap - n, "inodes %zu\n", objfs_inodes_live(m->inodes));
 	return n;

@@ -126,11 +126,10 @@
  *
  * Write-behind holds the block cache's own buffer (a reference on the READY
  * block, taken through dc->hold before the fetch completes, dropped through
- * dc->release when the write ends), not a copy. The first design copied
- * each fetched block into a 64 MiB queue and dropped the write when it was
- * full: a cold 1 GiB read (~400 MB/s) on the 2-core development VM dropped
- * 154 of 256 chunk writes, so the next epoch read only 40% from disk. Now
- * up to wq_cap bytes (half the block cache) wait for the disk at no extra
+ * dc->release when the write ends), not a copy: copying each fetched block
+ * into a fixed queue and dropping the write when it was full dropped most
+ * of a cold read's chunks (154 of 256 at ~400 MB/s), so the next epoch read
+ * little from disk. Now up to wq_cap bytes (half the block cache) wait for the disk at no extra
  * memory, the engine thread no longer copies and checksums 4 MiB (the disk
  * thread checksums when it writes), and a write is dropped only beyond
  * that bound. put()/put_range() copy (their callers' memory is not a
@@ -940,7 +939,7 @@ static void read_done(struct objfs_diskcache *dc, struct dreq *r, int res)
 	/* a range is read to the block length the index knows (from the file
 	 * size for a whole chunk found by the scan: a torn file says less than
 	 * its header), and the check reads whole pages of the header's: they
-	 * must agree, or it reads past the destination (found in review) */
+	 * must agree, or it reads past the destination */
 	if (m.meta_len != r->meta_len || r->off + r->len > m.block_len ||
 	    (!r->whole && m.block_len != r->block_len)) {
 		read_fail(dc, r, "length mismatch", 0);

@@ -22,7 +22,7 @@
  *   - Every MAC goes through mac_begin()/mac_end(): HMAC-SHA256 under the
  *     key the caller derived once (objfs_dckey_init), truncated to 64 bits.
  *
- * Why a keyed MAC (issue 19): format 2 summed with XXH3, which anyone can
+ * Why a keyed MAC: format 2 summed with XXH3, which anyone can
  * compute, and the identity is public (URL, ETag, size); a user who could
  * write into cache_dir wrote chunks with valid sums and root read forged
  * bytes. Now validity needs DIR/key (0600, the mounting user's).

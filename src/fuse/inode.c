@@ -1063,8 +1063,8 @@ static int lookup_in(struct objfs_inodes *t, struct objfs_dirlist *l, const char
 /*
  * The lookup of @name in @d by the store's own lookup (a HEAD and a
  * one-key listing on S3), for a directory not listed, listed too long ago
- * or being listed: a million-key prefix is never listed to open one file
- * (issue 14). A hit stays good for attr_timeout (files) or list_ttl
+ * or being listed: a million-key prefix is never listed to open one file.
+ * A hit stays good for attr_timeout (files) or list_ttl
  * (directories). Lock held (dropped while the store is asked); the caller
  * holds @d.
  */
@@ -1286,8 +1286,8 @@ int objfs_inode_open(struct objfs_inodes *t, uint64_t ino, struct objfs_attr *a,
 	 * old version until attr_timeout), or the listing gave neither an ETag
 	 * nor an mtime to pin the handle to: fetch the current attributes. An
 	 * HTTP index's mtime (to the second, as Last-Modified) pins the version
-	 * without a HEAD: every GET's Last-Modified must match it (issue 13:
-	 * small files paid a HEAD and a GET each). */
+	 * without a HEAD: every GET's Last-Modified must match it (small files
+	 * would pay a HEAD and a GET each). */
 	told = n->told; /* what the kernel holds (a listing may have changed n->size) */
 	*path = node_path(n);
 	if (!*path) {

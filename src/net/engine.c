@@ -43,8 +43,8 @@
  * still in flight past it and the request is not retried, so a body
  * trickling one byte a second, never silent, still ends. The direct path
  * (engine_direct.c) has no libcurl behind it, so the watchdog is its
- * backstop too (found in review: a server sending a byte just inside every
- * timeout held an attempt for days): over each window of twice the timeout
+ * backstop too (a server sending a byte just inside every timeout would
+ * hold an attempt for days): over each window of twice the timeout
  * from the connection on, its head must be complete by the end of the
  * first and every window must bring at least a byte a second on average,
  * as libcurl's check asks of its body; else -ETIMEDOUT, retried.
@@ -55,7 +55,7 @@
  * more from S3) was a fresh mapping, moved by mremap on each doubling,
  * its pages faulted in and unmapped again with TLB shootdowns: with
  * libcurl's 512 KiB receive buffer, mapped and unmapped per transfer too,
- * ~30% of the daemon's CPU in `ls -l` of 300,000 keys (perf, issue 14).
+ * ~30% of the daemon's CPU in `ls -l` of 300,000 keys.
  * Now: a 2xx body whose Content-Length is within the request's cap is
  * reserved at that size with its first bytes (body_first); one without
  * starts at 16 KiB; whatever does not fit still grows by doubling, so a
@@ -552,8 +552,8 @@ static void conclude(struct engine_thread *th, struct objfs_req *r, int err, int
  * Moves the direct connections along and takes back the attempts they
  * ended: each leaves the in-flight list and is concluded at once, while
  * the walk goes on, so its reader wakes and replies as early as it can
- * (concluding after the whole walk cost 16 random 256 KiB readers 6-9% on
- * the H100 machine); or, handed over, started again (uncounted) on
+ * (concluding after the whole walk cost 16 random 256 KiB readers 6-9%);
+ * or, handed over, started again (uncounted) on
  * whichever path once the walk is over, since a start may close idle
  * connections, the walk's cursor among them. Then requests waiting for a
  * direct connection start while connections can be had.
@@ -951,8 +951,7 @@ void objfs_engine_free(struct objfs_engine *e)
  * To the least loaded thread (ties: round robin). Each thread has only
  * max_connections / threads connections, so a request queued behind a busy
  * one waits while another thread's connection idles: plain round robin held
- * a 16-connection GPU fill on the H100 machine to ~19 GB/s with 5 of 16
- * cores idle.
+ * a 16-connection GPU fill at ~19 GB/s with 5 of 16 cores idle.
  */
 void objfs_engine_submit(struct objfs_engine *e, struct objfs_req *r)
 {

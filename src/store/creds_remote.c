@@ -660,8 +660,7 @@ static void log_lines(struct err_log *e, int flush)
 /*
  * Reaps @pid by @deadline, else kills and reaps it: a program that closed
  * its output but runs on must not hold the credentials lock, and every
- * signer behind it, for as long as it runs (a review found waitpid()
- * waiting so). 0, or -ETIMEDOUT.
+ * signer behind it, for as long as it runs. 0, or -ETIMEDOUT.
  */
 static int reap(pid_t pid, int64_t deadline, int *status)
 {

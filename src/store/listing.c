@@ -484,7 +484,7 @@ static size_t skip_ws(const char *buf, size_t len, size_t i)
  *   ]
  * json-c's tokener made a json_object per element, a hash table and four
  * values in it, and strptime() looked the day and month up among the
- * locale's names: ~0.75 s for a 100,000-entry index on the 2-core VM, 5-8x
+ * locale's names: ~0.75 s for a 100,000-entry index on two cores, 5-8x
  * the fetch of the index. This reader takes that subset of JSON only: an
  * array of flat objects whose keys are distinct and whose values are
  * strings (escapes \" \\ \/ \b \f \n \r \t and \u0001-\u007f) or

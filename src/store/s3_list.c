@@ -3,7 +3,7 @@
  *
  * Why a reader of our own. libxml2's tree of one 1,000-key page is about a
  * megabyte of small allocations, built and freed once a page. In `ls -l`
- * of a million keys (issue 14, 2-core VM) the parse was ~46% of the
+ * of a million keys the parse was ~46% of the
  * daemon's CPU, most of it malloc growing and trimming the listing
  * thread's heap: page faults, and TLB shootdowns as the pages went back.
  * The reader here allocates nothing per element: it walks the page once,
@@ -28,8 +28,8 @@
  *
  * Keys are url-decoded only on a page that says <EncodingType>url</...>:
  * we always ask for it, but some S3 servers ignore the parameter and send
- * keys as they are (a review found "a+b" listed as "a b" and "x%41" as
- * "xA", fetched as another key). The reader decodes as it goes, taking
+ * keys as they are ("a+b" would be listed as "a b" and "x%41" as "xA",
+ * and fetched as another key). The reader decodes as it goes, taking
  * url until the page says otherwise; a page that ends without saying url
  * after an entry was decoded goes to libxml2's tree, which reads
  * EncodingType first.

@@ -46,7 +46,7 @@ struct objfs_store_ops {
 	int (*list)(struct objfs_store *s, const char *path, struct objfs_listing *out);
 	/*
 	 * Lists directory @path page by page, @page(@arg, ...) for each as it
-	 * arrives, so that readdir can stream (issue 14). NULL: list() is
+	 * arrives, so that readdir can stream. NULL: list() is
 	 * delivered as one page. 0 once every page was delivered, or -errno
 	 * (those delivered are then not the whole directory).
 	 */

@@ -100,8 +100,8 @@ static void cookie_free(struct s3_cookie *c)
 	free(c);
 }
 
-/* Any length: a session token has no documented maximum (a review found
- * tokens past ~4 KiB failing every signed request with EINVAL). */
+/* Any length: a session token has no documented maximum (a fixed buffer
+ * failed every signed request with a token past ~4 KiB). */
 static int add_header(struct curl_slist **l, const char *name, const char *value)
 {
 	struct curl_slist *n;
@@ -558,13 +558,13 @@ static int page_deliver(struct objfs_listing *dirs, struct objfs_listing *files,
 }
 
 /*
- * Bounded (issue 19): entries, pages, repeated tokens, total time.
+ * Bounded: entries, pages, repeated tokens, total time.
  * Pipelined: once a page has arrived its continuation token is picked out
  * by a plain search and the next page requested on a thread of its own
  * while this one is parsed and handed over; the parser's token must match,
  * or that request is dropped and the page asked for again. Each page costs
  * one round trip, not a round trip plus its parse (a 100,000-key listing at
- * 20 ms a request: issue 14). Pages are handed to @fn as they come, so
+ * 20 ms a request). Pages are handed to @fn as they come, so
  * readdir streams.
  */
 static int s3_list_pages(struct objfs_store *st, const char *path, objfs_list_page_fn fn,
@@ -753,7 +753,7 @@ static int s3_stat(struct objfs_store *st, const char *path, struct objfs_stat *
 }
 
 /*
- * One name, without listing its directory (issue 14): a HEAD of the key and
+ * One name, without listing its directory: a HEAD of the key and
  * a one-key listing of "KEY/" at once, as mountpoint-s3 does, two requests
  * and one round trip. Anything under "KEY/" (a marker object included)
  * makes it a directory, which wins over an object of the same name, as in
